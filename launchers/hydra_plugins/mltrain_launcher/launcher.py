@@ -1,0 +1,29 @@
+"""`hydra/launcher=mltrain`: one job becomes node_count x process_count_per_node rank processes.
+
+Thin by design (as hydra_submitit_launcher): the launch path lives in mltrain.launching and is
+imported only when something is launched.
+"""
+from typing import Any, Optional, Sequence
+
+from hydra.core.utils import JobReturn
+from hydra.plugins.launcher import Launcher
+from hydra.types import HydraContext, TaskFunction
+from omegaconf import DictConfig
+
+
+class MltrainLauncher(Launcher):
+    def __init__(self, **params: Any) -> None:
+        self.params = params
+        self.config: Optional[DictConfig] = None
+        self.task_function: Optional[TaskFunction] = None
+        self.hydra_context: Optional[HydraContext] = None
+
+    def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
+        self.config = config
+        self.hydra_context = hydra_context
+        self.task_function = task_function
+
+    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+        from mltrain.launching import launch
+
+        return launch(self, job_overrides, initial_job_idx)

@@ -1,0 +1,3 @@
+from mltrain.cli import main
+
+main()

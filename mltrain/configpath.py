@@ -1,0 +1,65 @@
+"""Where configs come from: the built-in presets, then the user's own folders.
+
+The user's folders are searched first, so a repository can add options to any built-in group
+(`compute/gpu-cluster.yaml`), replace a built-in option, or add `experiment/*.yaml` files.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+from typing import List
+
+#: Folders looked up in the current directory, in this order.
+USER_CONF_DIRS = (".mltrain", "conf")
+#: Extra config folders, separated by os.pathsep, searched before those.
+CONFIG_PATH_ENV = "MLTRAIN_CONFIG_PATH"
+
+
+def mltrain_home() -> Path:
+    return Path(os.environ.get("MLTRAIN_HOME", "~/.mltrain")).expanduser()
+
+
+def builtin_conf_dir() -> Path:
+    """The presets shipped with mltrain: the `mltrain.conf` package once installed, else the checkout's conf/."""
+    spec = importlib.util.find_spec("mltrain.conf")
+    if spec is not None and spec.submodule_search_locations:
+        return Path(list(spec.submodule_search_locations)[0])
+    return Path(__file__).resolve().parent.parent / "conf"
+
+
+def builtin_search_url() -> str:
+    """The value given to hydra.main(config_path=...)."""
+    if importlib.util.find_spec("mltrain.conf") is not None:
+        return "pkg://mltrain.conf"
+    return str(builtin_conf_dir())
+
+
+def user_conf_dirs(cwd: Path | None = None) -> List[Path]:
+    cwd = Path(cwd or os.getcwd())
+    found: List[Path] = []
+    for entry in os.environ.get(CONFIG_PATH_ENV, "").split(os.pathsep):
+        if entry:
+            found.append(Path(entry).expanduser().resolve())
+    builtin = builtin_conf_dir().resolve()
+    home = mltrain_home().resolve()
+    for name in USER_CONF_DIRS:
+        path = (cwd / name).resolve()
+        # `.mltrain` in the home directory is mltrain's own state folder, not a config folder.
+        if path.is_dir() and path not in (builtin, home) and path not in found:
+            found.append(path)
+    return found
+
+
+def list_options(dirs: List[Path]) -> dict:
+    """{group: sorted option names} over the given config folders (YAML files one level down)."""
+    groups: dict = {}
+    for base in dirs:
+        if not base.is_dir():
+            continue
+        for sub in sorted(base.iterdir()):
+            if sub.is_dir() and not sub.name.startswith(("_", ".")) and sub.name != "hydra":
+                names = {p.stem for p in sub.glob("*.yaml")} | {p.stem for p in sub.glob("*.yml")}
+                if names:
+                    groups.setdefault(sub.name, set()).update(names)
+    return {g: sorted(v) for g, v in sorted(groups.items())}

@@ -1,0 +1,52 @@
+"""What the driver shows: its own status lines and the ranks' output, never interleaved mid-line."""
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Optional
+
+
+class Console:
+    def __init__(self, prefix: str = "", stream=None) -> None:
+        self.prefix = prefix
+        self._stream = stream
+        self._lock = _LOCK
+
+    @property
+    def stream(self):
+        return self._stream or sys.stdout
+
+    def status(self, text: str) -> None:
+        self.write_line(f"mltrain: {self.prefix}{text}")
+
+    def rank_line(self, rank: int, line: str, bare: bool) -> None:
+        tag = "" if bare else f"[rank {rank}] "
+        self.write_line(f"{self.prefix}{tag}{line}")
+
+    def write_line(self, text: str) -> None:
+        with self._lock:
+            self.stream.write(text.rstrip("\n") + "\n")
+            self.stream.flush()
+
+
+# One lock for every console in the process: concurrent sweep members share the terminal.
+_LOCK = threading.Lock()
+
+
+class RunLog:
+    """The launcher's own log of one run (logs/launcher.log)."""
+
+    def __init__(self, path: Path, console: Optional[Console] = None) -> None:
+        self.path = path
+        self.console = console
+        self._lock = threading.Lock()
+
+    def info(self, text: str, show: bool = False) -> None:
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+        with self._lock, open(self.path, "a", encoding="utf-8") as f:
+            for line in text.splitlines() or [""]:
+                f.write(f"[{stamp}] {line}\n")
+        if show and self.console is not None:
+            self.console.status(text)

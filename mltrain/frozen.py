@@ -1,0 +1,160 @@
+"""The frozen job: everything a backend needs to start the ranks, decided once at submission.
+
+config (DictConfig) --freeze()--> FrozenJob --launcher--> ranks --> run record.
+
+Freezing resolves every interpolation (`${now:}` included) exactly once; the resolved config is
+written to the run directory and every rank, requeue and rerun reads that copy (hydra #2070).
+Building a FrozenJob starts nothing, so a dry run is free.
+"""
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from mltrain import jobs, validate
+from mltrain.errors import ConfigError
+
+#: The rank program of a plain Hydra app using this launcher: it unpickles the task function.
+HYDRA_TASK_MODULE = "mltrain.hydra_task"
+
+
+@dataclass(frozen=True)
+class FrozenJob:
+    run_id: str
+    run_dir: str
+    experiment: str
+    compute: str
+    distribution: str
+    backend: Optional[str]
+    node_count: int
+    process_count_per_node: int
+    argv: List[str]
+    cwd: str
+    # Job-level variables every rank gets on top of the rank contract (params, environment, MLTRAIN_*).
+    env: Dict[str, str]
+    overrides: List[str]
+    console: str = "rank0"
+    kill_grace_s: float = 5.0
+    max_concurrent_jobs: int = 1
+    sweep_dir: Optional[str] = None
+    sweep_index: Optional[int] = None
+    # The resolved config (no `hydra` node), as written to config.yaml.
+    config: Dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def world_size(self) -> int:
+        return self.node_count * self.process_count_per_node
+
+    def to_json(self) -> Dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def load(cls, run_dir: str | Path) -> "FrozenJob":
+        with open(Path(run_dir) / "job.json", encoding="utf-8") as f:
+            return cls(**json.load(f))
+
+
+def new_run_id(experiment: str) -> str:
+    stamp = time.strftime("%Y%m%d_%H%M%S")
+    safe = "".join(c if c.isalnum() or c in "-_" else "-" for c in experiment) or "run"
+    return f"{safe}_{stamp}_{secrets.token_hex(3)}"
+
+
+def _task_config(sweep_config: DictConfig) -> DictConfig:
+    cfg = OmegaConf.create(OmegaConf.to_container(sweep_config, resolve=False))
+    with open_dict(cfg):
+        cfg.pop("hydra", None)
+    return cfg
+
+
+def _params_env(params: Any) -> Dict[str, str]:
+    return {f"AML_PARAMETER_{name}": str(value) for name, value in (params or {}).items()}
+
+
+def is_mltrain_config(cfg: DictConfig) -> bool:
+    return all(k in cfg for k in ("job", "compute", "distribution", "run"))
+
+
+def freeze(sweep_config: DictConfig, runs_root: str, sweep_index: Optional[int] = None) -> FrozenJob:
+    """Resolve, validate and freeze one composed config. Raises ConfigError on bad input."""
+    overrides = list(OmegaConf.to_container(sweep_config.hydra.overrides.task))
+    sweep_dir = str(OmegaConf.select(sweep_config, "hydra.sweep.dir", default=None) or "") or None
+    task_cfg = _task_config(sweep_config)
+    if not is_mltrain_config(task_cfg):
+        # A plain Hydra app: its config may use values only run_job sets (hydra.runtime.output_dir),
+        # so it is resolved in the rank, as Hydra's own launchers do.
+        plain = OmegaConf.to_container(task_cfg, resolve=False)
+        return _freeze_hydra_app(sweep_config, plain, overrides, runs_root, sweep_dir, sweep_index)
+    # Resolve once, with HydraConfig set by the caller, so `${hydra:...}` and `${now:}` work here.
+    resolved = OmegaConf.to_container(sweep_config, resolve=True, throw_on_missing=False)
+    resolved.pop("hydra", None)
+    plain = OmegaConf.create(resolved)
+    missing = sorted(OmegaConf.missing_keys(plain))
+    if missing:
+        raise ConfigError(missing[0], f"a value is required (set {missing[0]}=...)")
+    validate.validate(plain)
+    return _freeze_mltrain(plain, resolved, overrides, sweep_dir, sweep_index)
+
+
+def _freeze_mltrain(cfg, resolved, overrides, sweep_dir, sweep_index) -> FrozenJob:
+    experiment = str(cfg.experiment_name)
+    run_id = new_run_id(experiment)
+    root = Path(os.path.expanduser(str(cfg.run.root))).resolve()
+    run_dir = str(root / run_id)
+    program = jobs.rank_program(cfg, run_dir)
+    env = {str(k): str(v) for k, v in cfg.environment.environment_variables.items()}
+    env.update(_params_env(cfg.job.get("params")))
+    env["MLTRAIN_DIST_TIMEOUT_S"] = str(cfg.distribution.timeout_s)
+    return FrozenJob(
+        run_id=run_id,
+        run_dir=run_dir,
+        experiment=experiment,
+        compute=str(cfg.compute.kind),
+        distribution=str(cfg.distribution.kind),
+        backend=validate.resolve_backend(cfg),
+        node_count=int(cfg.distribution.node_count),
+        process_count_per_node=int(cfg.distribution.process_count_per_node),
+        argv=program.argv,
+        cwd=program.cwd,
+        env=env,
+        overrides=overrides,
+        console=str(cfg.run.console),
+        kill_grace_s=float(cfg.run.kill_grace_s),
+        max_concurrent_jobs=int(cfg.compute.max_concurrent_jobs),
+        sweep_dir=sweep_dir,
+        sweep_index=sweep_index,
+        config=resolved,
+    )
+
+
+def _freeze_hydra_app(sweep_config, resolved, overrides, runs_root, sweep_dir, sweep_index) -> FrozenJob:
+    """Any Hydra app can use this launcher; its ranks run the task function via run_job."""
+    import sys
+
+    name = str(OmegaConf.select(sweep_config, "hydra.job.name", default="app"))
+    run_id = new_run_id(name)
+    run_dir = str(Path(os.path.expanduser(runs_root)).resolve() / run_id)
+    return FrozenJob(
+        run_id=run_id,
+        run_dir=run_dir,
+        experiment=name,
+        compute="local",
+        distribution="none",
+        backend=None,
+        node_count=1,
+        process_count_per_node=1,
+        argv=[sys.executable, "-m", HYDRA_TASK_MODULE],
+        cwd=os.getcwd(),
+        env={},
+        overrides=overrides,
+        sweep_dir=sweep_dir,
+        sweep_index=sweep_index,
+        config=resolved,
+    )

@@ -1,0 +1,229 @@
+"""The launch path shared by `mltrain` and `mltrain -m`: compose -> freeze -> validate -> prepare ->
+fan out ranks -> monitor -> finalize, for every member of a sweep.
+
+Called by the Hydra launcher plugin (launchers/hydra_plugins/mltrain_launcher), which stays thin.
+Every member is composed, validated and frozen before the first one starts, so a bad value in the
+third member of a sweep stops the sweep before anything runs.
+"""
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, List, Optional, Sequence
+
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from mltrain import frozen as freezing
+from mltrain.console import Console, RunLog
+from mltrain.errors import RunCanceled, RunFailed
+from mltrain.frozen import FrozenJob
+from mltrain.records import CANCELED, COMPLETED, FAILED, FINALIZING, PREPARING, RUNNING, RunRecord, atomic_write
+from mltrain.supervisor import LocalSupervisor, Outcome
+
+
+@dataclass
+class RunResult:
+    job: FrozenJob
+    status: str
+    error: Optional[str] = None
+
+    @property
+    def run_dir(self) -> str:
+        return self.job.run_dir
+
+
+def compose_members(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> List[DictConfig]:
+    configs = []
+    for i, overrides in enumerate(job_overrides):
+        idx = initial_job_idx + i
+        cfg = launcher.hydra_context.config_loader.load_sweep_config(launcher.config, list(overrides))
+        with open_dict(cfg):
+            cfg.hydra.job.id = f"{cfg.hydra.job.name}_{idx}"
+            cfg.hydra.job.num = idx
+        configs.append(cfg)
+    return configs
+
+
+def freeze_members(configs: List[DictConfig], runs_root: str) -> List[FrozenJob]:
+    from hydra.core.hydra_config import HydraConfig
+
+    jobs = []
+    for cfg in configs:
+        HydraConfig.instance().set_config(cfg)
+        jobs.append(freezing.freeze(cfg, runs_root, sweep_index=int(cfg.hydra.job.num)))
+    return jobs
+
+
+# ----------------------------------------------------------------------------------- dry run
+
+
+def dry_run_text(job: FrozenJob) -> str:
+    from mltrain import rankenv
+
+    sup = LocalSupervisor(job, record=None, log=None, console=None, cancel=threading.Event())  # type: ignore[arg-type]
+    lines = [
+        f"run {job.run_id} (dry run: nothing is started, no run directory is created)",
+        f"  run_dir: {job.run_dir}",
+        f"  compute: {job.compute}  distribution: {job.distribution}  backend: {job.backend or '-'}  "
+        f"world: {job.node_count} node(s) x {job.process_count_per_node} rank(s)",
+        "  MASTER_PORT is chosen by the OS when the run starts; shown here as 0",
+    ]
+    for spec in sup.plan(master_port=0):
+        lines.append(f"  rank {spec['rank']}:")
+        lines.append(f"    cwd: {spec['cwd']}")
+        lines.append(f"    argv: {spec['argv']}")
+        lines.append("    env:")
+        ordered = [k for k in rankenv.CONTRACT if k in spec["env"]]
+        ordered += sorted(k for k in spec["env"] if k not in rankenv.CONTRACT)
+        lines.extend(f"      {k}={spec['env'][k]}" for k in ordered)
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------------- execution
+
+
+def execute(job: FrozenJob, cancel: threading.Event, console: Console, payload: Optional[bytes] = None) -> RunResult:
+    """Run one frozen job to a final status. Never raises for a failing job: the status says it."""
+    record = RunRecord.create(job)
+    if payload is not None:  # a plain Hydra app's pickled task function, read by its ranks
+        (record.dir / "task.pkl").write_bytes(payload)
+    log = RunLog(record.log_path(), console)
+    console.status(f"run {job.run_id}  {job.run_dir}")
+    log.info(f"overrides: {' '.join(job.overrides) or '(none)'}")
+    record.set_status(PREPARING)
+    log.info(PREPARING, show=True)
+    outcome: Outcome
+    try:
+        if cancel.is_set():
+            outcome = Outcome(CANCELED, error="canceled before start")
+        else:
+            record.set_status(RUNNING)
+            layout = f"{job.world_size} rank(s)" + (f", {job.backend}" if job.backend else "")
+            log.info(f"{RUNNING} ({layout}, {job.compute})", show=True)
+            outcome = LocalSupervisor(job, record, log, console, cancel).run()
+    except Exception as exc:  # a launcher bug or an OS error must still leave a final status
+        outcome = Outcome(FAILED, error=f"launcher error: {type(exc).__name__}: {exc}")
+    record.set_status(FINALIZING)
+    log.info(FINALIZING, show=True)
+    record.set_status(outcome.status, error=outcome.error, failed_rank=outcome.failed_rank)
+    elapsed = record.data["phases"][outcome.status] - record.data["phases"]["Queued"]
+    log.info(f"{outcome.status} in {elapsed:.1f}s  {job.run_dir}", show=True)
+    if outcome.error and outcome.status == FAILED:
+        console.status(outcome.error)
+    return RunResult(job, outcome.status, outcome.error)
+
+
+class _CancelOnSignal:
+    """SIGINT/SIGTERM on the driver cancel every run in flight instead of killing the driver."""
+
+    def __init__(self, cancel: threading.Event) -> None:
+        self.cancel = cancel
+        self.signum: Optional[int] = None
+        self._old: dict = {}
+
+    def __enter__(self) -> "_CancelOnSignal":
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._old[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum, frame) -> None:
+        self.signum = signum
+        self.cancel.set()
+
+    def __exit__(self, *exc) -> None:
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+
+
+def execute_all(jobs: List[FrozenJob], payloads: Optional[List[bytes]] = None) -> List[RunResult]:
+    cancel = threading.Event()
+    parallel = max(1, min(jobs[0].max_concurrent_jobs, len(jobs)))
+    payloads = payloads or [None] * len(jobs)  # type: ignore[list-item]
+    with _CancelOnSignal(cancel) as guard:
+        if parallel == 1:
+            results = [execute(job, cancel, Console(), p) for job, p in zip(jobs, payloads)]
+        else:
+            with ThreadPoolExecutor(parallel) as pool:
+                futures = [
+                    pool.submit(execute, job, cancel, Console(prefix=f"[#{job.sweep_index}] "), p)
+                    for job, p in zip(jobs, payloads)
+                ]
+                while not all(f.done() for f in futures):
+                    time.sleep(0.05)  # keep the main thread free to take signals
+                results = [f.result() for f in futures]
+    if guard.signum is not None:
+        for r in results:
+            if r.status not in (COMPLETED, FAILED, CANCELED):
+                r.status = CANCELED
+    return results
+
+
+def write_sweep_summary(results: List[RunResult]) -> None:
+    import json
+
+    sweep_dir = results[0].job.sweep_dir
+    if not sweep_dir:
+        return
+    Path(sweep_dir).mkdir(parents=True, exist_ok=True)
+    rows = [{"index": r.job.sweep_index, "run_id": r.job.run_id, "status": r.status, "run_dir": r.run_dir,
+             "overrides": r.job.overrides} for r in results]
+    atomic_write(Path(sweep_dir) / "summary.json", json.dumps(rows, indent=2))
+
+
+def print_summary(results: List[RunResult], console: Console) -> None:
+    if len(results) < 2:
+        return
+    console.status(f"sweep of {len(results)} runs:")
+    for r in results:
+        console.write_line(f"  #{r.job.sweep_index} {r.status:<9} {' '.join(r.job.overrides):<40} {r.run_dir}")
+
+
+def job_return(cfg: DictConfig, result: RunResult):
+    from hydra.core.utils import JobReturn, JobStatus
+
+    task_cfg = OmegaConf.create(OmegaConf.to_container(cfg, resolve=False))
+    with open_dict(task_cfg):
+        del task_cfg["hydra"]
+    ret = JobReturn(
+        overrides=list(result.job.overrides),
+        cfg=task_cfg,
+        hydra_cfg=OmegaConf.create({"hydra": cfg.hydra}),
+        working_dir=result.run_dir,
+        task_name=str(cfg.hydra.job.name),
+    )
+    if result.status == COMPLETED:
+        ret.status = JobStatus.COMPLETED
+        ret.return_value = {"run_id": result.job.run_id, "run_dir": result.run_dir, "status": result.status}
+    else:
+        ret.status = JobStatus.FAILED
+        error = RunCanceled if result.status == CANCELED else RunFailed
+        ret.return_value = error(f"run {result.job.run_id} {result.status}: {result.error or ''}".strip())
+    return ret
+
+
+def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list:
+    """The body of MltrainLauncher.launch()."""
+    from hydra.core.utils import setup_globals
+
+    setup_globals()
+    configs = compose_members(launcher, job_overrides, initial_job_idx)
+    runs_root = str(launcher.params.get("runs_root") or "~/.mltrain/runs")
+    jobs = freeze_members(configs, runs_root)
+    if any(freezing.is_mltrain_config(c) and c.dry_run for c in configs):
+        console = Console()
+        for job in jobs:
+            console.write_line(dry_run_text(job))
+        return [job_return(c, RunResult(j, COMPLETED)) for c, j in zip(configs, jobs)]
+    if not freezing.is_mltrain_config(configs[0]):
+        from mltrain.hydra_task import run_hydra_tasks
+
+        return run_hydra_tasks(launcher, configs, jobs)
+    results = execute_all(jobs)
+    write_sweep_summary(results)
+    print_summary(results, Console())
+    return [job_return(c, r) for c, r in zip(configs, results)]

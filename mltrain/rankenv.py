@@ -1,0 +1,99 @@
+"""The rank environment contract (SPEC section 4), the same for every backend.
+
+A backend knows where a rank sits (global rank, local rank, node rank) and where the rendezvous is
+(MASTER_ADDR:MASTER_PORT); this module turns that into the variables torchrun and Azure ML set,
+and expands $VARS in the rank's arguments against them.
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Dict, List, Mapping
+
+from mltrain.frozen import FrozenJob
+
+#: The contract's variable names, in the order a dry run prints them.
+CONTRACT = (
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_RANK",
+    "LOCAL_WORLD_SIZE",
+    "NODE_RANK",
+    "GROUP_RANK",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "AZ_BATCHAI_PYTORCH_INIT_METHOD",
+    "AZ_BATCHAI_TASK_INDEX",
+    "AZ_BATCH_MASTER_NODE",
+    "MLTRAIN_RUN_ID",
+    "MLTRAIN_RUN_DIR",
+    "MLTRAIN_OUTPUTS_DIR",
+    "MLTRAIN_BACKEND",
+)
+
+
+@dataclass(frozen=True)
+class RankPlace:
+    rank: int
+    local_rank: int
+    node_rank: int
+
+
+def places(job: FrozenJob) -> List[RankPlace]:
+    """Ranks laid out node by node, as torchrun and srun (block distribution) do."""
+    per_node = job.process_count_per_node
+    return [RankPlace(r, r % per_node, r // per_node) for r in range(job.world_size)]
+
+
+def rank_env(job: FrozenJob, place: RankPlace, master_addr: str, master_port: int) -> Dict[str, str]:
+    """The variables one rank gets on top of the launcher's own environment."""
+    env = dict(job.env)
+    env.update(
+        RANK=str(place.rank),
+        WORLD_SIZE=str(job.world_size),
+        LOCAL_RANK=str(place.local_rank),
+        LOCAL_WORLD_SIZE=str(job.process_count_per_node),
+        NODE_RANK=str(place.node_rank),
+        GROUP_RANK=str(place.node_rank),
+        MASTER_ADDR=master_addr,
+        MASTER_PORT=str(master_port),
+        AZ_BATCHAI_PYTORCH_INIT_METHOD=f"tcp://{master_addr}:{master_port}",
+        AZ_BATCHAI_TASK_INDEX=str(place.rank),
+        AZ_BATCH_MASTER_NODE=f"{master_addr}:{master_port}",
+        MLTRAIN_RUN_ID=job.run_id,
+        MLTRAIN_RUN_DIR=job.run_dir,
+        MLTRAIN_OUTPUTS_DIR=os.path.join(job.run_dir, "outputs"),
+        # Rank output is streamed line by line to the logs and the console.
+        PYTHONUNBUFFERED="1",
+    )
+    if job.backend:
+        env["MLTRAIN_BACKEND"] = job.backend
+    return env
+
+
+def thread_env(job: FrozenJob, base: Mapping[str, str], cpus: int) -> Dict[str, str]:
+    """Split this node's cores between its ranks unless the user chose a thread count.
+
+    torchrun sets OMP_NUM_THREADS=1 for several ranks; sharing the cores out is as safe and faster.
+    """
+    if "OMP_NUM_THREADS" in base or "OMP_NUM_THREADS" in job.env or job.process_count_per_node == 1:
+        return {}
+    return {"OMP_NUM_THREADS": str(max(1, cpus // job.process_count_per_node))}
+
+
+_VAR = re.compile(r"\$(?:\{(\w+)\}|(\w+))")
+
+
+def expand(text: str, env: Mapping[str, str]) -> str:
+    """Expand $VAR and ${VAR} from the rank's environment; unknown names are left as written."""
+
+    def sub(m: "re.Match[str]") -> str:
+        name = m.group(1) or m.group(2)
+        return env.get(name, m.group(0))
+
+    return _VAR.sub(sub, text)
+
+
+def rank_argv(job: FrozenJob, env: Mapping[str, str]) -> List[str]:
+    return [job.argv[0]] + [expand(a, env) for a in job.argv[1:]]

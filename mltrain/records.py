@@ -1,0 +1,171 @@
+"""Run directories and run.json: the record of one run, readable while it runs and after.
+
+Layout of <root>/<run_id>/:
+  config.yaml    the frozen, resolved config (what every rank reads)
+  job.json       the frozen job (rank program, world layout)
+  run.json       status, phase timestamps, world, per-rank exit codes, error
+  logs/          launcher.log and one rank_<N>.log per rank
+  outputs/       what the job writes there is the run's result
+  checkpoints/
+  metrics.jsonl  append-only, one JSON object per line
+
+Every write goes to a temporary name and is renamed into place, so a reader never sees half a file.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Optional
+
+from omegaconf import OmegaConf
+
+from mltrain.errors import MltrainError
+from mltrain.frozen import FrozenJob
+
+# Azure ML's run statuses, in lifecycle order.
+QUEUED, PREPARING, RUNNING, FINALIZING = "Queued", "Preparing", "Running", "Finalizing"
+COMPLETED, FAILED, CANCELED = "Completed", "Failed", "Canceled"
+TERMINAL = (COMPLETED, FAILED, CANCELED)
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def atomic_write(path: Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+class RunRecord:
+    """run.json of one run; updates are serialised (supervisor and reader threads both write)."""
+
+    def __init__(self, run_dir: str | Path, data: Dict[str, Any]):
+        self.dir = Path(run_dir)
+        self.data = data
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ creation and loading
+    @classmethod
+    def create(cls, job: FrozenJob) -> "RunRecord":
+        run_dir = Path(job.run_dir)
+        run_dir.mkdir(parents=True, exist_ok=False)  # a run directory is never reused
+        for sub in ("logs", "outputs", "checkpoints"):
+            (run_dir / sub).mkdir()
+        (run_dir / "metrics.jsonl").touch()
+        atomic_write(run_dir / "config.yaml", OmegaConf.to_yaml(OmegaConf.create(job.config)))
+        atomic_write(run_dir / "job.json", json.dumps(job.to_json(), indent=2))
+        record = cls(
+            run_dir,
+            {
+                "id": job.run_id,
+                "experiment": job.experiment,
+                "status": QUEUED,
+                "phases": {QUEUED: time.time()},
+                "host": socket.gethostname(),
+                "driver_pid": os.getpid(),
+                "compute": job.compute,
+                "distribution": job.distribution,
+                "backend": job.backend,
+                "world": {
+                    "node_count": job.node_count,
+                    "process_count_per_node": job.process_count_per_node,
+                    "world_size": job.world_size,
+                },
+                "command": job.argv,
+                "cwd": job.cwd,
+                "overrides": job.overrides,
+                "sweep": {"dir": job.sweep_dir, "index": job.sweep_index},
+                "ranks": {},
+                "error": None,
+            },
+        )
+        record.save()
+        return record
+
+    @classmethod
+    def load(cls, run_dir: str | Path) -> "RunRecord":
+        path = Path(run_dir) / "run.json"
+        try:
+            with open(path, encoding="utf-8") as f:
+                return cls(run_dir, json.load(f))
+        except FileNotFoundError:
+            raise MltrainError(f"no run record at {path}") from None
+
+    # ------------------------------------------------------------------ updates
+    def save(self) -> None:
+        atomic_write(self.dir / "run.json", json.dumps(self.data, indent=2, sort_keys=True))
+
+    def update(self, **fields: Any) -> None:
+        with self._lock:
+            self.data.update(fields)
+            self.save()
+
+    def set_status(self, status: str, **fields: Any) -> None:
+        with self._lock:
+            self.data["status"] = status
+            self.data["phases"][status] = time.time()
+            self.data.update(fields)
+            self.save()
+
+    def set_rank(self, rank: int, **fields: Any) -> None:
+        with self._lock:
+            self.data["ranks"].setdefault(str(rank), {}).update(fields)
+            self.save()
+
+    # ------------------------------------------------------------------ reading
+    @property
+    def id(self) -> str:
+        return self.data["id"]
+
+    @property
+    def status(self) -> str:
+        return self.data["status"]
+
+    def log_path(self, rank: Optional[int] = None) -> Path:
+        return self.dir / "logs" / ("launcher.log" if rank is None else f"rank_{rank}.log")
+
+    def durations(self) -> Dict[str, float]:
+        """Seconds spent in each phase: where the time went."""
+        phases = sorted(self.data["phases"].items(), key=lambda kv: kv[1])
+        out = {}
+        for (name, start), (_, end) in zip(phases, phases[1:]):
+            out[name] = end - start
+        return out
+
+
+def iter_runs(root: Path) -> Iterator[RunRecord]:
+    if not root.is_dir():
+        return
+    for entry in root.iterdir():
+        if (entry / "run.json").is_file():
+            try:
+                yield RunRecord.load(entry)
+            except (MltrainError, json.JSONDecodeError):
+                continue
+
+
+def find_run(root: Path, ref: str) -> RunRecord:
+    """A run by directory path, full id, or unique id prefix."""
+    path = Path(ref).expanduser()
+    if (path / "run.json").is_file():
+        return RunRecord.load(path)
+    if (root / ref / "run.json").is_file():
+        return RunRecord.load(root / ref)
+    matches: List[Path] = sorted(p for p in root.glob(f"{ref}*") if (p / "run.json").is_file()) if root.is_dir() else []
+    if len(matches) == 1:
+        return RunRecord.load(matches[0])
+    if len(matches) > 1:
+        raise MltrainError(f"run '{ref}' is ambiguous: {', '.join(p.name for p in matches[:5])} ...")
+    raise MltrainError(f"no run '{ref}' under {root} (see `mltrain runs list`)")

@@ -1,0 +1,77 @@
+"""`mltrain runs list|show|logs`: read run records; never imports Hydra or torch."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import List
+
+from mltrain.configpath import mltrain_home
+from mltrain.records import find_run, iter_runs
+
+
+def _root(args) -> Path:
+    return Path(args.root).expanduser() if args.root else mltrain_home() / "runs"
+
+
+def _list(args) -> int:
+    runs = sorted(iter_runs(_root(args)), key=lambda r: r.data["phases"].get("Queued", 0), reverse=True)
+    if not runs:
+        print(f"no runs under {_root(args)}")
+        return 0
+    print(f"{'RUN':<48} {'STATUS':<10} {'RANKS':>5}  {'STARTED':<19}  DURATION")
+    for r in runs[: args.limit]:
+        start = r.data["phases"].get("Queued", 0)
+        end = max(r.data["phases"].values())
+        print(f"{r.id:<48} {r.status:<10} {r.data['world']['world_size']:>5}  "
+              f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(start))}  {end - start:7.1f}s")
+    return 0
+
+
+def _show(args) -> int:
+    record = find_run(_root(args), args.run)
+    if args.json:
+        print(json.dumps(record.data, indent=2, sort_keys=True))
+        return 0
+    d = record.data
+    print(f"run:      {d['id']}\nstatus:   {d['status']}\ndir:      {record.dir}")
+    print(f"world:    {d['world']['world_size']} rank(s) ({d['distribution']}, backend {d.get('backend') or '-'})")
+    print(f"command:  {' '.join(d['command'])}")
+    print("phases:   " + "  ".join(f"{k} {v:.2f}s" for k, v in record.durations().items()))
+    for rank, info in sorted(d["ranks"].items(), key=lambda kv: int(kv[0])):
+        print(f"rank {rank}:   exit code {info.get('exit_code')}")
+    if d.get("error"):
+        print(f"error:    {d['error']}")
+    return 0
+
+
+def _logs(args) -> int:
+    record = find_run(_root(args), args.run)
+    path = record.log_path(None if args.rank is None and args.launcher else (args.rank or 0))
+    if not path.is_file():
+        print(f"no log at {path}", file=sys.stderr)
+        return 1
+    sys.stdout.write(path.read_text(encoding="utf-8", errors="replace"))
+    return 0
+
+
+def main(argv: List[str]) -> int:
+    parser = argparse.ArgumentParser(prog="mltrain runs", description="Inspect mltrain runs.")
+    parser.add_argument("--root", help="runs directory (default: $MLTRAIN_HOME/runs)")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("list", help="most recent runs first")
+    p.add_argument("--limit", type=int, default=50)
+    p.set_defaults(func=_list)
+    p = sub.add_parser("show", help="status, phases, ranks and error of one run")
+    p.add_argument("run", help="run id, unique id prefix, or run directory")
+    p.add_argument("--json", action="store_true", help="print run.json")
+    p.set_defaults(func=_show)
+    p = sub.add_parser("logs", help="a rank's log (rank 0 by default) or the launcher's")
+    p.add_argument("run")
+    p.add_argument("--rank", type=int)
+    p.add_argument("--launcher", action="store_true", help="the launcher's own log")
+    p.set_defaults(func=_logs)
+    args = parser.parse_args(argv)
+    return args.func(args)

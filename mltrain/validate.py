@@ -1,0 +1,94 @@
+"""Rules a composed config must satisfy before anything is queued (SPEC section 3).
+
+Types and unknown keys are caught by the dataclass schemas while composing; these are the range and
+cross-group rules a schema cannot express. Each failure is a ConfigError naming the key and what is
+allowed.
+"""
+from __future__ import annotations
+
+import operator
+import os
+from typing import Any, Callable, Tuple
+
+from omegaconf import OmegaConf
+
+from mltrain.errors import ConfigError
+
+# (key, test, text of what is allowed)
+RANGE_RULES: Tuple[Tuple[str, Callable[[Any], bool], str], ...] = (
+    ("trainer.epochs", lambda v: v > 0, "> 0"),
+    ("trainer.batch_size", lambda v: v > 0, "> 0"),
+    ("trainer.warmup_epochs", lambda v: v >= 0, ">= 0"),
+    ("trainer.learning_rate", lambda v: v > 0, "> 0"),
+    ("trainer.patience", lambda v: v > 0, "> 0"),
+    ("trainer.print_frequency", lambda v: v > 0, "> 0"),
+    ("distribution.node_count", lambda v: v >= 1, ">= 1"),
+    ("distribution.process_count_per_node", lambda v: v >= 1, ">= 1"),
+    ("distribution.timeout_s", lambda v: v > 0, "> 0"),
+    ("compute.max_concurrent_jobs", lambda v: v >= 1, ">= 1"),
+    ("data.image_size", lambda v: v >= 8, ">= 8"),
+    ("data.num_workers", lambda v: v >= 0, ">= 0"),
+    ("run.kill_grace_s", lambda v: v >= 0, ">= 0"),
+)
+
+CHOICES = {
+    "distribution.kind": ("none", "pytorch"),
+    "distribution.backend": ("auto", "gloo", "nccl"),
+    "compute.kind": ("local",),
+    "data.kind": ("sample", "image_directory"),
+    "run.console": ("rank0", "all", "none"),
+}
+
+
+def visible_gpus() -> int:
+    """GPUs this machine shows to a process, without importing torch (the CLI must stay light)."""
+    mask = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if mask is not None and mask.strip() in ("", "-1", "none", "NoDevFiles"):
+        return 0
+    try:
+        count = len(os.listdir("/proc/driver/nvidia/gpus"))
+    except OSError:
+        return 0
+    if mask is not None:
+        count = min(count, len([d for d in mask.split(",") if d.strip()]))
+    return count
+
+
+def resolve_backend(cfg: Any) -> str | None:
+    """The process-group backend the ranks will use (None when there is no process group)."""
+    if cfg.distribution.kind == "none":
+        return None
+    backend = str(cfg.distribution.backend)
+    if backend == "auto":
+        return "nccl" if visible_gpus() > 0 else "gloo"
+    return backend
+
+
+def validate(cfg: Any) -> None:
+    for key, choices in CHOICES.items():
+        value = OmegaConf.select(cfg, key)
+        if value is not None and value not in choices:
+            raise ConfigError(key, f"'{value}' is not supported", choices)
+    for key, test, allowed in RANGE_RULES:
+        value = OmegaConf.select(cfg, key)
+        if value is not None and not test(value):
+            raise ConfigError(key, f"{value} is invalid; must be {allowed}")
+    dist = cfg.distribution
+    if dist.kind == "none" and dist.node_count * dist.process_count_per_node > 1:
+        key = "distribution.process_count_per_node" if dist.process_count_per_node > 1 else "distribution.node_count"
+        raise ConfigError(
+            key,
+            "distribution=none runs a single process; use distribution=pytorch for "
+            f"{dist.node_count}x{dist.process_count_per_node} ranks",
+        )
+    if dist.node_count > 1 and cfg.compute.kind == "local":
+        raise ConfigError(
+            "distribution.node_count",
+            f"{dist.node_count} nodes need a cluster; compute=local runs on one node (use node_count=1 "
+            "and raise process_count_per_node)",
+        )
+    if resolve_backend(cfg) == "nccl" and visible_gpus() == 0:
+        raise ConfigError("distribution.backend", "nccl needs a GPU and none is visible here", ("gloo", "auto"))
+    gpus = OmegaConf.select(cfg, "compute.gpus")
+    if gpus is not None and gpus < 0:
+        raise ConfigError("compute.gpus", f"{gpus} is invalid; must be >= 0 or null")
