@@ -45,7 +45,7 @@ def _first_line(text: str) -> str:
 
 def _visible(options: Sequence[str]) -> list:
     # Schema nodes (`*_schema`) are the typed bases of the presets, not choices.
-    return sorted(o for o in options if not o.endswith("_schema"))
+    return [o for o in options if not o.endswith("_schema")]
 
 
 def one_line(exc: BaseException) -> str:
@@ -67,7 +67,7 @@ def one_line(exc: BaseException) -> str:
     if isinstance(exc, MltrainError):
         return str(exc)
     if isinstance(exc, MissingConfigException):
-        options = _visible(getattr(exc, "options", None) or [])
+        options = sorted(_visible(getattr(exc, "options", None) or []))
         missing = getattr(exc, "missing_cfg_file", None) or ""
         if "/" in missing:
             group, _, name = missing.rpartition("/")

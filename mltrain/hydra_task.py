@@ -34,6 +34,7 @@ def _custom_resolvers() -> dict:
 
 def run_hydra_tasks(launcher: Any, configs: List[Any], jobs: List[Any]) -> list:
     import cloudpickle
+    from hydra.core.singleton import Singleton
     from hydra.core.utils import JobReturn, JobStatus
 
     from mltrain.errors import RunFailed
@@ -43,7 +44,7 @@ def run_hydra_tasks(launcher: Any, configs: List[Any], jobs: List[Any]) -> list:
     payloads = [
         cloudpickle.dumps(
             {"task_function": launcher.task_function, "hydra_context": launcher.hydra_context,
-             "config": cfg, "resolvers": resolvers}
+             "config": cfg, "resolvers": resolvers, "singletons": Singleton.get_state()}
         )
         for cfg in configs
     ]
@@ -64,6 +65,7 @@ def run_hydra_tasks(launcher: Any, configs: List[Any], jobs: List[Any]) -> list:
 
 def main() -> None:
     import cloudpickle  # noqa: F401  (registers what unpickling the payload needs)
+    from hydra.core.singleton import Singleton
     from hydra.core.utils import JobStatus, run_job, setup_globals
     from omegaconf.basecontainer import BaseContainer
 
@@ -74,6 +76,8 @@ def main() -> None:
     with open(run_dir / "task.pkl", "rb") as f:
         payload = pickle.load(f)
     setup_globals()
+    # JobRuntime, ConfigStore and Hydra's version base live in singletons the driver filled in.
+    Singleton.set_state(payload["singletons"])
     for name, fn in payload["resolvers"].items():
         BaseContainer._resolvers.setdefault(name, fn)
     ret = run_job(
