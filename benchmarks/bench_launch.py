@@ -1,0 +1,81 @@
+"""Launch overhead of mltrain, measured against what a user would otherwise run, in one run.
+
+1. A 2-rank trivial gloo job: `mltrain job=script distribution=pytorch ...` vs
+   `torchrun --nproc_per_node=2` on the same script (wall time, median of N alternating runs).
+2. `mltrain --cfg job` vs a bare Hydra app's `--cfg job`.
+3. Peak resident memory of the mltrain driver process itself (not its ranks), read from
+   /proc/<pid>/status VmHWM while it runs.
+
+Usage: .venv/bin/python benchmarks/bench_launch.py [--repeats 5]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).parent
+BIN = Path(sys.executable).parent
+
+
+def timed(cmd, cwd, env) -> float:
+    start = time.perf_counter()
+    subprocess.run(cmd, cwd=cwd, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
+def peak_rss_mb(cmd, cwd, env) -> float:
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    peak = 0
+    while proc.poll() is None:
+        try:
+            with open(f"/proc/{proc.pid}/status") as f:
+                for line in f:
+                    if line.startswith("VmHWM:"):
+                        peak = max(peak, int(line.split()[1]))
+        except OSError:
+            pass
+        time.sleep(0.01)
+    if proc.returncode != 0:
+        raise SystemExit(f"{cmd} failed")
+    return peak / 1024
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="mltrain-bench-"))
+    env = {**os.environ, "MLTRAIN_HOME": str(work / "home")}
+    script = str(HERE / "assets" / "trivial_gloo.py")
+    mltrain = [str(BIN / "mltrain"), "job=script", f"job.script={script}", "distribution=pytorch",
+               "distribution.process_count_per_node=2", "distribution.backend=gloo"]
+    torchrun = [str(BIN / "torchrun"), "--nproc_per_node=2", script]
+    cfg_mltrain = [str(BIN / "mltrain"), "--cfg", "job"]
+    cfg_hydra = [sys.executable, str(HERE / "assets" / "bare_hydra_app.py"), "--cfg", "job"]
+
+    # one warm-up each so that the page cache is equally warm for both sides
+    for cmd in (mltrain, torchrun, cfg_mltrain, cfg_hydra):
+        timed(cmd, work, env)
+    t_ml, t_tr, c_ml, c_hy = [], [], [], []
+    for _ in range(args.repeats):
+        t_ml.append(timed(mltrain, work, env))
+        t_tr.append(timed(torchrun, work, env))
+        c_ml.append(timed(cfg_mltrain, work, env))
+        c_hy.append(timed(cfg_hydra, work, env))
+    rss = peak_rss_mb(mltrain, work, env)
+
+    ml, tr, cm, ch = (statistics.median(x) for x in (t_ml, t_tr, c_ml, c_hy))
+    print(f"2-rank gloo job   mltrain {ml:.2f}s  torchrun {tr:.2f}s  ratio {ml / tr:.2f}  (target <= 1.0)")
+    print(f"--cfg job         mltrain {cm:.3f}s  bare Hydra app {ch:.3f}s  ratio {cm / ch:.2f}  (target <= 2.0)")
+    print(f"driver peak RSS   {rss:.0f} MB  (target < 150 MB; torch is not loaded in the driver)")
+    print(f"medians of {args.repeats} alternating runs, {os.cpu_count()} CPUs")
+
+
+if __name__ == "__main__":
+    main()
