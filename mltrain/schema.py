@@ -146,6 +146,9 @@ class DataConf:
     val_dir: Optional[str] = None
     image_size: int = 224
     num_workers: int = 0
+    # Training augmentation: RandomResizedCrop(scale=(min_crop_scale, 1)) and an optional flip.
+    min_crop_scale: float = 0.08
+    horizontal_flip: bool = True
 
 
 @dataclass
@@ -160,6 +163,8 @@ class TrainerConf:
     print_frequency: int = 10
     momentum: float = 0.9
     weight_decay: float = 0.0001
+    # Automatic mixed precision (float16) where a GPU is used; channels-last always goes with a GPU.
+    amp: bool = True
 
 
 # ------------------------------------------------------------------------------------- top level

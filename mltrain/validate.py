@@ -28,6 +28,7 @@ RANGE_RULES: Tuple[Tuple[str, Callable[[Any], bool], str], ...] = (
     ("compute.max_concurrent_jobs", lambda v: v >= 1, ">= 1"),
     ("data.image_size", lambda v: v >= 8, ">= 8"),
     ("data.num_workers", lambda v: v >= 0, ">= 0"),
+    ("data.min_crop_scale", lambda v: 0 < v <= 1, "in (0, 1]"),
     ("run.kill_grace_s", lambda v: v >= 0, ">= 0"),
 )
 

@@ -1,0 +1,91 @@
+"""Checks of a built-in component's inputs, run by the driver before anything is queued.
+
+No torch or torchvision here (the CLI must stay light); the ranks repeat the same checks through
+torchvision's own ImageFolder when they load the data.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, List
+
+from mltrain.components.errors import InvalidDatasetError, InvalidModelDirectoryError, NotLabeledDatasetError
+from mltrain.errors import ConfigError
+
+#: torchvision.datasets.folder.IMG_EXTENSIONS, copied so the driver need not import torchvision.
+IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
+#: The torchvision classification builders the `model` group offers.
+MODELS = (
+    "resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "resnext50_32x4d", "resnext101_32x8d",
+    "wide_resnet50_2", "wide_resnet101_2", "densenet121", "densenet161", "densenet169", "densenet201",
+)
+SPEC_FILE = "model_spec.json"
+WEIGHTS_FILE = "weights.pt"
+
+
+def is_image(path: Path) -> bool:
+    return path.suffix.lower() in IMG_EXTENSIONS
+
+
+def labels_of(directory: str, key: str) -> List[str]:
+    """Label folders of an ImageFolder directory, each holding at least one image."""
+    root = Path(directory).expanduser()
+    if not root.is_dir():
+        raise ConfigError(key, f"directory '{root}' does not exist")
+    labels = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    if not labels:
+        raise NotLabeledDatasetError(f"'{root}' ({key}) has no label folders; expected one folder per label")
+    for label in labels:
+        if not any(is_image(f) for f in (root / label).rglob("*") if f.is_file()):
+            raise NotLabeledDatasetError(f"label folder '{root / label}' ({key}) holds no images ({', '.join(IMG_EXTENSIONS)})")
+    return labels
+
+
+def check_label_sets(train: List[str], val: List[str]) -> None:
+    if train != val:
+        only_train = sorted(set(train) - set(val))
+        only_val = sorted(set(val) - set(train))
+        raise InvalidDatasetError(
+            f"training and validation label sets differ (only in training: {only_train or '-'}; "
+            f"only in validation: {only_val or '-'})"
+        )
+
+
+def read_model_spec(directory: str, key: str, trained: bool = False) -> dict:
+    """A model directory: model_spec.json naming a known architecture (+ weights.pt once trained)."""
+    root = Path(directory).expanduser()
+    spec_path = root / SPEC_FILE
+    if not root.is_dir() or not spec_path.is_file():
+        raise InvalidModelDirectoryError(f"'{root}' ({key}) is not a model directory: no {SPEC_FILE}")
+    try:
+        spec = json.loads(spec_path.read_text())
+    except (OSError, ValueError) as exc:
+        raise InvalidModelDirectoryError(f"'{spec_path}' ({key}) is not valid JSON: {exc}") from None
+    if not isinstance(spec, dict) or spec.get("name") not in MODELS:
+        raise InvalidModelDirectoryError(
+            f"'{spec_path}' ({key}) does not name a supported model (allowed: {', '.join(MODELS)})")
+    if trained and not (root / WEIGHTS_FILE).is_file():
+        raise InvalidModelDirectoryError(f"'{root}' ({key}) is an untrained model directory: no {WEIGHTS_FILE}")
+    if trained and not spec.get("class_names"):
+        raise InvalidModelDirectoryError(f"'{spec_path}' ({key}) lists no class_names")
+    return spec
+
+
+def validate(cfg: Any) -> None:
+    kind = cfg.job.kind
+    if kind == "train_pytorch_model":
+        if cfg.job.untrained_model_dir:
+            read_model_spec(cfg.job.untrained_model_dir, "job.untrained_model_dir")
+        elif cfg.model.name not in MODELS:
+            raise ConfigError("model.name", f"'{cfg.model.name}' is not supported", MODELS)
+        if cfg.model.weights and not Path(cfg.model.weights).expanduser().is_file():
+            raise ConfigError("model.weights", f"file '{cfg.model.weights}' does not exist")
+        if cfg.data.kind == "image_directory":
+            check_label_sets(labels_of(cfg.data.train_dir, "data.train_dir"), labels_of(cfg.data.val_dir, "data.val_dir"))
+    elif kind == "score_image_model":
+        read_model_spec(cfg.job.model_dir, "job.model_dir", trained=True)
+        root = Path(cfg.job.image_dir).expanduser()
+        if not root.is_dir():
+            raise ConfigError("job.image_dir", f"directory '{root}' does not exist")
+        if not any(is_image(f) for f in root.rglob("*") if f.is_file()):
+            raise ConfigError("job.image_dir", f"'{root}' holds no images ({', '.join(IMG_EXTENSIONS)})")

@@ -1,0 +1,84 @@
+"""What every built-in component does first in a rank: read the frozen config, join the process group."""
+from __future__ import annotations
+
+import datetime
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from omegaconf import OmegaConf
+
+
+@dataclass
+class RankContext:
+    rank: int
+    world_size: int
+    local_rank: int
+    run_dir: Path
+    cfg: Any
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+    @property
+    def outputs_dir(self) -> Path:
+        return Path(os.environ.get("MLTRAIN_OUTPUTS_DIR", self.run_dir / "outputs"))
+
+
+def load_context() -> RankContext:
+    """The frozen config of this run (never re-resolved) and this rank's place in the world."""
+    run_dir = Path(os.environ["MLTRAIN_RUN_DIR"])
+    cfg = OmegaConf.load(run_dir / "config.yaml")
+    return RankContext(
+        rank=int(os.environ.get("RANK", "0")),
+        world_size=int(os.environ.get("WORLD_SIZE", "1")),
+        local_rank=int(os.environ.get("LOCAL_RANK", "0")),
+        run_dir=run_dir,
+        cfg=cfg,
+    )
+
+
+def init_distributed(ctx: RankContext) -> None:
+    """torch.distributed from the env:// contract every backend sets (RANK, WORLD_SIZE, MASTER_*)."""
+    if not ctx.distributed:
+        return
+    import torch.distributed as dist
+
+    backend = os.environ.get("MLTRAIN_BACKEND", "gloo")
+    timeout = datetime.timedelta(seconds=float(os.environ.get("MLTRAIN_DIST_TIMEOUT_S", "1800")))
+    if backend == "nccl":
+        import torch
+
+        torch.cuda.set_device(ctx.local_rank)
+    dist.init_process_group(backend, init_method="env://", rank=ctx.rank, world_size=ctx.world_size, timeout=timeout)
+
+
+def shutdown_distributed(ctx: RankContext) -> None:
+    if ctx.distributed:
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def run_component(body) -> None:
+    """Run a component's body; a Designer error ends the rank with its one-line message."""
+    import sys
+
+    from mltrain.errors import MltrainError
+
+    ctx = load_context()
+    try:
+        init_distributed(ctx)
+        body(ctx)
+    except MltrainError as exc:
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        sys.exit(exc.exit_code)
+    finally:
+        shutdown_distributed(ctx)

@@ -1,0 +1,37 @@
+"""Train PyTorch Model, one rank: `python -m mltrain.components.train_pytorch_model` (run by the launcher).
+
+Reads the frozen config from $MLTRAIN_RUN_DIR, resumes from the run's latest checkpoint if there is
+one, trains, and (rank 0) writes the trained model directory to outputs/model.
+"""
+from __future__ import annotations
+
+from mltrain.components.runtime import RankContext, run_component
+
+MODEL_DIR = "model"
+
+
+def train(ctx: RankContext) -> None:
+    from mltrain.components import data, models
+    from mltrain.components.trainer import Trainer, seed_everything, write_summary
+
+    cfg = ctx.cfg
+    seed_everything(int(cfg.trainer.seed))
+    train_ds, val_ds = data.datasets(cfg)
+    spec = models.spec_from_config(cfg)
+    model = models.build(spec, num_classes=len(train_ds.classes))
+    trainer = Trainer(ctx, model, train_ds, val_ds, list(train_ds.classes))
+    start = trainer.resume()
+    state = trainer.fit(start_epoch=start)
+    if ctx.is_main:
+        weights = trainer.best_weights or trainer.model.state_dict()
+        out = ctx.outputs_dir / MODEL_DIR
+        models.save_model_dir(out, spec, train_ds.classes, int(cfg.data.image_size),
+                              {k: v.detach().cpu() for k, v in weights.items()})
+        write_summary(ctx.outputs_dir / "training_summary.json", state)
+        last = state.history[-1] if state.history else {}
+        print(f"trained model directory: {out} (best epoch {state.best_epoch}, "
+              f"top-1 {last.get('top1_accuracy', float('nan')):.4f} at the last epoch)", flush=True)
+
+
+if __name__ == "__main__":
+    run_component(train)

@@ -1,0 +1,265 @@
+"""The Designer's training loop (seed 003): SGD with momentum, effective learning rate
+`learning_rate x world_size`, linear warmup over `warmup_epochs`, polynomial decay after, early
+stopping after `patience` epochs without a lower validation loss, a log line every
+`print_frequency` iterations, a NaN loss stopping the run. DDP when world_size > 1; AMP and
+channels-last on a GPU. Checkpoints every epoch; `resume()` is the explicit entry a requeue calls.
+"""
+from __future__ import annotations
+
+import copy
+import math
+import os
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+from torch.utils.data import DataLoader, DistributedSampler, Subset
+
+from mltrain.components.errors import NaNLossError
+from mltrain.components.runtime import RankContext
+from mltrain.metrics import MetricsWriter
+from mltrain.records import atomic_write
+
+POLY_POWER = 0.9
+LATEST = "latest.pt"
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    torch.manual_seed(seed)
+    try:
+        import numpy as np
+
+        np.random.seed(seed)
+    except ImportError:
+        pass
+
+
+def lr_factor(iteration: int, warmup_iters: int, total_iters: int) -> float:
+    """Linear warmup to 1, then polynomial decay towards 0 at the last iteration."""
+    if iteration < warmup_iters:
+        return (iteration + 1) / warmup_iters
+    span = max(1, total_iters - warmup_iters)
+    return max(0.0, 1.0 - (iteration - warmup_iters) / span) ** POLY_POWER
+
+
+@dataclass
+class TrainState:
+    epoch: int = 0  # epochs completed
+    best_val_loss: float = math.inf
+    best_epoch: int = 0
+    epochs_without_improvement: int = 0
+    history: List[Dict[str, float]] = field(default_factory=list)
+
+
+class Trainer:
+    def __init__(self, ctx: RankContext, model: nn.Module, train_ds, val_ds, class_names: List[str]):
+        self.ctx, self.cfg, self.t = ctx, ctx.cfg, ctx.cfg.trainer
+        self.class_names = class_names
+        self.device = self._device()
+        self.cuda = self.device.type == "cuda"
+        self.model = model.to(self.device)
+        if self.cuda:
+            self.model = self.model.to(memory_format=torch.channels_last)
+            torch.backends.cudnn.benchmark = True
+        self.ddp = nn.parallel.DistributedDataParallel(
+            self.model, device_ids=[self.device.index] if self.cuda else None) if ctx.distributed else None
+        self.sampler = DistributedSampler(train_ds, num_replicas=ctx.world_size, rank=ctx.rank, shuffle=True,
+                                          seed=int(self.t.seed))
+        workers = int(self.cfg.data.num_workers)
+        loader_args = dict(batch_size=int(self.t.batch_size), num_workers=workers, pin_memory=self.cuda,
+                           persistent_workers=workers > 0)
+        self.train_loader = DataLoader(train_ds, sampler=self.sampler, drop_last=False, **loader_args)
+        # Validation is sharded without padding, so the reduced metrics count every image exactly once.
+        self.val_loader = DataLoader(Subset(val_ds, range(ctx.rank, len(val_ds), ctx.world_size)),
+                                     shuffle=False, **loader_args)
+        self.effective_lr = float(self.t.learning_rate) * ctx.world_size
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=self.effective_lr,
+                                         momentum=float(self.t.momentum), weight_decay=float(self.t.weight_decay))
+        iters = len(self.train_loader)
+        total, warmup = iters * int(self.t.epochs), iters * int(self.t.warmup_epochs)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda it: lr_factor(it, warmup, total))
+        self.amp = self.cuda and bool(self.t.amp)
+        self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp)
+        self.criterion = nn.CrossEntropyLoss()
+        self.state = TrainState()
+        self.best_weights: Optional[Dict[str, torch.Tensor]] = None
+        self.ckpt_dir = ctx.run_dir / "checkpoints"
+        self.metrics = MetricsWriter(ctx.run_dir / "metrics.jsonl", rank=ctx.rank)
+        self.tb = self._tensorboard()
+
+    # ---------------------------------------------------------------------------- set-up
+    def _device(self) -> torch.device:
+        if torch.cuda.is_available() and os.environ.get("MLTRAIN_BACKEND", "nccl") != "gloo":
+            return torch.device("cuda", self.ctx.local_rank % torch.cuda.device_count())
+        return torch.device("cpu")
+
+    def _tensorboard(self):
+        if not self.ctx.is_main:
+            return None
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+        except ImportError:  # tensorboard is optional
+            return None
+        return SummaryWriter(str(self.ctx.run_dir / "tensorboard"))
+
+    def log(self, text: str) -> None:
+        if self.ctx.is_main:
+            print(text, flush=True)
+
+    # ---------------------------------------------------------------------------- checkpoints
+    def checkpoint(self) -> None:
+        """Rank 0 saves the full training state; written to a temporary name, then renamed."""
+        if not self.ctx.is_main:
+            return
+        self.ckpt_dir.mkdir(exist_ok=True)
+        payload = {
+            "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(), "scaler": self.scaler.state_dict(),
+            "state": self.state.__dict__, "best_weights": self.best_weights,
+            "rng": torch.get_rng_state(), "class_names": self.class_names,
+        }
+        path = self.ckpt_dir / f"epoch_{self.state.epoch}.pt"
+        torch.save(payload, self.ckpt_dir / ".tmp.pt")
+        os.replace(self.ckpt_dir / ".tmp.pt", path)
+        tmp_link = self.ckpt_dir / ".latest.tmp"
+        if tmp_link.is_symlink() or tmp_link.exists():
+            tmp_link.unlink()
+        tmp_link.symlink_to(path.name)
+        os.replace(tmp_link, self.ckpt_dir / LATEST)
+
+    def resume(self) -> int:
+        """Load the latest checkpoint of this run, if any, on this rank. Returns the next epoch (1-based).
+
+        Every rank calls it (a Slurm requeue does too), so all ranks continue from the same state.
+        """
+        path = self.ckpt_dir / LATEST
+        if not path.exists():
+            return 1
+        payload = torch.load(path, map_location="cpu", weights_only=False)
+        if payload.get("class_names") != self.class_names:
+            raise RuntimeError(f"checkpoint {path} was trained on other classes; refusing to resume")
+        self.model.load_state_dict(payload["model"])
+        self.optimizer.load_state_dict(payload["optimizer"])
+        self.scheduler.load_state_dict(payload["scheduler"])
+        self.scaler.load_state_dict(payload["scaler"])
+        self.state = TrainState(**payload["state"])
+        self.best_weights = payload["best_weights"]
+        torch.set_rng_state(payload["rng"])
+        self.log(f"resumed from {path.resolve().name}: {self.state.epoch} epoch(s) already done")
+        return self.state.epoch + 1
+
+    # ---------------------------------------------------------------------------- loop
+    def _to_device(self, images, labels):
+        images = images.to(self.device, non_blocking=True)
+        if self.cuda:
+            images = images.contiguous(memory_format=torch.channels_last)
+        return images, labels.to(self.device, non_blocking=True)
+
+    def _check_finite(self, loss_sum: torch.Tensor, epoch: int, iteration: int) -> None:
+        bad = torch.tensor([0.0 if torch.isfinite(loss_sum).item() else 1.0], device=self.device)
+        if self.ctx.distributed:
+            dist.all_reduce(bad)  # every rank stops together instead of hanging in the next all-reduce
+        if bad.item() > 0:
+            raise NaNLossError(
+                f"training loss became NaN at epoch {epoch}, iteration {iteration}; try a lower learning rate "
+                f"(trainer.learning_rate={self.t.learning_rate}, effective {self.effective_lr:g})")
+
+    def train_epoch(self, epoch: int) -> Dict[str, float]:
+        net = self.ddp or self.model
+        net.train()
+        self.sampler.set_epoch(epoch)
+        n_iters, freq = len(self.train_loader), int(self.t.print_frequency)
+        loss_sum = torch.zeros((), device=self.device)
+        seen, window_start = 0, time.perf_counter()
+        start = window_start
+        for i, (images, labels) in enumerate(self.train_loader, 1):
+            images, labels = self._to_device(images, labels)
+            with torch.autocast(self.device.type, dtype=torch.float16, enabled=self.amp):
+                loss = self.criterion(net(images), labels)
+            self.optimizer.zero_grad(set_to_none=True)
+            self.scaler.scale(loss).backward()
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+            self.scheduler.step()
+            loss_sum += loss.detach() * labels.size(0)
+            seen += labels.size(0)
+            if i % freq == 0 or i == n_iters:
+                self._check_finite(loss_sum, epoch, i)
+                now = time.perf_counter()
+                self.log(f"epoch {epoch}/{self.t.epochs} iter {i}/{n_iters} loss {loss.item():.4f} "
+                         f"lr {self.scheduler.get_last_lr()[0]:.6f} ({seen * self.ctx.world_size / (now - start):.1f} img/s)")
+        if self.cuda:
+            torch.cuda.synchronize()
+        elapsed = time.perf_counter() - start
+        totals = torch.tensor([loss_sum.item(), float(seen)], device=self.device, dtype=torch.float64)
+        if self.ctx.distributed:
+            dist.all_reduce(totals)
+        return {"train_loss": totals[0].item() / totals[1].item(),
+                "train_images_per_second": totals[1].item() / elapsed}
+
+    @torch.no_grad()
+    def validate(self) -> Dict[str, float]:
+        self.model.eval()
+        k = min(5, len(self.class_names))
+        sums = torch.zeros(4, dtype=torch.float64, device=self.device)  # loss, top1, top5, count
+        for images, labels in self.val_loader:
+            images, labels = self._to_device(images, labels)
+            with torch.autocast(self.device.type, dtype=torch.float16, enabled=self.amp):
+                logits = self.model(images)
+            loss = nn.functional.cross_entropy(logits.float(), labels, reduction="sum")
+            topk = logits.topk(k, dim=1).indices
+            hits = topk.eq(labels.unsqueeze(1))
+            sums += torch.stack([loss.double(), hits[:, 0].sum().double(), hits.any(dim=1).sum().double(),
+                                 torch.tensor(float(labels.numel()), device=self.device, dtype=torch.float64)])
+        if self.ctx.distributed:
+            dist.all_reduce(sums)
+        loss, top1, top5, count = sums.tolist()
+        return {"val_loss": loss / count, "top1_accuracy": top1 / count, "top5_accuracy": top5 / count}
+
+    def fit(self, start_epoch: int = 1) -> TrainState:
+        epochs = int(self.t.epochs)
+        self.log(f"training {type(self.model).__name__} on {len(self.train_loader.dataset)} images, "
+                 f"{len(self.class_names)} classes, {self.ctx.world_size} rank(s) on {self.device}, "
+                 f"effective learning rate {self.effective_lr:g}")
+        for epoch in range(start_epoch, epochs + 1):
+            results = {**self.train_epoch(epoch), **self.validate(),
+                       "learning_rate": self.scheduler.get_last_lr()[0]}
+            self._after_epoch(epoch, results)
+            if self.state.epochs_without_improvement >= int(self.t.patience):
+                self.log(f"early stopping: validation loss has not improved for {self.t.patience} epoch(s) "
+                         f"(best {self.state.best_val_loss:.4f} at epoch {self.state.best_epoch})")
+                break
+        if self.tb is not None:
+            self.tb.close()
+        return self.state
+
+    def _after_epoch(self, epoch: int, results: Dict[str, float]) -> None:
+        s = self.state
+        s.epoch = epoch
+        if results["val_loss"] < s.best_val_loss:
+            s.best_val_loss, s.best_epoch, s.epochs_without_improvement = results["val_loss"], epoch, 0
+            if self.ctx.is_main:
+                self.best_weights = copy.deepcopy({k: v.cpu() for k, v in self.model.state_dict().items()})
+        else:
+            s.epochs_without_improvement += 1
+        s.history.append({"epoch": epoch, **results})
+        self.log(f"epoch {epoch}: " + "  ".join(f"{k} {v:.4f}" for k, v in results.items()))
+        if self.ctx.is_main:
+            self.metrics.log_many(results, step=epoch)
+            if self.tb is not None:
+                for name, value in results.items():
+                    self.tb.add_scalar(name, value, epoch)
+        self.checkpoint()
+
+
+def write_summary(path: Path, state: TrainState) -> None:
+    import json
+
+    atomic_write(path, json.dumps(state.__dict__, indent=2))
+
