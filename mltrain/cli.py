@@ -16,7 +16,7 @@ HELP = """\
 mltrain: Azure ML's PyTorch training, local-first and Slurm-native (Hydra + submitit).
 
 usage: mltrain [-m] [GROUP=OPTION ...] [KEY=VALUE ...] [--dry-run] [--cfg job]
-       mltrain runs list | runs show RUN | runs logs RUN [--rank N]
+       mltrain runs list | runs show RUN | runs logs RUN [--rank N] | runs resume RUN
 
 A job is composed from these config groups (pick one option each, e.g. model=resnet50):
 {groups}
@@ -88,9 +88,9 @@ def main(argv: Optional[List[str]] = None) -> None:
     except KeyboardInterrupt:
         _die("canceled", 130)
     except Exception as exc:
-        from mltrain.errors import MltrainError, RunFailed, one_line
+        from mltrain.errors import MltrainError, RunCanceled, RunFailed, one_line
 
-        if isinstance(exc, RunFailed):
+        if isinstance(exc, (RunFailed, RunCanceled)):
             # The launcher has already printed the failure and the summary.
             sys.exit(exc.exit_code)
         code = exc.exit_code if isinstance(exc, MltrainError) else 2

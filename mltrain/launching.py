@@ -86,9 +86,13 @@ def dry_run_text(job: FrozenJob) -> str:
 # ----------------------------------------------------------------------------------- execution
 
 
-def execute(job: FrozenJob, cancel: threading.Event, console: Console, payload: Optional[bytes] = None) -> RunResult:
-    """Run one frozen job to a final status. Never raises for a failing job: the status says it."""
-    record = RunRecord.create(job)
+def execute(job: FrozenJob, cancel: threading.Event, console: Console, payload: Optional[bytes] = None,
+            record: Optional[RunRecord] = None) -> RunResult:
+    """Run one frozen job to a final status. Never raises for a failing job: the status says it.
+
+    With `record`, an existing run is run again in its own directory (a resume or a requeue).
+    """
+    record = record or RunRecord.create(job)
     if payload is not None:  # a plain Hydra app's pickled task function, read by its ranks
         (record.dir / "task.pkl").write_bytes(payload)
     log = RunLog(record.log_path(), console)
@@ -163,6 +167,20 @@ def execute_all(jobs: List[FrozenJob], payloads: Optional[List[bytes]] = None) -
     return results
 
 
+def resume(record: RunRecord) -> RunResult:
+    """Run a stopped run again from its frozen job; built-in components continue from their checkpoint."""
+    from mltrain.errors import MltrainError
+
+    if record.status not in (FAILED, CANCELED):
+        raise MltrainError(f"run {record.id} is {record.status}; only Failed or Canceled runs can be resumed")
+    job = FrozenJob.load(record.dir)
+    record.reopen()
+    cancel = threading.Event()
+    with _CancelOnSignal(cancel):
+        result = execute(job, cancel, Console(), record=record)
+    return result
+
+
 def write_sweep_summary(results: List[RunResult]) -> None:
     import json
 
@@ -226,4 +244,11 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
     results = execute_all(jobs)
     write_sweep_summary(results)
     print_summary(results, Console())
+    # Raised here rather than left in a FAILED JobReturn: every member has run and the summary is
+    # printed, and Hydra's sweeper would otherwise add its own multi-line report.
+    for error in (RunCanceled, RunFailed):
+        status = CANCELED if error is RunCanceled else FAILED
+        bad = [r for r in results if r.status == status]
+        if bad:
+            raise error(f"{len(bad)} of {len(results)} run(s) {status}: " + ", ".join(r.job.run_id for r in bad))
     return [job_return(c, r) for c, r in zip(configs, results)]

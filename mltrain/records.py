@@ -119,6 +119,16 @@ class RunRecord:
             self.data.update(fields)
             self.save()
 
+    def reopen(self) -> None:
+        """Start another attempt of this run in the same directory; earlier attempts stay in `attempts`."""
+        with self._lock:
+            d = self.data
+            d.setdefault("attempts", []).append({"status": d["status"], "phases": d["phases"], "ranks": d["ranks"],
+                                                  "error": d.get("error")})
+            d.update(status=QUEUED, phases={QUEUED: time.time()}, ranks={}, error=None, failed_rank=None,
+                     driver_pid=os.getpid())
+            self.save()
+
     def set_rank(self, rank: int, **fields: Any) -> None:
         with self._lock:
             self.data["ranks"].setdefault(str(rank), {}).update(fields)

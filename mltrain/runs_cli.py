@@ -1,4 +1,4 @@
-"""`mltrain runs list|show|logs`: read run records; never imports Hydra or torch."""
+"""`mltrain runs list|show|logs|resume`: run records; never imports torch."""
 from __future__ import annotations
 
 import argparse
@@ -57,6 +57,14 @@ def _logs(args) -> int:
     return 0
 
 
+def _resume(args) -> int:
+    from mltrain.launching import resume
+    from mltrain.records import COMPLETED
+
+    result = resume(find_run(_root(args), args.run))
+    return 0 if result.status == COMPLETED else (130 if result.status == "Canceled" else 1)
+
+
 def main(argv: List[str]) -> int:
     parser = argparse.ArgumentParser(prog="mltrain runs", description="Inspect mltrain runs.")
     parser.add_argument("--root", help="runs directory (default: $MLTRAIN_HOME/runs)")
@@ -73,5 +81,8 @@ def main(argv: List[str]) -> int:
     p.add_argument("--rank", type=int)
     p.add_argument("--launcher", action="store_true", help="the launcher's own log")
     p.set_defaults(func=_logs)
+    p = sub.add_parser("resume", help="run a Failed or Canceled run again in its directory, from its checkpoint")
+    p.add_argument("run")
+    p.set_defaults(func=_resume)
     args = parser.parse_args(argv)
     return args.func(args)

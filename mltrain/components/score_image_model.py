@@ -1,0 +1,61 @@
+"""Score Image Model: a trained model directory + an image directory -> outputs/predictions.csv.
+
+One row per image: path, predicted label, probability. Ranks split the images; rank 0 merges.
+Run as `python -m mltrain.components.score_image_model` by the launcher.
+"""
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+from mltrain.components.runtime import RankContext, run_component
+
+
+def score(ctx: RankContext) -> None:
+    import torch
+    import torch.distributed as dist
+    from PIL import Image
+
+    from mltrain.components import data, models
+    from mltrain.records import atomic_write
+
+    cfg = ctx.cfg
+    model, spec = models.load_model_dir(cfg.job.model_dir)
+    images = data.list_images(cfg.job.image_dir)
+    mine = images[ctx.rank::ctx.world_size]
+    size = int(spec.get("image_size") or cfg.data.image_size)
+    transform = data.transforms(_with_size(cfg, size), train=False)
+    rows = []
+    with torch.no_grad():
+        for start in range(0, len(mine), 64):
+            batch = mine[start:start + 64]
+            x = torch.stack([transform(Image.open(p).convert("RGB")) for p in batch])
+            probs = torch.softmax(model(x), dim=1)
+            best, idx = probs.max(dim=1)
+            rows += [(str(p), spec["class_names"][i], f"{b:.6f}") for p, i, b in zip(batch, idx.tolist(), best.tolist())]
+    if ctx.distributed:
+        gathered = [None] * ctx.world_size
+        dist.all_gather_object(gathered, rows)
+        rows = [r for part in gathered for r in part]
+    if ctx.is_main:
+        rows.sort()
+        buf = io.StringIO()
+        writer = csv.writer(buf)
+        writer.writerow(["path", "predicted_label", "probability"])
+        writer.writerows(rows)
+        out = ctx.outputs_dir / Path(str(cfg.job.predictions_file)).name
+        atomic_write(out, buf.getvalue())
+        print(f"scored {len(rows)} images with {spec['name']}: {out}", flush=True)
+
+
+def _with_size(cfg, size: int):
+    from omegaconf import OmegaConf
+
+    copy = OmegaConf.create(OmegaConf.to_container(cfg))
+    copy.data.image_size = size
+    return copy
+
+
+if __name__ == "__main__":
+    run_component(score)
