@@ -25,6 +25,22 @@ class Console:
         tag = "" if bare else f"[rank {rank}] "
         self.write_line(f"{self.prefix}{tag}{line}")
 
+    def is_terminal(self) -> bool:
+        try:
+            return self.stream.isatty()
+        except (AttributeError, ValueError):
+            return False
+
+    def raw(self, data: bytes) -> None:
+        """Bytes as a rank wrote them (rank 0): partial lines and '\r' redraws pass through."""
+        with self._lock:
+            buffer = getattr(self.stream, "buffer", None)
+            if buffer is not None:
+                buffer.write(data)
+            else:
+                self.stream.write(data.decode("utf-8", "replace"))
+            self.stream.flush()
+
     def write_line(self, text: str) -> None:
         with self._lock:
             self.stream.write(text.rstrip("\n") + "\n")

@@ -78,6 +78,8 @@ class LocalSupervisor:
         """Per rank: argv, cwd and the environment added to the driver's. Used by the dry run too."""
         base = os.environ
         threads = rankenv.thread_env(self.job, base, os.cpu_count() or 1)
+        if self.console is not None and self.job.console != "none" and self.console.is_terminal():
+            threads["MLTRAIN_TTY"] = "1"  # rank 0 may draw a progress bar
         out = []
         for place in rankenv.places(self.job):
             env = {**threads, **rankenv.rank_env(self.job, place, "127.0.0.1", master_port)}
@@ -103,14 +105,33 @@ class LocalSupervisor:
         return rank
 
     def _pump(self, rank: _Rank) -> None:
+        """Copy a rank's output to its log and, per run.console, to the terminal.
+
+        Rank 0 is forwarded in chunks as it comes, so a progress bar redrawn with '\r' shows live;
+        the log keeps only what each line ends as (no bar frames, no terminal escapes).
+        """
         show = self.job.console == "all" or (self.job.console == "rank0" and rank.rank == 0)
         bare = rank.rank == 0
         assert rank.proc.stdout is not None
+        fd = rank.proc.stdout.fileno()
+        pending = b""
         with open(rank.log_path, "ab", buffering=0) as log:
-            for raw in iter(rank.proc.stdout.readline, b""):
-                log.write(raw)
-                if show:
-                    self.console.rank_line(rank.rank, raw.decode("utf-8", "replace"), bare)
+            while True:
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    break
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    log.write(_final_frame(line) + b"\n")
+                    if show and not bare:
+                        self.console.rank_line(rank.rank, line.decode("utf-8", "replace"), bare)
+                if show and bare:
+                    self.console.raw(chunk)
+            if pending:
+                log.write(_final_frame(pending) + b"\n")
+                if show and not bare:
+                    self.console.rank_line(rank.rank, pending.decode("utf-8", "replace"), bare)
         rank.proc.stdout.close()
 
     # ------------------------------------------------------------------------- supervising
@@ -179,6 +200,10 @@ class LocalSupervisor:
     def _record_exits(self) -> None:
         for r in self.ranks:
             self.record.set_rank(r.rank, exit_code=r.proc.returncode, stopped_by_mltrain=r.terminated)
+
+
+def _final_frame(line: bytes) -> bytes:
+    return line.rsplit(b"\r", 1)[-1].replace(b"\x1b[K", b"")
 
 
 def _signal_group(proc: subprocess.Popen, sig: int) -> None:

@@ -193,7 +193,7 @@ def test_score_image_model_one_prediction_per_image(home, project, tmp_path, ima
     model_dir = Path(only_run(home)["dir"]) / "outputs" / "model"
     r = run_mltrain("job=score_image_model", f"job.model_dir={model_dir}", f"job.image_dir={images[1]}",
                     "distribution=pytorch", "distribution.process_count_per_node=2", cwd=project)
-    assert r.rc == 0, r.err
+    assert r.rc == 0, r.out[-3000:] + r.err
     scored = [x for x in runs(home) if x["id"].startswith("score")][0]
     lines = (Path(scored["dir"]) / "outputs" / "predictions.csv").read_text().splitlines()
     assert lines[0] == "path,predicted_label,probability"
@@ -209,3 +209,30 @@ def test_score_image_model_one_prediction_per_image(home, project, tmp_path, ima
     (model_dir / "model_spec.json").write_text(json.dumps({**spec, "name": "resnet34"}))
     r = run_mltrain("job=score_image_model", f"job.model_dir={model_dir}", f"job.image_dir={images[1]}", cwd=project)
     assert r.rc != 0 and "InvalidModelDirectoryError" in r.out + r.err
+
+
+def test_progress_bar_on_a_terminal_and_plain_lines_in_the_log(home, project, images):
+    import os
+    import pty
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(mltrain_exe() + [*data_args(*images), *FAST, "trainer.epochs=1"], cwd=project,
+                            stdout=slave, stderr=slave)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # EIO: the terminal's other side is closed
+            break
+        if not data:
+            break
+        chunks.append(data)
+    proc.wait(timeout=120)
+    os.close(master)
+    shown = b"".join(chunks).decode()
+    assert proc.returncode == 0, shown[-2000:]
+    assert "\repoch 1/1 |" in shown and "| 9/9 " in shown  # the bar is redrawn in place
+    log = (Path(only_run(home)["dir"]) / "logs" / "rank_0.log").read_text()
+    assert "\r" not in log and "|####" not in log
+    assert "epoch 1/1 iter 2/9 loss" in log  # print_frequency lines are still logged

@@ -64,6 +64,9 @@ def shutdown_distributed(ctx: RankContext) -> None:
         import torch.distributed as dist
 
         if dist.is_initialized():
+            # Leave together: a rank tearing its process group down while rank 0 (which hosts the
+            # rendezvous store) is still working can abort in gloo's teardown.
+            dist.barrier()
             dist.destroy_process_group()
 
 

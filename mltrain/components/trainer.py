@@ -10,6 +10,7 @@ import copy
 import math
 import os
 import random
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -92,6 +93,8 @@ class Trainer:
         self.ckpt_dir = ctx.run_dir / "checkpoints"
         self.metrics = MetricsWriter(ctx.run_dir / "metrics.jsonl", rank=ctx.rank)
         self.tb = self._tensorboard()
+        # The driver says whether its terminal is a TTY: rank output itself always goes to a pipe.
+        self.progress = ctx.is_main and os.environ.get("MLTRAIN_TTY") == "1"
 
     # ---------------------------------------------------------------------------- set-up
     def _device(self) -> torch.device:
@@ -109,8 +112,19 @@ class Trainer:
         return SummaryWriter(str(self.ctx.run_dir / "tensorboard"))
 
     def log(self, text: str) -> None:
-        if self.ctx.is_main:
+        if not self.ctx.is_main:
+            return
+        if self.progress:  # clear the bar, print the line, the bar is redrawn after it
+            sys.stdout.write("\r\x1b[K" + text + "\n")
+            sys.stdout.flush()
+        else:
             print(text, flush=True)
+
+    def _bar(self, epoch: int, i: int, n: int, rate: float) -> None:
+        width = 30
+        done = int(width * i / n)
+        sys.stdout.write(f"\repoch {epoch}/{self.t.epochs} |{'#' * done}{'.' * (width - done)}| {i}/{n} {rate:.0f} img/s")
+        sys.stdout.flush()
 
     # ---------------------------------------------------------------------------- checkpoints
     def checkpoint(self) -> None:
@@ -176,8 +190,7 @@ class Trainer:
         self.sampler.set_epoch(epoch)
         n_iters, freq = len(self.train_loader), int(self.t.print_frequency)
         loss_sum = torch.zeros((), device=self.device)
-        seen, window_start = 0, time.perf_counter()
-        start = window_start
+        seen, start = 0, time.perf_counter()
         for i, (images, labels) in enumerate(self.train_loader, 1):
             images, labels = self._to_device(images, labels)
             with torch.autocast(self.device.type, dtype=torch.float16, enabled=self.amp):
@@ -189,6 +202,8 @@ class Trainer:
             self.scheduler.step()
             loss_sum += loss.detach() * labels.size(0)
             seen += labels.size(0)
+            if self.progress:
+                self._bar(epoch, i, n_iters, seen * self.ctx.world_size / (time.perf_counter() - start))
             if i % freq == 0 or i == n_iters:
                 self._check_finite(loss_sum, epoch, i)
                 now = time.perf_counter()
