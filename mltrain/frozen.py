@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Optional
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from mltrain import jobs, validate
+from mltrain import aliases, jobs, validate
 from mltrain.errors import ConfigError
 
 #: The rank program of a plain Hydra app using this launcher: it unpickles the task function.
@@ -45,6 +45,7 @@ class FrozenJob:
     max_concurrent_jobs: int = 1
     sweep_dir: Optional[str] = None
     sweep_index: Optional[int] = None
+    snapshot_source: Optional[str] = None
     # The resolved config (no `hydra` node), as written to config.yaml.
     config: Dict[str, Any] = field(default_factory=dict)
 
@@ -96,6 +97,8 @@ def freeze(sweep_config: DictConfig, runs_root: str, sweep_index: Optional[int] 
     resolved = OmegaConf.to_container(sweep_config, resolve=True, throw_on_missing=False)
     resolved.pop("hydra", None)
     plain = OmegaConf.create(resolved)
+    aliases.apply(plain)
+    resolved = OmegaConf.to_container(plain)
     missing = sorted(OmegaConf.missing_keys(plain))
     if missing:
         raise ConfigError(missing[0], f"a value is required (set {missing[0]}=...)")
@@ -103,15 +106,34 @@ def freeze(sweep_config: DictConfig, runs_root: str, sweep_index: Optional[int] 
     return _freeze_mltrain(plain, resolved, overrides, sweep_dir, sweep_index)
 
 
+def _azureml_shim_env() -> Dict[str, str]:
+    """Scripts doing `from azureml.core.run import Run` get mltrain's stand-in, unless the real one exists."""
+    import importlib.util
+
+    try:
+        real = importlib.util.find_spec("azureml.core") is not None
+    except ModuleNotFoundError:
+        real = False
+    if real:
+        return {}
+    shim = str(Path(__file__).resolve().parent / "_azureml_shim")
+    existing = os.environ.get("PYTHONPATH")
+    return {"PYTHONPATH": os.pathsep.join(p for p in (existing, shim) if p)}
+
+
 def _freeze_mltrain(cfg, resolved, overrides, sweep_dir, sweep_index) -> FrozenJob:
     experiment = str(cfg.experiment_name)
-    run_id = new_run_id(experiment)
+    run_id = new_run_id(experiment) if not cfg.run.id else str(cfg.run.id)
+    if cfg.run.id and sweep_index:
+        run_id = f"{run_id}_{sweep_index}"
     root = Path(os.path.expanduser(str(cfg.run.root))).resolve()
     run_dir = str(root / run_id)
     program = jobs.rank_program(cfg, run_dir)
     env = {str(k): str(v) for k, v in cfg.environment.environment_variables.items()}
     env.update(_params_env(cfg.job.get("params")))
     env["MLTRAIN_DIST_TIMEOUT_S"] = str(cfg.distribution.timeout_s)
+    if program.snapshot_source is not None:
+        env.update(_azureml_shim_env())
     return FrozenJob(
         run_id=run_id,
         run_dir=run_dir,
@@ -123,6 +145,7 @@ def _freeze_mltrain(cfg, resolved, overrides, sweep_dir, sweep_index) -> FrozenJ
         process_count_per_node=int(cfg.distribution.process_count_per_node),
         argv=program.argv,
         cwd=program.cwd,
+        snapshot_source=program.snapshot_source,
         env=env,
         overrides=overrides,
         console=str(cfg.run.console),

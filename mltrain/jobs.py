@@ -11,7 +11,7 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Dict, List, Optional
 
 from mltrain.errors import ConfigError
 
@@ -20,6 +20,11 @@ from mltrain.errors import ConfigError
 class RankProgram:
     argv: List[str]
     cwd: str
+    # The folder copied into <run_dir>/snapshot at submission; the ranks run from that copy.
+    snapshot_source: Optional[str] = None
+
+
+SNAPSHOT = "snapshot"
 
 
 #: Built-in components: job kind -> module run in each rank.
@@ -47,7 +52,8 @@ def _script(cfg: Any, run_dir: str) -> RankProgram:
     if not script.is_file():
         raise ConfigError("job.script", f"file '{cfg.job.script}' does not exist in '{src}'")
     args = [_argument(a) for a in cfg.job.arguments]
-    return RankProgram([interpreter(cfg), str(script), *args], str(src))
+    snap = Path(run_dir) / SNAPSHOT
+    return RankProgram([interpreter(cfg), str(snap / str(cfg.job.script)), *args], str(snap), str(src))
 
 
 def _argument(value: Any) -> str:
@@ -61,7 +67,8 @@ def _command(cfg: Any, run_dir: str) -> RankProgram:
     if not command:
         raise ConfigError("job.command", "must not be empty")
     # /bin/sh expands $VARS itself from the rank's environment.
-    return RankProgram(["/bin/sh", "-c", command], str(_source_dir(cfg)))
+    src = _source_dir(cfg)
+    return RankProgram(["/bin/sh", "-c", command], str(Path(run_dir) / SNAPSHOT), str(src))
 
 
 def _component(cfg: Any, run_dir: str) -> RankProgram:

@@ -90,11 +90,9 @@ def execute(job: FrozenJob, cancel: threading.Event, console: Console, payload: 
             record: Optional[RunRecord] = None) -> RunResult:
     """Run one frozen job to a final status. Never raises for a failing job: the status says it.
 
-    With `record`, an existing run is run again in its own directory (a resume or a requeue).
+    With `record`, an already submitted run (or a resumed or requeued one) runs in its own directory.
     """
-    record = record or RunRecord.create(job)
-    if payload is not None:  # a plain Hydra app's pickled task function, read by its ranks
-        (record.dir / "task.pkl").write_bytes(payload)
+    record = record or submit(job, console, payload)
     log = RunLog(record.log_path(), console)
     console.status(f"run {job.run_id}  {job.run_dir}")
     log.info(f"overrides: {' '.join(job.overrides) or '(none)'}")
@@ -113,12 +111,22 @@ def execute(job: FrozenJob, cancel: threading.Event, console: Console, payload: 
         outcome = Outcome(FAILED, error=f"launcher error: {type(exc).__name__}: {exc}")
     record.set_status(FINALIZING)
     log.info(FINALIZING, show=True)
+    record.update(outputs=_outputs_manifest(record.dir / "outputs"))
     record.set_status(outcome.status, error=outcome.error, failed_rank=outcome.failed_rank)
     elapsed = record.data["phases"][outcome.status] - record.data["phases"]["Queued"]
     log.info(f"{outcome.status} in {elapsed:.1f}s  {job.run_dir}", show=True)
     if outcome.error and outcome.status == FAILED:
         console.status(outcome.error)
     return RunResult(job, outcome.status, outcome.error)
+
+
+def _outputs_manifest(outputs: Path) -> List[dict]:
+    """What the run produced: the outputs/ files with their sizes (Finalizing collects them)."""
+    files = []
+    for path in sorted(outputs.rglob("*")):
+        if path.is_file():
+            files.append({"path": str(path.relative_to(outputs)), "bytes": path.stat().st_size})
+    return files
 
 
 class _CancelOnSignal:
@@ -144,19 +152,41 @@ class _CancelOnSignal:
             signal.signal(sig, old)
 
 
+def submit(job: FrozenJob, console: Console, payload: Optional[bytes] = None) -> RunRecord:
+    """Queue one run: its directory, its frozen config and, for script jobs, the source snapshot.
+
+    Done for every member of a sweep before the first one starts, so editing the source while a
+    run is queued changes nothing.
+    """
+    from mltrain import snapshot
+
+    record = RunRecord.create(job)
+    if payload is not None:  # a plain Hydra app's pickled task function, read by its ranks
+        (record.dir / "task.pkl").write_bytes(payload)
+    if job.snapshot_source:
+        info = snapshot.take(job.snapshot_source, job.cwd)
+        snapshot.link_run_folders(Path(job.cwd), record.dir)
+        record.update(snapshot=info.to_json())
+        RunLog(record.log_path(), console).info(
+            f"snapshot of {info.source}: {info.files} files, {info.bytes / 1024:.0f} KB, sha256 {info.hash[:12]}, "
+            f"{info.seconds:.2f}s" + (f" (ignore rules: {', '.join(info.ignore_files)})" if info.ignore_files else ""))
+        if info.warning:
+            console.status(f"warning: {info.warning}")
+    return record
+
+
 def execute_all(jobs: List[FrozenJob], payloads: Optional[List[bytes]] = None) -> List[RunResult]:
     cancel = threading.Event()
     parallel = max(1, min(jobs[0].max_concurrent_jobs, len(jobs)))
     payloads = payloads or [None] * len(jobs)  # type: ignore[list-item]
+    consoles = [Console(prefix=f"[#{job.sweep_index}] " if parallel > 1 else "") for job in jobs]
+    records = [submit(job, console, p) for job, console, p in zip(jobs, consoles, payloads)]
     with _CancelOnSignal(cancel) as guard:
         if parallel == 1:
-            results = [execute(job, cancel, Console(), p) for job, p in zip(jobs, payloads)]
+            results = [execute(job, cancel, c, record=r) for job, c, r in zip(jobs, consoles, records)]
         else:
             with ThreadPoolExecutor(parallel) as pool:
-                futures = [
-                    pool.submit(execute, job, cancel, Console(prefix=f"[#{job.sweep_index}] "), p)
-                    for job, p in zip(jobs, payloads)
-                ]
+                futures = [pool.submit(execute, job, cancel, c, None, r) for job, c, r in zip(jobs, consoles, records)]
                 while not all(f.done() for f in futures):
                     time.sleep(0.05)  # keep the main thread free to take signals
                 results = [f.result() for f in futures]

@@ -29,6 +29,13 @@ class ScriptJobConf:
     arguments: List[Any] = field(default_factory=list)
     # Exported to every rank as AML_PARAMETER_<name> (MpiStep/PythonScriptStep `params`).
     params: Dict[str, Any] = field(default_factory=dict)
+    # Azure ML v1 estimator parameters, mapped onto the keys above and the other groups (mltrain.aliases).
+    entry_script: Optional[str] = None
+    script_params: Optional[Dict[str, Any]] = None
+    use_gpu: Optional[bool] = None
+    pip_packages: Optional[List[str]] = None
+    conda_packages: Optional[List[str]] = None
+    distributed_backend: Optional[str] = None
 
 
 @dataclass
@@ -172,6 +179,8 @@ class TrainerConf:
 
 @dataclass
 class RunConf:
+    # An explicit run id (the Python API sets one); sweep members get `_<index>` appended.
+    id: Optional[str] = None
     # Where run directories go; one directory per run and per sweep member, never reused.
     root: str = "${oc.env:MLTRAIN_HOME,'~/.mltrain'}/runs"
     # Which ranks' output reaches the console: rank0 | all | none (every rank always has its log).

@@ -66,7 +66,7 @@ def test_rank_contract_and_argument_expansion(home, project):
         assert env["AML_PARAMETER_alpha"] == "0.5"
         assert env["MLTRAIN_RUN_ID"] == run["id"] and env["MLTRAIN_RUN_DIR"] == run["dir"]
         assert env["MLTRAIN_OUTPUTS_DIR"] == os.path.join(run["dir"], "outputs")
-        assert info["cwd"] == str(project)
+        assert info["cwd"] == os.path.join(run["dir"], "snapshot")  # the job runs from its snapshot
     assert seen[0]["env"]["MASTER_PORT"] == seen[1]["env"]["MASTER_PORT"] != "0"
 
 
