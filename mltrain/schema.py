@@ -31,10 +31,10 @@ class ScriptJobConf:
     params: Dict[str, Any] = field(default_factory=dict)
     # Azure ML v1 estimator parameters, mapped onto the keys above and the other groups (mltrain.aliases).
     entry_script: Optional[str] = None
-    script_params: Optional[Dict[str, Any]] = None
+    script_params: Dict[str, Any] = field(default_factory=dict)
     use_gpu: Optional[bool] = None
-    pip_packages: Optional[List[str]] = None
-    conda_packages: Optional[List[str]] = None
+    pip_packages: List[str] = field(default_factory=list)
+    conda_packages: List[str] = field(default_factory=list)
     distributed_backend: Optional[str] = None
 
 

@@ -65,7 +65,27 @@ def resolve_backend(cfg: Any) -> str | None:
     return backend
 
 
+def check_known_keys(cfg: Any) -> None:
+    """Keys forced in with `+key=...` bypass the schemas while composing; they are refused here."""
+    import dataclasses
+
+    from mltrain.schema import SCHEMAS
+
+    for group, options in SCHEMAS.items():
+        node = cfg.get(group)
+        if node is None:
+            continue
+        schema = options.get(str(node.get("kind"))) if group == "job" else next(iter(options.values()))
+        if schema is None:
+            continue
+        allowed = [f.name for f in dataclasses.fields(schema)]
+        for key in node.keys():
+            if key not in allowed:
+                raise ConfigError(f"{group}.{key}", "unknown key", allowed)
+
+
 def validate(cfg: Any) -> None:
+    check_known_keys(cfg)
     for key, choices in CHOICES.items():
         value = OmegaConf.select(cfg, key)
         if value is not None and value not in choices:
