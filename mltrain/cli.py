@@ -59,6 +59,8 @@ def _rewrite_argv(argv: List[str]) -> List[str]:
     for arg in argv:
         if arg == "--dry-run":
             out.append("dry_run=true")
+        elif arg == "--detach":
+            out.append("run.detach=true")
         else:
             out.append(arg)
     return out

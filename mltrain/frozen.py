@@ -46,6 +46,9 @@ class FrozenJob:
     sweep_dir: Optional[str] = None
     sweep_index: Optional[int] = None
     snapshot_source: Optional[str] = None
+    # The resolved `compute` node (cluster parameters) and whether to return right after submission.
+    compute_params: Dict[str, Any] = field(default_factory=dict)
+    detach: bool = False
     # The resolved config (no `hydra` node), as written to config.yaml.
     config: Dict[str, Any] = field(default_factory=dict)
 
@@ -146,11 +149,13 @@ def _freeze_mltrain(cfg, resolved, overrides, sweep_dir, sweep_index) -> FrozenJ
         argv=program.argv,
         cwd=program.cwd,
         snapshot_source=program.snapshot_source,
+        compute_params=dict(resolved["compute"]),
+        detach=bool(cfg.run.detach),
         env=env,
         overrides=overrides,
         console=str(cfg.run.console),
         kill_grace_s=float(cfg.run.kill_grace_s),
-        max_concurrent_jobs=int(cfg.compute.max_concurrent_jobs),
+        max_concurrent_jobs=int(cfg.compute.get("max_concurrent_jobs", 1)),
         sweep_dir=sweep_dir,
         sweep_index=sweep_index,
         config=resolved,

@@ -7,6 +7,7 @@ third member of a sweep stops the sweep before anything runs.
 """
 from __future__ import annotations
 
+import os
 import signal
 import threading
 import time
@@ -21,7 +22,7 @@ from mltrain import frozen as freezing
 from mltrain.console import Console, RunLog
 from mltrain.errors import RunCanceled, RunFailed
 from mltrain.frozen import FrozenJob
-from mltrain.records import CANCELED, COMPLETED, FAILED, FINALIZING, PREPARING, RUNNING, RunRecord, atomic_write
+from mltrain.records import CANCELED, COMPLETED, FAILED, FINALIZING, PREPARING, QUEUED, RUNNING, RunRecord, atomic_write
 from mltrain.supervisor import LocalSupervisor, Outcome
 
 
@@ -72,7 +73,21 @@ def dry_run_text(job: FrozenJob) -> str:
         f"world: {job.node_count} node(s) x {job.process_count_per_node} rank(s)",
         "  MASTER_PORT is chosen by the OS when the run starts; shown here as 0",
     ]
-    for spec in sup.plan(master_port=0):
+    specs = sup.plan(master_port=0)
+    if job.compute == "slurm":
+        from mltrain import rankenv, slurm
+
+        lines[3] = "  MASTER_ADDR is the first node of the allocation; MASTER_PORT is derived from the Slurm job id"
+        lines.append("  submitit parameters: " + repr(slurm.executor_parameters(job)))
+        lines.append("  sbatch script:")
+        lines.extend("    " + l for l in slurm.sbatch_script(job).splitlines())
+        for spec in specs:
+            spec["env"] = {**spec["env"], "MASTER_ADDR": "<first node>", "MASTER_PORT": "<from job id>",
+                           "AZ_BATCHAI_PYTORCH_INIT_METHOD": "tcp://<first node>:<port>",
+                           "AZ_BATCH_MASTER_NODE": "<first node>:<port>"}
+            spec["env"].pop("OMP_NUM_THREADS", None)
+            spec["argv"] = rankenv.rank_argv(job, {**os.environ, **spec["env"]})
+    for spec in specs:
         lines.append(f"  rank {spec['rank']}:")
         lines.append(f"    cwd: {spec['cwd']}")
         lines.append(f"    argv: {spec['argv']}")
@@ -94,7 +109,6 @@ def execute(job: FrozenJob, cancel: threading.Event, console: Console, payload: 
     """
     record = record or submit(job, console, payload)
     log = RunLog(record.log_path(), console)
-    console.status(f"run {job.run_id}  {job.run_dir}")
     log.info(f"overrides: {' '.join(job.overrides) or '(none)'}")
     record.set_status(PREPARING)
     log.info(PREPARING, show=True)
@@ -161,6 +175,7 @@ def submit(job: FrozenJob, console: Console, payload: Optional[bytes] = None) ->
     from mltrain import snapshot
 
     record = RunRecord.create(job)
+    console.status(f"run {job.run_id}  {job.run_dir}")
     if payload is not None:  # a plain Hydra app's pickled task function, read by its ranks
         (record.dir / "task.pkl").write_bytes(payload)
     if job.snapshot_source:
@@ -179,10 +194,14 @@ def execute_all(jobs: List[FrozenJob], payloads: Optional[List[bytes]] = None) -
     cancel = threading.Event()
     parallel = max(1, min(jobs[0].max_concurrent_jobs, len(jobs)))
     payloads = payloads or [None] * len(jobs)  # type: ignore[list-item]
-    consoles = [Console(prefix=f"[#{job.sweep_index}] " if parallel > 1 else "") for job in jobs]
+    sweep = len(jobs) > 1
+    consoles = [Console(prefix=f"[#{job.sweep_index}] " if (parallel > 1 or (sweep and job.compute == "slurm")) else "")
+                for job in jobs]
     records = [submit(job, console, p) for job, console, p in zip(jobs, consoles, payloads)]
     with _CancelOnSignal(cancel) as guard:
-        if parallel == 1:
+        if jobs[0].compute == "slurm":
+            results = _execute_slurm(jobs, records, consoles, cancel)
+        elif parallel == 1:
             results = [execute(job, cancel, c, record=r) for job, c, r in zip(jobs, consoles, records)]
         else:
             with ThreadPoolExecutor(parallel) as pool:
@@ -195,6 +214,20 @@ def execute_all(jobs: List[FrozenJob], payloads: Optional[List[bytes]] = None) -
             if r.status not in (COMPLETED, FAILED, CANCELED):
                 r.status = CANCELED
     return results
+
+
+def _execute_slurm(jobs: List[FrozenJob], records: List[RunRecord], consoles: List[Console],
+                   cancel: threading.Event) -> List[RunResult]:
+    from mltrain import slurm
+
+    submitted = slurm.submit(jobs, records, consoles[0])
+    if jobs[0].detach:
+        for job, sjob, console in zip(jobs, submitted, consoles):
+            console.status(f"detached: run {job.run_id} is Slurm job {sjob.job_id}; follow it with "
+                           f"`mltrain runs status|logs|cancel {job.run_id}`")
+        return [RunResult(job, QUEUED) for job in jobs]
+    statuses = slurm.wait(jobs, records, submitted, consoles, cancel)
+    return [RunResult(job, status, record.data.get("error")) for job, status, record in zip(jobs, statuses, records)]
 
 
 def resume(record: RunRecord) -> RunResult:

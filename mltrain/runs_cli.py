@@ -49,11 +49,54 @@ def _show(args) -> int:
 
 def _logs(args) -> int:
     record = find_run(_root(args), args.run)
+    if record.data.get("compute") == "slurm":
+        from mltrain import slurm
+
+        slurm.refresh(record)
     path = record.log_path(None if args.rank is None and args.launcher else (args.rank or 0))
     if not path.is_file():
         print(f"no log at {path}", file=sys.stderr)
         return 1
     sys.stdout.write(path.read_text(encoding="utf-8", errors="replace"))
+    return 0
+
+
+def _status(args) -> int:
+    record = find_run(_root(args), args.run)
+    if record.data.get("compute") == "slurm":
+        from mltrain import slurm
+
+        slurm.refresh(record)
+    job = record.data.get("slurm", {}).get("job_id")
+    print(f"{record.id} {record.status}" + (f" (Slurm job {job})" if job else ""))
+    if record.data.get("error") and record.status == "Failed":
+        print(record.data["error"])
+    return 0
+
+
+def _cancel(args) -> int:
+    import os
+    import signal
+
+    from mltrain.records import TERMINAL
+
+    record = find_run(_root(args), args.run)
+    if record.data.get("compute") == "slurm":
+        from mltrain import slurm
+
+        if slurm.refresh(record) not in TERMINAL:
+            slurm.cancel_run(record)
+    elif record.status not in TERMINAL:
+        try:  # the local driver stops every rank and records Canceled
+            os.kill(int(record.data["driver_pid"]), signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        for _ in range(100):
+            if find_run(_root(args), args.run).status in TERMINAL:
+                break
+            time.sleep(0.1)
+    record = find_run(_root(args), args.run)
+    print(f"{record.id} {record.status}")
     return 0
 
 
@@ -81,6 +124,12 @@ def main(argv: List[str]) -> int:
     p.add_argument("--rank", type=int)
     p.add_argument("--launcher", action="store_true", help="the launcher's own log")
     p.set_defaults(func=_logs)
+    p = sub.add_parser("status", help="the run's status (asks Slurm for a detached cluster run)")
+    p.add_argument("run")
+    p.set_defaults(func=_status)
+    p = sub.add_parser("cancel", help="stop every rank of a run (scancel on Slurm); the run ends Canceled")
+    p.add_argument("run")
+    p.set_defaults(func=_cancel)
     p = sub.add_parser("resume", help="run a Failed or Canceled run again in its directory, from its checkpoint")
     p.add_argument("run")
     p.set_defaults(func=_resume)

@@ -113,6 +113,36 @@ class LocalComputeConf:
     gpus: Optional[int] = None
 
 
+@dataclass
+class SlurmComputeConf:
+    """A Slurm cluster through submitit: one job = one Slurm job of node_count x process_count_per_node tasks."""
+
+    kind: str = "slurm"
+    partition: Optional[str] = None
+    # Largest node_count this cluster accepts (Azure's max_nodes); null = no limit checked here.
+    max_nodes: Optional[int] = None
+    gpus_per_node: int = 0
+    cpus_per_task: int = 1
+    mem_gb: Optional[float] = None
+    timeout_min: int = 60
+    account: Optional[str] = None
+    qos: Optional[str] = None
+    constraint: Optional[str] = None
+    # Extra #SBATCH options ({"exclusive": true, "gres": "gpu:a100:4"}) and srun flags.
+    additional_parameters: Dict[str, Any] = field(default_factory=dict)
+    srun_args: List[str] = field(default_factory=list)
+    # How many members of a sweep's job array run at once.
+    array_parallelism: int = 256
+    # Seconds before the time limit at which every rank gets the checkpoint signal (USR2).
+    signal_delay_s: int = 90
+    # Requeues after preemption or timeout before the run is Failed.
+    max_requeues: int = 3
+    # Any other submitit executor parameter, passed as is (submitit rejects unknown ones).
+    submitit: Dict[str, Any] = field(default_factory=dict)
+    # Seconds between two looks at the queue while mltrain waits.
+    poll_s: float = 1.0
+
+
 # ------------------------------------------------------------------------------- distribution
 
 
@@ -187,6 +217,8 @@ class RunConf:
     console: str = "rank0"
     # Seconds between SIGTERM and SIGKILL when ranks are stopped.
     kill_grace_s: float = 5.0
+    # Return right after submission (compute=slurm); follow with `mltrain runs status|logs|cancel`.
+    detach: bool = False
 
 
 @dataclass
@@ -212,7 +244,7 @@ SCHEMAS: Dict[str, Dict[str, Any]] = {
         "score_image_model": ScoreImageModelJobConf,
     },
     "environment": {"environment": EnvironmentConf},
-    "compute": {"local": LocalComputeConf},
+    "compute": {"local": LocalComputeConf, "slurm": SlurmComputeConf},
     "distribution": {"distribution": DistributionConf},
     "model": {"model": ModelConf},
     "data": {"data": DataConf},

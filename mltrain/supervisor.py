@@ -105,34 +105,14 @@ class LocalSupervisor:
         return rank
 
     def _pump(self, rank: _Rank) -> None:
-        """Copy a rank's output to its log and, per run.console, to the terminal.
-
-        Rank 0 is forwarded in chunks as it comes, so a progress bar redrawn with '\r' shows live;
-        the log keeps only what each line ends as (no bar frames, no terminal escapes).
-        """
         show = self.job.console == "all" or (self.job.console == "rank0" and rank.rank == 0)
         bare = rank.rank == 0
         assert rank.proc.stdout is not None
-        fd = rank.proc.stdout.fileno()
-        pending = b""
-        with open(rank.log_path, "ab", buffering=0) as log:
-            while True:
-                chunk = os.read(fd, 65536)
-                if not chunk:
-                    break
-                pending += chunk
-                *lines, pending = pending.split(b"\n")
-                for line in lines:
-                    log.write(_final_frame(line) + b"\n")
-                    if show and not bare:
-                        self.console.rank_line(rank.rank, line.decode("utf-8", "replace"), bare)
-                if show and bare:
-                    self.console.raw(chunk)
-            if pending:
-                log.write(_final_frame(pending) + b"\n")
-                if show and not bare:
-                    self.console.rank_line(rank.rank, pending.decode("utf-8", "replace"), bare)
-        rank.proc.stdout.close()
+        copy_output(
+            rank.proc.stdout, rank.log_path,
+            on_chunk=self.console.raw if show and bare else None,
+            on_line=(lambda line: self.console.rank_line(rank.rank, line, False)) if show and not bare else None,
+        )
 
     # ------------------------------------------------------------------------- supervising
     def run(self) -> Outcome:
@@ -200,6 +180,34 @@ class LocalSupervisor:
     def _record_exits(self) -> None:
         for r in self.ranks:
             self.record.set_rank(r.rank, exit_code=r.proc.returncode, stopped_by_mltrain=r.terminated)
+
+
+def copy_output(stream, log_path, on_chunk=None, on_line=None) -> None:
+    """Copy a rank's output to its log as it comes, and hand it on in chunks or in whole lines.
+
+    Chunks pass partial lines and '\r' redraws through (a live progress bar); the log keeps only
+    what each line ends as (no bar frames, no terminal escapes).
+    """
+    fd = stream.fileno()
+    pending = b""
+    with open(log_path, "ab", buffering=0) as log:
+        while True:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            if on_chunk is not None:
+                on_chunk(chunk)
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            for line in lines:
+                log.write(_final_frame(line) + b"\n")
+                if on_line is not None:
+                    on_line(line.decode("utf-8", "replace"))
+        if pending:
+            log.write(_final_frame(pending) + b"\n")
+            if on_line is not None:
+                on_line(pending.decode("utf-8", "replace"))
+    stream.close()
 
 
 def _final_frame(line: bytes) -> bytes:

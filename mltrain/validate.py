@@ -26,6 +26,11 @@ RANGE_RULES: Tuple[Tuple[str, Callable[[Any], bool], str], ...] = (
     ("distribution.process_count_per_node", lambda v: v >= 1, ">= 1"),
     ("distribution.timeout_s", lambda v: v > 0, "> 0"),
     ("compute.max_concurrent_jobs", lambda v: v >= 1, ">= 1"),
+    ("compute.gpus_per_node", lambda v: v >= 0, ">= 0"),
+    ("compute.cpus_per_task", lambda v: v >= 1, ">= 1"),
+    ("compute.timeout_min", lambda v: v >= 1, ">= 1"),
+    ("compute.array_parallelism", lambda v: v >= 1, ">= 1"),
+    ("compute.max_requeues", lambda v: v >= 0, ">= 0"),
     ("data.image_size", lambda v: v >= 8, ">= 8"),
     ("data.num_workers", lambda v: v >= 0, ">= 0"),
     ("data.min_crop_scale", lambda v: 0 < v <= 1, "in (0, 1]"),
@@ -35,7 +40,7 @@ RANGE_RULES: Tuple[Tuple[str, Callable[[Any], bool], str], ...] = (
 CHOICES = {
     "distribution.kind": ("none", "pytorch"),
     "distribution.backend": ("auto", "gloo", "nccl"),
-    "compute.kind": ("local",),
+    "compute.kind": ("local", "slurm"),
     "data.kind": ("sample", "image_directory"),
     "run.console": ("rank0", "all", "none"),
 }
@@ -55,13 +60,20 @@ def visible_gpus() -> int:
     return count
 
 
+def job_gpus(cfg: Any) -> int:
+    """GPUs each node of the job will have: the cluster's request, or what this machine shows."""
+    if cfg.compute.kind == "slurm":
+        return int(cfg.compute.gpus_per_node)
+    return visible_gpus()
+
+
 def resolve_backend(cfg: Any) -> str | None:
     """The process-group backend the ranks will use (None when there is no process group)."""
     if cfg.distribution.kind == "none":
         return None
     backend = str(cfg.distribution.backend)
     if backend == "auto":
-        return "nccl" if visible_gpus() > 0 else "gloo"
+        return "nccl" if job_gpus(cfg) > 0 else "gloo"
     return backend
 
 
@@ -75,7 +87,7 @@ def check_known_keys(cfg: Any) -> None:
         node = cfg.get(group)
         if node is None:
             continue
-        schema = options.get(str(node.get("kind"))) if group == "job" else next(iter(options.values()))
+        schema = options.get(str(node.get("kind"))) if len(options) > 1 else next(iter(options.values()))
         if schema is None:
             continue
         allowed = [f.name for f in dataclasses.fields(schema)]
@@ -108,8 +120,15 @@ def validate(cfg: Any) -> None:
             f"{dist.node_count} nodes need a cluster; compute=local runs on one node (use node_count=1 "
             "and raise process_count_per_node)",
         )
-    if resolve_backend(cfg) == "nccl" and visible_gpus() == 0:
-        raise ConfigError("distribution.backend", "nccl needs a GPU and none is visible here", ("gloo", "auto"))
+    if resolve_backend(cfg) == "nccl" and job_gpus(cfg) == 0:
+        where = "compute.gpus_per_node is 0" if cfg.compute.kind == "slurm" else "none is visible here"
+        raise ConfigError("distribution.backend", f"nccl needs GPUs and {where}", ("gloo", "auto"))
+    max_nodes = OmegaConf.select(cfg, "compute.max_nodes")
+    if max_nodes is not None and dist.node_count > max_nodes:
+        raise ConfigError("distribution.node_count", f"{dist.node_count} exceeds compute.max_nodes={max_nodes}")
+    if cfg.run.detach and cfg.compute.kind != "slurm":
+        raise ConfigError("run.detach", "only compute=slurm runs can be detached (use mltrain.submit() for a "
+                          "local run in the background)")
     gpus = OmegaConf.select(cfg, "compute.gpus")
     if gpus is not None and gpus < 0:
         raise ConfigError("compute.gpus", f"{gpus} is invalid; must be >= 0 or null")
