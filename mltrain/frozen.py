@@ -86,7 +86,8 @@ def is_mltrain_config(cfg: DictConfig) -> bool:
     return all(k in cfg for k in ("job", "compute", "distribution", "run"))
 
 
-def freeze(sweep_config: DictConfig, runs_root: str, sweep_index: Optional[int] = None) -> FrozenJob:
+def freeze(sweep_config: DictConfig, runs_root: str, sweep_index: Optional[int] = None,
+           app_compute: Optional[Dict[str, Any]] = None) -> FrozenJob:
     """Resolve, validate and freeze one composed config. Raises ConfigError on bad input."""
     overrides = list(OmegaConf.to_container(sweep_config.hydra.overrides.task))
     sweep_dir = str(OmegaConf.select(sweep_config, "hydra.sweep.dir", default=None) or "") or None
@@ -95,7 +96,7 @@ def freeze(sweep_config: DictConfig, runs_root: str, sweep_index: Optional[int] 
         # A plain Hydra app: its config may use values only run_job sets (hydra.runtime.output_dir),
         # so it is resolved in the rank, as Hydra's own launchers do.
         plain = OmegaConf.to_container(task_cfg, resolve=False)
-        return _freeze_hydra_app(sweep_config, plain, overrides, runs_root, sweep_dir, sweep_index)
+        return _freeze_hydra_app(sweep_config, plain, overrides, runs_root, sweep_dir, sweep_index, app_compute)
     # Resolve once, with HydraConfig set by the caller, so `${hydra:...}` and `${now:}` work here.
     resolved = OmegaConf.to_container(sweep_config, resolve=True, throw_on_missing=False)
     resolved.pop("hydra", None)
@@ -162,8 +163,9 @@ def _freeze_mltrain(cfg, resolved, overrides, sweep_dir, sweep_index) -> FrozenJ
     )
 
 
-def _freeze_hydra_app(sweep_config, resolved, overrides, runs_root, sweep_dir, sweep_index) -> FrozenJob:
+def _freeze_hydra_app(sweep_config, resolved, overrides, runs_root, sweep_dir, sweep_index, app_compute) -> FrozenJob:
     """Any Hydra app can use this launcher; its ranks run the task function via run_job."""
+    compute = dict(app_compute or {"kind": "local"})
     import sys
 
     name = str(OmegaConf.select(sweep_config, "hydra.job.name", default="app"))
@@ -173,7 +175,8 @@ def _freeze_hydra_app(sweep_config, resolved, overrides, runs_root, sweep_dir, s
         run_id=run_id,
         run_dir=run_dir,
         experiment=name,
-        compute="local",
+        compute=str(compute.get("kind", "local")),
+        compute_params=compute,
         distribution="none",
         backend=None,
         node_count=1,

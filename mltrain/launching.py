@@ -49,13 +49,13 @@ def compose_members(launcher: Any, job_overrides: Sequence[Sequence[str]], initi
     return configs
 
 
-def freeze_members(configs: List[DictConfig], runs_root: str) -> List[FrozenJob]:
+def freeze_members(configs: List[DictConfig], runs_root: str, app_compute: Optional[dict] = None) -> List[FrozenJob]:
     from hydra.core.hydra_config import HydraConfig
 
     jobs = []
     for cfg in configs:
         HydraConfig.instance().set_config(cfg)
-        jobs.append(freezing.freeze(cfg, runs_root, sweep_index=int(cfg.hydra.job.num)))
+        jobs.append(freezing.freeze(cfg, runs_root, sweep_index=int(cfg.hydra.job.num), app_compute=app_compute))
     return jobs
 
 
@@ -277,7 +277,7 @@ def job_return(cfg: DictConfig, result: RunResult):
         working_dir=result.run_dir,
         task_name=str(cfg.hydra.job.name),
     )
-    if result.status == COMPLETED:
+    if result.status in (COMPLETED, QUEUED):  # QUEUED: detached, still on the cluster
         ret.status = JobStatus.COMPLETED
         ret.return_value = {"run_id": result.job.run_id, "run_dir": result.run_dir, "status": result.status}
     else:
@@ -294,7 +294,10 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
     setup_globals()
     configs = compose_members(launcher, job_overrides, initial_job_idx)
     runs_root = str(launcher.params.get("runs_root") or "~/.mltrain/runs")
-    jobs = freeze_members(configs, runs_root)
+    app_compute = launcher.params.get("compute")
+    if isinstance(app_compute, DictConfig):
+        app_compute = OmegaConf.to_container(app_compute, resolve=True)
+    jobs = freeze_members(configs, runs_root, dict(app_compute) if app_compute else None)
     if any(freezing.is_mltrain_config(c) and c.dry_run for c in configs):
         console = Console()
         for job in jobs:

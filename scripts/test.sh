@@ -1,8 +1,30 @@
 #!/usr/bin/env bash
 # The test command (README): sets everything up on a fresh machine, then runs the whole suite.
-# Extra arguments go to pytest, e.g. `bash scripts/test.sh -k dry_run`.
+#   - the virtual environment and packages (scripts/setup.sh);
+#   - as root on Debian: Open MPI, and a real single-node Slurm cluster with accounting
+#     (scripts/slurm_cluster.sh), stopped again when the tests end.
+# Under CI (CI=true) the Slurm and MPI tests must run: a missing cluster or mpirun fails them
+# instead of skipping. Extra arguments go to pytest, e.g. `bash scripts/test.sh -k dry_run`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  if ! command -v mpirun >/dev/null; then
+    echo "installing Open MPI (Debian openmpi-bin)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y -q --no-install-recommends openmpi-bin libopenmpi-dev >/tmp/mltrain-apt-mpi.log 2>&1 \
+      || { apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends openmpi-bin libopenmpi-dev >>/tmp/mltrain-apt-mpi.log 2>&1; }
+  fi
+  SLURM_DIR=${MLTRAIN_SLURM_DIR:-/tmp/mltrain-slurm-test}
+  rm -rf "$SLURM_DIR"   # fresh state: job ids restart at 1, so nothing stale is reused
+  bash scripts/slurm_cluster.sh start "$SLURM_DIR"
+  trap 'bash scripts/slurm_cluster.sh stop "$SLURM_DIR" >/dev/null 2>&1 || true' EXIT
+  # shellcheck disable=SC1091
+  source "$SLURM_DIR/env.sh"
+fi
+if [ "${CI:-}" = "true" ]; then
+  export MLTRAIN_REQUIRE_SLURM=1 MLTRAIN_REQUIRE_MPI=1
+fi
 # `pytest` (not `python -m pytest`) keeps the checkout off sys.path: tests use the installed wheel.
-exec .venv/bin/pytest -p no:cacheprovider -q "$@"
+.venv/bin/pytest -p no:cacheprovider -q "$@"

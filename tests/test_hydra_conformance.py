@@ -28,3 +28,30 @@ class TestMltrainLauncher(LauncherTestSuite):
                          [({"defaults": [{"override hydra/launcher": "mltrain"}, "_self_"]}, ["-m"])])
 class TestMltrainLauncherIntegration(IntegrationTestSuite):
     pass
+
+
+SLURM_COMPUTE = {"kind": "slurm", "poll_s": 0.3, "timeout_min": 10}
+
+
+@pytest.fixture
+def _slurm():
+    from slurm_support import require_cluster
+
+    require_cluster()
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("_slurm")
+@pytest.mark.parametrize("launcher_name, overrides",
+                         [("mltrain", ["++hydra.launcher.compute={kind: slurm, poll_s: 0.3, timeout_min: 10}"])])
+class TestMltrainLauncherOnSlurm(LauncherTestSuite):
+    pass
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("_slurm")
+@pytest.mark.parametrize("task_launcher_cfg, extra_flags", [(
+    {"defaults": [{"override hydra/launcher": "mltrain"}, "_self_"], "hydra": {"launcher": {"compute": SLURM_COMPUTE}}},
+    ["-m"])])
+class TestMltrainLauncherIntegrationOnSlurm(IntegrationTestSuite):
+    pass

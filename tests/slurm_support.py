@@ -1,0 +1,38 @@
+"""Access to the real Slurm cluster the test command starts (scripts/slurm_cluster.sh).
+
+Outside CI, without a cluster, Slurm tests skip with one line; in CI (MLTRAIN_REQUIRE_SLURM=1,
+set by scripts/test.sh) a missing cluster is an error, never a skip.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+import pytest
+
+
+def cluster_problem() -> str | None:
+    if not shutil.which("sbatch") or not os.environ.get("SLURM_CONF"):
+        return "no Slurm cluster: run `bash scripts/slurm_cluster.sh start` and source its env.sh"
+    try:
+        out = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"sinfo failed: {exc}"
+    if out.returncode != 0 or not out.stdout.strip():
+        return f"Slurm controller not answering: {out.stderr.strip()}"
+    return None
+
+
+def require_cluster() -> None:
+    problem = cluster_problem()
+    if problem is None:
+        return
+    if os.environ.get("MLTRAIN_REQUIRE_SLURM") == "1":
+        pytest.fail(f"Slurm is required here (MLTRAIN_REQUIRE_SLURM=1): {problem}")
+    pytest.skip(problem)
+
+
+def sacct(job_id: str) -> str:
+    out = subprocess.run(["sacct", "-j", job_id, "-X", "-n", "-P", "-o", "State"], capture_output=True, text=True)
+    return out.stdout.split("\n")[0].split(" ")[0].strip()

@@ -1,0 +1,143 @@
+"""The Slurm launcher against a real single-node Slurm cluster (slurmctld, slurmd, munge, slurmdbd)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import mltrain_exe, only_run, run_mltrain, runs
+from slurm_support import require_cluster, sacct
+from test_train_pytorch_model import FAST, data_args, epoch_metrics, write_digits
+
+pytestmark = pytest.mark.slow
+SLURM = ["compute=slurm", "compute.poll_s=0.3"]
+TWO = ["distribution=pytorch", "distribution.process_count_per_node=2"]
+
+
+@pytest.fixture(autouse=True)
+def _cluster():
+    require_cluster()
+
+
+@pytest.fixture
+def images(tmp_path):
+    return write_digits(tmp_path / "train", per_class=16), write_digits(tmp_path / "val", per_class=4, offset=100)
+
+
+def test_two_rank_ddp_script_on_slurm(home, project):
+    r = run_mltrain("job=script", "job.script=allreduce.py", *SLURM, *TWO,
+                    "job.arguments=[--dist-url,$AZ_BATCHAI_PYTORCH_INIT_METHOD,--rank,$AZ_BATCHAI_TASK_INDEX,--world-size,2]",
+                    cwd=project, timeout=180)
+    assert r.rc == 0, r.out + r.err
+    run = only_run(home)
+    assert run["status"] == "Completed" and sacct(run["slurm"]["job_id"]) == "COMPLETED"
+    logs = Path(run["dir"]) / "logs"
+    for rank in (0, 1):  # one log per rank in the run, not only in submitit's folder
+        assert f"allreduce rank={rank} world=2 sum=3" in (logs / f"rank_{rank}.log").read_text()
+    assert "allreduce rank=0 world=2 sum=3" in r.out  # rank 0 streamed while waiting
+    port = json.loads(next((Path(run["dir"]) / "ranks").glob("rendezvous_*.json")).read_text())["master_port"]
+    assert f"port={port}" in (logs / "rank_0.log").read_text()
+
+
+def test_failing_rank_fails_the_slurm_job(home, project):
+    r = run_mltrain("job=script", "job.script=fail_rank.py", *SLURM, *TWO, "+job.params.FAIL_AFTER=1",
+                    cwd=project, timeout=180)
+    assert r.rc == 1
+    assert "rank 1 exited with code 3" in r.out and "rank 1 failing on purpose" in r.out
+    run = only_run(home)
+    assert run["status"] == "Failed" and run["failed_rank"] == 1
+    assert sacct(run["slurm"]["job_id"]) == "FAILED"  # never COMPLETED (hydra #1928)
+
+
+def test_builtin_trainer_one_epoch_on_slurm(home, project, images):
+    r = run_mltrain(*data_args(*images), *FAST, "trainer.epochs=1", *SLURM, *TWO, "distribution.backend=gloo",
+                    cwd=project, timeout=300)
+    assert r.rc == 0, r.out[-2000:] + r.err
+    run = only_run(home)
+    assert (Path(run["dir"]) / "outputs" / "model" / "weights.pt").is_file()
+    assert 1 in epoch_metrics(run)
+
+
+def test_detach_then_status_logs_cancel(home, project):
+    r = run_mltrain("job=script", "job.script=sleeper.py", *SLURM, *TWO, "--detach", cwd=project, timeout=60)
+    assert r.rc == 0, r.err
+    run = only_run(home)
+    assert "detached" in r.out and run["slurm"]["job_id"] in r.out
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        status = run_mltrain("runs", "status", run["id"], cwd=project)
+        if "Running" in status.out:
+            break
+        time.sleep(0.5)
+    assert "Running" in status.out
+    while "sleeping" not in run_mltrain("runs", "logs", run["id"], cwd=project).out and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert "rank 0 sleeping" in run_mltrain("runs", "logs", run["id"], cwd=project).out
+    cancel = run_mltrain("runs", "cancel", run["id"], cwd=project)
+    assert cancel.rc == 0 and "Canceled" in cancel.out
+    assert only_run(home)["status"] == "Canceled"
+    for _ in range(60):
+        if sacct(run["slurm"]["job_id"]) == "CANCELLED":
+            break
+        time.sleep(0.5)
+    assert sacct(run["slurm"]["job_id"]) == "CANCELLED"
+
+
+def test_sweep_is_one_job_array_and_a_failed_member_does_not_stop_it(home, project):
+    r = run_mltrain("-m", "job=script", "job.script=fail_rank.py", *SLURM, *TWO, "+job.params.FAIL_RANK=9,0,9",
+                    "+job.params.SLEEP=0", "+job.params.FAIL_AFTER=0", "compute.array_parallelism=3",
+                    cwd=project, timeout=300)
+    assert r.rc == 1
+    found = sorted(runs(home), key=lambda x: x["sweep"]["index"])
+    assert [x["status"] for x in found] == ["Completed", "Failed", "Completed"]
+    job_ids = [x["slurm"]["job_id"] for x in found]
+    assert len({j.split("_")[0] for j in job_ids}) == 1 and all("_" in j for j in job_ids)  # one array
+    assert "sweep of 3 runs" in r.out
+    for x in found:
+        assert x["dir"] in r.out
+
+
+def test_requeue_resumes_from_checkpoint_without_repeating_epochs(home, project, images):
+    driver = subprocess.Popen(mltrain_exe() + [*data_args(*images), *FAST, "trainer.epochs=4", "trainer.patience=10",
+                                               *SLURM, "compute.max_requeues=2"],
+                              cwd=project, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            found = runs(home)
+            if found and (Path(found[0]["dir"]) / "checkpoints" / "epoch_1.pt").exists():
+                break
+            time.sleep(0.1)
+        run = only_run(home)
+        assert (Path(run["dir"]) / "checkpoints" / "epoch_1.pt").exists()
+        subprocess.run(["scontrol", "requeue", run["slurm"]["job_id"]], check=True)
+        out, err = driver.communicate(timeout=300)
+    finally:
+        driver.kill()
+    assert driver.returncode == 0, out[-3000:] + err
+    run = only_run(home)
+    assert run["status"] == "Completed"
+    log = (Path(run["dir"]) / "logs" / "rank_0.log").read_text()
+    assert "attempt 1 (requeued)" in log and "epoch(s) already done" in log
+    rows = [json.loads(l) for l in (Path(run["dir"]) / "metrics.jsonl").read_text().splitlines()]
+    steps = [row["step"] for row in rows if row["name"] == "val_loss"]
+    assert sorted(steps) == [1, 2, 3, 4] and len(steps) == len(set(steps)), steps
+    assert run["ranks"]["0"]["attempt"] == 1
+
+
+def test_dry_run_prints_the_batch_script(home, project):
+    r = run_mltrain("--dry-run", "job=script", "job.script=show_env.py", *SLURM, *TWO, "compute.partition=debug",
+                    "++compute.additional_parameters={exclusive: true}", cwd=project)
+    assert r.rc == 0, r.err
+    assert "#SBATCH --ntasks-per-node=2" in r.out and "#SBATCH --partition=debug" in r.out
+    assert "--kill-on-bad-exit=1" in r.out and "#SBATCH --exclusive" in r.out
+    assert "MASTER_ADDR=<first node>" in r.out and runs(home) == []
+
+
+def test_unknown_submitit_parameter_is_one_line(home, project):
+    r = run_mltrain("job=script", "job.script=show_env.py", *SLURM, "++compute.submitit={slurm_bogus: 1}", cwd=project)
+    assert r.rc != 0 and len(r.err.strip().splitlines()) == 1
+    assert "compute.submitit" in r.err and "bogus" in r.err and "Valid arguments" in r.err
