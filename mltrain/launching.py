@@ -74,6 +74,10 @@ def dry_run_text(job: FrozenJob) -> str:
         "  MASTER_PORT is chosen by the OS when the run starts; shown here as 0",
     ]
     specs = sup.plan(master_port=0)
+    if job.distribution == "mpi" and job.compute == "local":
+        from mltrain.mpi import mpirun_command
+
+        lines.append("  mpirun: " + " ".join(mpirun_command(job, 0)[0]))
     if job.compute == "slurm":
         from mltrain import rankenv, slurm
 
@@ -120,7 +124,12 @@ def execute(job: FrozenJob, cancel: threading.Event, console: Console, payload: 
             record.set_status(RUNNING)
             layout = f"{job.world_size} rank(s)" + (f", {job.backend}" if job.backend else "")
             log.info(f"{RUNNING} ({layout}, {job.compute})", show=True)
-            outcome = LocalSupervisor(job, record, log, console, cancel).run()
+            if job.distribution == "mpi":
+                from mltrain.mpi import MpiSupervisor
+
+                outcome = MpiSupervisor(job, record, log, console, cancel).run()
+            else:
+                outcome = LocalSupervisor(job, record, log, console, cancel).run()
     except Exception as exc:  # a launcher bug or an OS error must still leave a final status
         outcome = Outcome(FAILED, error=f"launcher error: {type(exc).__name__}: {exc}")
     record.set_status(FINALIZING)

@@ -46,6 +46,23 @@ def places(job: FrozenJob) -> List[RankPlace]:
     return [RankPlace(r, r % per_node, r // per_node) for r in range(job.world_size)]
 
 
+def place_from_environment(environ: Mapping[str, str], per_node: int) -> RankPlace:
+    """Where this process sits, from the variables its launcher set: Open MPI's mpirun
+    (OMPI_COMM_WORLD_*), a PMIx launcher such as srun --mpi=pmix (PMIX_RANK), or Slurm (SLURM_PROCID)."""
+    if "OMPI_COMM_WORLD_RANK" in environ:
+        rank = int(environ["OMPI_COMM_WORLD_RANK"])
+        local = int(environ.get("OMPI_COMM_WORLD_LOCAL_RANK", rank % per_node))
+        node = int(environ.get("OMPI_COMM_WORLD_NODE_RANK", rank // per_node))
+        return RankPlace(rank, local, node)
+    if "SLURM_PROCID" in environ:
+        rank = int(environ["SLURM_PROCID"])
+        return RankPlace(rank, int(environ.get("SLURM_LOCALID", rank % per_node)), int(environ.get("SLURM_NODEID", rank // per_node)))
+    if "PMIX_RANK" in environ:
+        rank = int(environ["PMIX_RANK"])
+        return RankPlace(rank, rank % per_node, rank // per_node)
+    raise RuntimeError("no rank variables found (OMPI_COMM_WORLD_RANK, SLURM_PROCID or PMIX_RANK)")
+
+
 def rank_env(job: FrozenJob, place: RankPlace, master_addr: str, master_port: int) -> Dict[str, str]:
     """The variables one rank gets on top of the launcher's own environment."""
     env = dict(job.env)

@@ -156,9 +156,11 @@ class DistributionConf:
     backend: str = "auto"
     # torch.distributed collective timeout, exported as MLTRAIN_DIST_TIMEOUT_S.
     timeout_s: int = 1800
-    # mpi only
+    # mpi only: Horovod scripts, extra `mpirun` flags, more ranks than CPUs/GPUs, srun's MPI plugin.
     horovod: bool = False
     mpirun_args: List[str] = field(default_factory=list)
+    oversubscribe: bool = False
+    slurm_mpi: str = "pmix"
 
 
 # ----------------------------------------------------------------------- model / data / trainer

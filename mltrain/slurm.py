@@ -8,7 +8,6 @@ do the same later for a detached run.
 """
 from __future__ import annotations
 
-import json
 import subprocess
 import tempfile
 import threading
@@ -20,7 +19,6 @@ from mltrain.console import Console, RunLog
 from mltrain.errors import ConfigError
 from mltrain.frozen import FrozenJob
 from mltrain.records import CANCELED, COMPLETED, FAILED, FINALIZING, PREPARING, QUEUED, RUNNING, TERMINAL, RunRecord
-from mltrain.supervisor import tail
 
 # Slurm job state -> run status (sacct names; submitit reports them as they are).
 STATES = {
@@ -54,6 +52,9 @@ def executor_parameters(job: FrozenJob) -> Dict[str, Any]:
             params[name] = c[key]
     if c.get("additional_parameters"):
         params["slurm_additional_parameters"] = dict(c["additional_parameters"])
+    if job.distribution == "mpi":
+        # srun starts the MPI ranks itself through the cluster's PMI plugin: no mpirun in the allocation
+        params["slurm_srun_args"].append(f"--mpi={job.config['distribution'].get('slurm_mpi', 'pmix')}")
     setup = list(job.config.get("environment", {}).get("setup") or [])
     if setup:
         params["slurm_setup"] = setup
@@ -135,25 +136,12 @@ def sacct_state(job_id: str) -> Optional[str]:
 
 def finalize(record: RunRecord, state: str) -> Tuple[str, Optional[str]]:
     """Final status and error of a run whose Slurm job has ended, from the ranks' own reports."""
-    ranks = {}
-    for path in sorted((record.dir / "ranks").glob("rank_*.json")):
-        data = json.loads(path.read_text())
-        rank = int(path.stem.split("_")[1])
-        ranks[rank] = data
-        record.set_rank(rank, exit_code=data.get("exit_code"), host=data.get("host"), attempt=data.get("attempt"))
-    status = STATES.get(state, FAILED)
-    error = None
-    failed = sorted(r for r, d in ranks.items() if d.get("exit_code") not in (0, None) or d.get("error"))
-    if failed:
-        from mltrain.supervisor import describe_exit
+    from mltrain import rankreports
 
-        # A rank that failed on its own has a positive code; those srun stopped were killed.
-        first = next((r for r in failed if (ranks[r].get("exit_code") or 0) > 0), failed[0])
-        info = ranks[first]
-        reason = info.get("error") or f"rank {first} {describe_exit(info['exit_code'])}"
-        log_tail = tail(record.log_path(first))
-        error = f"{reason}; last lines of {record.log_path(first)}:\n{log_tail}" if log_tail else reason
-        record.update(failed_rank=first)
+    status = STATES.get(state, FAILED)
+    failed_rank, error = rankreports.failure(record)
+    if failed_rank is not None:
+        record.update(failed_rank=failed_rank)
         if status == COMPLETED:
             status = FAILED
     elif status != COMPLETED:

@@ -126,10 +126,9 @@ class SlurmRank:
         return code
 
     def _write_rank(self, rank: int, attempt: int, **fields) -> None:
-        path = Path(self.run_dir) / "ranks" / f"rank_{rank}.json"
-        data = json.loads(path.read_text()) if path.is_file() else {}
-        data.update(attempt=attempt, **fields)
-        atomic_write(path, json.dumps(data))
+        from mltrain import rankreports
+
+        rankreports.write(self.run_dir, rank, attempt=attempt, **fields)
 
     def _checkpoint_signal(self, signum, frame, previous) -> None:
         Path(self.run_dir, CHECKPOINT_FILE).touch()

@@ -38,7 +38,8 @@ RANGE_RULES: Tuple[Tuple[str, Callable[[Any], bool], str], ...] = (
 )
 
 CHOICES = {
-    "distribution.kind": ("none", "pytorch"),
+    "distribution.kind": ("none", "pytorch", "mpi"),
+    "distribution.slurm_mpi": ("pmix", "pmi2", "pmix_v3", "pmix_v4", "none"),
     "distribution.backend": ("auto", "gloo", "nccl"),
     "compute.kind": ("local", "slurm"),
     "data.kind": ("sample", "image_directory"),
@@ -129,6 +130,33 @@ def validate(cfg: Any) -> None:
     if cfg.run.detach and cfg.compute.kind != "slurm":
         raise ConfigError("run.detach", "only compute=slurm runs can be detached (use mltrain.submit() for a "
                           "local run in the background)")
+    if dist.kind == "mpi":
+        _validate_mpi(cfg)
     gpus = OmegaConf.select(cfg, "compute.gpus")
     if gpus is not None and gpus < 0:
         raise ConfigError("compute.gpus", f"{gpus} is invalid; must be >= 0 or null")
+
+
+def _validate_mpi(cfg: Any) -> None:
+    import importlib.util
+    import shutil
+
+    dist = cfg.distribution
+    if cfg.compute.kind == "local":
+        if shutil.which("mpirun") is None:
+            raise ConfigError("distribution", "distribution=mpi needs Open MPI's `mpirun` on PATH; install it with "
+                              "`apt-get install openmpi-bin` (Debian/Ubuntu) or your cluster's MPI module")
+        gpus = visible_gpus()
+        limit, what = (gpus, "GPUs") if gpus else (os.cpu_count() or 1, "CPUs")
+        if dist.process_count_per_node > limit and not dist.oversubscribe:
+            raise ConfigError("distribution.process_count_per_node",
+                              f"{dist.process_count_per_node} ranks but this machine has {limit} {what}; "
+                              "set distribution.oversubscribe=true to allow it")
+    if dist.horovod:
+        try:
+            found = importlib.util.find_spec("horovod.torch") is not None
+        except ModuleNotFoundError:
+            found = False
+        if not found:
+            raise ConfigError("distribution.horovod", "true, but Horovod is not installed; install it with "
+                              "`pip install 'mltrain[horovod]'` (Horovod 0.28.1 builds only against torch < 2.1)")
