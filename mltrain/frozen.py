@@ -14,12 +14,15 @@ import secrets
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
-from omegaconf import DictConfig, OmegaConf, open_dict
-
-from mltrain import aliases, jobs, validate
 from mltrain.errors import ConfigError
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
+
+# omegaconf and the validation modules are imported inside the functions that freeze: a rank on a
+# cluster node only loads a FrozenJob, and every import there delays the start of the job.
 
 #: The rank program of a plain Hydra app using this launcher: it unpickles the task function.
 HYDRA_TASK_MODULE = "mltrain.hydra_task"
@@ -71,35 +74,40 @@ def new_run_id(experiment: str) -> str:
     return f"{safe}_{stamp}_{secrets.token_hex(3)}"
 
 
-def _task_config(sweep_config: DictConfig) -> DictConfig:
-    cfg = OmegaConf.create(OmegaConf.to_container(sweep_config, resolve=False))
-    with open_dict(cfg):
-        cfg.pop("hydra", None)
-    return cfg
+def task_config(sweep_config: "DictConfig") -> "DictConfig":
+    """The job's own config: everything but the `hydra` node."""
+    from omegaconf import OmegaConf
+
+    return OmegaConf.masked_copy(sweep_config, [k for k in sweep_config.keys() if k != "hydra"])
 
 
 def _params_env(params: Any) -> Dict[str, str]:
     return {f"AML_PARAMETER_{name}": str(value) for name, value in (params or {}).items()}
 
 
-def is_mltrain_config(cfg: DictConfig) -> bool:
+def is_mltrain_config(cfg: "DictConfig") -> bool:
     return all(k in cfg for k in ("job", "compute", "distribution", "run"))
 
 
-def freeze(sweep_config: DictConfig, runs_root: str, sweep_index: Optional[int] = None,
+def freeze(sweep_config: "DictConfig", runs_root: str, sweep_index: Optional[int] = None,
            app_compute: Optional[Dict[str, Any]] = None) -> FrozenJob:
     """Resolve, validate and freeze one composed config. Raises ConfigError on bad input."""
+    from omegaconf import OmegaConf
+
+    from mltrain import aliases, validate
     overrides = list(OmegaConf.to_container(sweep_config.hydra.overrides.task))
     sweep_dir = str(OmegaConf.select(sweep_config, "hydra.sweep.dir", default=None) or "") or None
-    task_cfg = _task_config(sweep_config)
-    if not is_mltrain_config(task_cfg):
+    if not is_mltrain_config(sweep_config):
         # A plain Hydra app: its config may use values only run_job sets (hydra.runtime.output_dir),
         # so it is resolved in the rank, as Hydra's own launchers do.
-        plain = OmegaConf.to_container(task_cfg, resolve=False)
+        plain = OmegaConf.to_container(task_config(sweep_config), resolve=False)
         return _freeze_hydra_app(sweep_config, plain, overrides, runs_root, sweep_dir, sweep_index, app_compute)
     # Resolve once, with HydraConfig set by the caller, so `${hydra:...}` and `${now:}` work here.
-    resolved = OmegaConf.to_container(sweep_config, resolve=True, throw_on_missing=False)
-    resolved.pop("hydra", None)
+    resolved = {}
+    for key in sweep_config.keys():
+        if key != "hydra":
+            value = sweep_config[key]
+            resolved[key] = OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
     plain = OmegaConf.create(resolved)
     aliases.apply(plain)
     resolved = OmegaConf.to_container(plain)
@@ -126,6 +134,8 @@ def _azureml_shim_env() -> Dict[str, str]:
 
 
 def _freeze_mltrain(cfg, resolved, overrides, sweep_dir, sweep_index) -> FrozenJob:
+    from mltrain import jobs, validate
+
     experiment = str(cfg.experiment_name)
     run_id = new_run_id(experiment) if not cfg.run.id else str(cfg.run.id)
     if cfg.run.id and sweep_index:
@@ -165,6 +175,8 @@ def _freeze_mltrain(cfg, resolved, overrides, sweep_dir, sweep_index) -> FrozenJ
 
 def _freeze_hydra_app(sweep_config, resolved, overrides, runs_root, sweep_dir, sweep_index, app_compute) -> FrozenJob:
     """Any Hydra app can use this launcher; its ranks run the task function via run_job."""
+    from omegaconf import OmegaConf
+
     compute = dict(app_compute or {"kind": "local"})
     import sys
 

@@ -22,7 +22,6 @@ import time
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional
 
-from omegaconf import OmegaConf
 
 from mltrain.errors import MltrainError
 from mltrain.frozen import FrozenJob
@@ -64,7 +63,9 @@ class RunRecord:
         for sub in ("logs", "outputs", "checkpoints"):
             (run_dir / sub).mkdir()
         (run_dir / "metrics.jsonl").touch()
-        atomic_write(run_dir / "config.yaml", OmegaConf.to_yaml(OmegaConf.create(job.config)))
+        import yaml
+
+        atomic_write(run_dir / "config.yaml", yaml.safe_dump(job.config, sort_keys=False))
         atomic_write(run_dir / "job.json", json.dumps(job.to_json(), indent=2))
         record = cls(
             run_dir,

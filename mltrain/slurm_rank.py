@@ -64,7 +64,7 @@ def rendezvous(run_dir: Path, job_id: str, attempt: int, rank: int, master: str)
     while time.monotonic() < deadline:
         if path.is_file():
             return int(json.loads(path.read_text())["master_port"])
-        time.sleep(0.1)
+        time.sleep(0.02)
     raise RuntimeError(f"rank {rank}: rank 0 published no rendezvous in {RENDEZVOUS_WAIT_S}s ({path})")
 
 
