@@ -10,13 +10,14 @@ import os
 import sys
 from typing import List, Optional
 
-MANAGEMENT = {"runs": "mltrain.runs_cli"}
+MANAGEMENT = {"runs": "mltrain.runs_cli", "env": "mltrain.env_cli"}
 
 HELP = """\
 mltrain: Azure ML's PyTorch training, local-first and Slurm-native (Hydra + submitit).
 
 usage: mltrain [-m] [GROUP=OPTION ...] [KEY=VALUE ...] [--dry-run] [--cfg job]
-       mltrain runs list | runs show RUN | runs logs RUN [--rank N] | runs resume RUN
+       mltrain runs list | runs show RUN | runs logs RUN [--rank N] | runs status|cancel|resume RUN
+       mltrain env list | env show NAME | env save NAME DIR
 
 A job is composed from these config groups (pick one option each, e.g. model=resnet50):
 {groups}

@@ -70,8 +70,12 @@ def one_line(exc: BaseException) -> str:
         options = sorted(_visible(getattr(exc, "options", None) or []))
         missing = getattr(exc, "missing_cfg_file", None) or ""
         if "/" in missing:
+            import difflib
+
             group, _, name = missing.rpartition("/")
-            return f"{group}={name} is not a known option (allowed: {', '.join(options) or 'none found'})"
+            close = difflib.get_close_matches(name, options, n=3, cutoff=0.5)
+            hint = f"closest: {', '.join(close)}; " if close else ""
+            return f"{group}={name} is not a known option ({hint}allowed: {', '.join(options) or 'none found'})"
         return _first_line(str(exc))
     if isinstance(exc, OverrideParseException):
         return f"cannot parse override: {_first_line(str(exc))}"

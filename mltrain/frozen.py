@@ -52,6 +52,8 @@ class FrozenJob:
     # The resolved `compute` node (cluster parameters) and whether to return right after submission.
     compute_params: Dict[str, Any] = field(default_factory=dict)
     detach: bool = False
+    # The resolved environment spec, and whether the ranks run in its docker image (on a cluster).
+    environment: Dict[str, Any] = field(default_factory=dict)
     # The resolved config (no `hydra` node), as written to config.yaml.
     config: Dict[str, Any] = field(default_factory=dict)
 
@@ -110,12 +112,11 @@ def freeze(sweep_config: "DictConfig", runs_root: str, sweep_index: Optional[int
             resolved[key] = OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
     plain = OmegaConf.create(resolved)
     aliases.apply(plain)
-    resolved = OmegaConf.to_container(plain)
     missing = sorted(OmegaConf.missing_keys(plain))
     if missing:
         raise ConfigError(missing[0], f"a value is required (set {missing[0]}=...)")
     validate.validate(plain)
-    return _freeze_mltrain(plain, resolved, overrides, sweep_dir, sweep_index)
+    return _freeze_mltrain(plain, overrides, sweep_dir, sweep_index)
 
 
 def _azureml_shim_env() -> Dict[str, str]:
@@ -133,9 +134,39 @@ def _azureml_shim_env() -> Dict[str, str]:
     return {"PYTHONPATH": os.pathsep.join(p for p in (existing, shim) if p)}
 
 
-def _freeze_mltrain(cfg, resolved, overrides, sweep_dir, sweep_index) -> FrozenJob:
+def _resolve_environment(cfg) -> Dict[str, Any]:
+    """The spec, checked now: pins impossible here or a user-managed mismatch stop the run before it queues."""
+    from omegaconf import OmegaConf
+
+    from mltrain.environments import materialize, spec as env_spec
+
+    spec = env_spec.from_config(OmegaConf.to_container(cfg.environment))
+    containerized = bool(spec.base_image) and cfg.compute.kind == "slurm"
+    if not containerized and not spec.user_managed:
+        materialize.check_buildable(spec)
+    if not containerized and spec.user_managed:
+        materialize.check_user_managed(spec, str(cfg.environment.check))
+    cfg.environment.python.interpreter = materialize.interpreter_for(spec, containerized)
+    return {"spec": spec.to_json(), "containerized": containerized, "check": str(cfg.environment.check)}
+
+
+def _container_prefix(cfg, environment: Dict[str, Any], run_dir: str) -> List[str]:
+    """apptainer runs the rank program inside the image; pyxis is given to srun instead (mltrain.slurm)."""
+    if not environment["containerized"] or cfg.compute.get("container_runtime") != "apptainer":
+        return []
+    from mltrain.configpath import mltrain_home
+
+    binds = ",".join(sorted({str(Path(run_dir).parent), str(mltrain_home())}))
+    gpu = ["--nv"] if cfg.compute.get("gpus_per_node") else []
+    return ["apptainer", "exec", *gpu, "--bind", binds, f"docker://{environment['spec']['base_image']}"]
+
+
+def _freeze_mltrain(cfg, overrides, sweep_dir, sweep_index) -> FrozenJob:
+    from omegaconf import OmegaConf
+
     from mltrain import jobs, validate
 
+    environment = _resolve_environment(cfg)
     experiment = str(cfg.experiment_name)
     run_id = new_run_id(experiment) if not cfg.run.id else str(cfg.run.id)
     if cfg.run.id and sweep_index:
@@ -143,6 +174,7 @@ def _freeze_mltrain(cfg, resolved, overrides, sweep_dir, sweep_index) -> FrozenJ
     root = Path(os.path.expanduser(str(cfg.run.root))).resolve()
     run_dir = str(root / run_id)
     program = jobs.rank_program(cfg, run_dir)
+    argv = _container_prefix(cfg, environment, run_dir) + program.argv
     env = {str(k): str(v) for k, v in cfg.environment.environment_variables.items()}
     env.update(_params_env(cfg.job.get("params")))
     env["MLTRAIN_DIST_TIMEOUT_S"] = str(cfg.distribution.timeout_s)
@@ -157,10 +189,11 @@ def _freeze_mltrain(cfg, resolved, overrides, sweep_dir, sweep_index) -> FrozenJ
         backend=validate.resolve_backend(cfg),
         node_count=int(cfg.distribution.node_count),
         process_count_per_node=int(cfg.distribution.process_count_per_node),
-        argv=program.argv,
+        argv=argv,
         cwd=program.cwd,
         snapshot_source=program.snapshot_source,
-        compute_params=dict(resolved["compute"]),
+        compute_params=OmegaConf.to_container(cfg.compute),
+        environment=environment,
         detach=bool(cfg.run.detach),
         env=env,
         overrides=overrides,
@@ -169,7 +202,7 @@ def _freeze_mltrain(cfg, resolved, overrides, sweep_dir, sweep_index) -> FrozenJ
         max_concurrent_jobs=int(cfg.compute.get("max_concurrent_jobs", 1)),
         sweep_dir=sweep_dir,
         sweep_index=sweep_index,
-        config=resolved,
+        config=OmegaConf.to_container(cfg),  # after the environment's interpreter was filled in
     )
 
 

@@ -154,7 +154,9 @@ def execute(job: FrozenJob, cancel: threading.Event, console: Console, payload: 
     record.set_status(PREPARING)
     log.info(PREPARING, show=True)
     outcome: Outcome
+    listing: Optional[threading.Thread] = None
     try:
+        listing = prepare_environment(job, record, log)
         if cancel.is_set():
             outcome = Outcome(CANCELED, error="canceled before start")
         else:
@@ -171,6 +173,8 @@ def execute(job: FrozenJob, cancel: threading.Event, console: Console, payload: 
         outcome = Outcome(FAILED, error=f"launcher error: {type(exc).__name__}: {exc}")
     record.set_status(FINALIZING)
     log.info(FINALIZING, show=True)
+    if listing is not None:
+        listing.join(timeout=60)
     record.update(outputs=_outputs_manifest(record.dir / "outputs"))
     record.set_status(outcome.status, error=outcome.error, failed_rank=outcome.failed_rank)
     elapsed = record.data["phases"][outcome.status] - record.data["phases"]["Queued"]
@@ -178,6 +182,29 @@ def execute(job: FrozenJob, cancel: threading.Event, console: Console, payload: 
     if outcome.error and outcome.status == FAILED:
         console.status(outcome.error)
     return RunResult(job, outcome.status, outcome.error)
+
+
+def prepare_environment(job: FrozenJob, record: RunRecord, log: RunLog) -> Optional[threading.Thread]:
+    """Build or reuse the run's environment (Preparing); a thread records the exact packages that run."""
+    if not job.environment:
+        return None
+    from mltrain.environments import materialize
+    from mltrain.environments.spec import EnvironmentSpec
+
+    spec = EnvironmentSpec(**job.environment["spec"])
+    info = materialize.materialize(spec, job.environment["containerized"], job.environment.get("check", "error"),
+                                   lambda text: log.info(text, show=True))
+    record.update(environment=info)
+    if not job.environment["containerized"]:
+        # Listing the interpreter's packages takes a moment: it overlaps with the ranks' start.
+        def listing() -> None:
+            packages = materialize.record_packages(info["interpreter"])
+            record.update(environment={**record.data["environment"], "packages": packages})
+
+        thread = threading.Thread(target=listing, daemon=True)
+        thread.start()
+        return thread
+    return None
 
 
 def _outputs_manifest(outputs: Path) -> List[dict]:

@@ -97,6 +97,8 @@ class EnvironmentConf:
     environment_variables: Dict[str, str] = field(default_factory=dict)
     # Shell lines run before each rank on a cluster.
     setup: List[str] = field(default_factory=list)
+    # A user-managed interpreter that does not satisfy the declared packages: error | warn.
+    check: str = "error"
 
 
 # ------------------------------------------------------------------------------------ compute
@@ -137,6 +139,8 @@ class SlurmComputeConf:
     signal_delay_s: int = 90
     # Requeues after preemption or timeout before the run is Failed.
     max_requeues: int = 3
+    # How ranks run in environment.docker.base_image: pyxis (srun --container-image) | apptainer (exec wrapper).
+    container_runtime: str = "pyxis"
     # Any other submitit executor parameter, passed as is (submitit rejects unknown ones).
     submitit: Dict[str, Any] = field(default_factory=dict)
     # Seconds between two looks at the queue while mltrain waits.

@@ -52,10 +52,17 @@ def executor_parameters(job: FrozenJob) -> Dict[str, Any]:
             params[name] = c[key]
     if c.get("additional_parameters"):
         params["slurm_additional_parameters"] = dict(c["additional_parameters"])
+    environment = job.environment or {}
+    if environment.get("containerized") and c.get("container_runtime", "pyxis") == "pyxis":
+        from mltrain.configpath import mltrain_home
+
+        mounts = ",".join(f"{p}:{p}" for p in sorted({str(Path(job.run_dir).parent), str(mltrain_home())}))
+        params["slurm_srun_args"] += [f"--container-image={environment['spec']['base_image']}",
+                                      f"--container-mounts={mounts}"]
     if job.distribution == "mpi":
         # srun starts the MPI ranks itself through the cluster's PMI plugin: no mpirun in the allocation
         params["slurm_srun_args"].append(f"--mpi={job.config['distribution'].get('slurm_mpi', 'pmix')}")
-    setup = list(job.config.get("environment", {}).get("setup") or [])
+    setup = list((environment.get("spec") or {}).get("setup") or job.config.get("environment", {}).get("setup") or [])
     if setup:
         params["slurm_setup"] = setup
     params.update(c.get("submitit") or {})
@@ -90,8 +97,11 @@ def submit(jobs: List[FrozenJob], records: List[RunRecord], console: Console) ->
     sweep = len(jobs) > 1 and jobs[0].sweep_dir
     folder = Path(jobs[0].sweep_dir) / "submitit" if sweep else Path(jobs[0].run_dir) / "submitit"
     executor = make_executor(jobs, folder)
-    for record in records:
+    from mltrain.launching import prepare_environment
+
+    for job, record in zip(jobs, records):
         record.set_status(PREPARING)
+        prepare_environment(job, record, RunLog(record.log_path(), console))
     if len(jobs) == 1:
         submitted = [executor.submit(SlurmRank(jobs[0].run_dir))]
     else:

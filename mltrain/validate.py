@@ -44,6 +44,8 @@ CHOICES = {
     "compute.kind": ("local", "slurm"),
     "data.kind": ("sample", "image_directory"),
     "run.console": ("rank0", "all", "none"),
+    "environment.check": ("error", "warn"),
+    "compute.container_runtime": ("pyxis", "apptainer"),
 }
 
 

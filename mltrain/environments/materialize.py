@@ -1,0 +1,170 @@
+"""Turning a spec into the interpreter the ranks run.
+
+- user-managed (the default for `environment=current`): the given interpreter (else this one); the
+  spec's Python packages are checked against what it has installed before any rank starts.
+- otherwise: a virtual environment built once from the spec's pip packages under
+  $MLTRAIN_HOME/envs/<cache key>/, reused by later runs. A lock makes concurrent runs build it
+  once; the `.ready` marker is written last, so a failed build is never taken as usable. The venv
+  sees this interpreter's packages after its own (a .pth file), so mltrain itself and torch stay
+  importable in the ranks while the spec's pins win.
+- with a docker base image on a cluster the image is the environment: nothing is built here.
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import shutil
+import subprocess
+import sys
+import sysconfig
+import time
+from pathlib import Path
+from typing import Callable, List, Optional, Tuple
+
+from mltrain.configpath import mltrain_home
+from mltrain.environments.catalog import TORCH_MAX_PYTHON
+from mltrain.environments.spec import EnvironmentSpec, current_python
+from mltrain.errors import ConfigError, MltrainError
+
+READY = ".ready"
+LIST_PACKAGES = ("import importlib.metadata as m, json; "
+                 "print(json.dumps(sorted({d.metadata['Name'] + '==' + d.version for d in m.distributions() "
+                 "if d.metadata['Name']})))")
+
+
+def env_dir(spec: EnvironmentSpec) -> Path:
+    return mltrain_home() / "envs" / spec.cache_key()
+
+
+def interpreter_for(spec: EnvironmentSpec, containerized: bool) -> str:
+    if containerized:
+        return "python"  # the image's own Python
+    if spec.user_managed:
+        return spec.interpreter or sys.executable
+    return str(env_dir(spec) / "bin" / "python")
+
+
+def _minor(version: str) -> Tuple[int, int]:
+    major, minor = (version.split(".") + ["0"])[:2]
+    return int(major), int(minor)
+
+
+def check_buildable(spec: EnvironmentSpec) -> None:
+    """Fail fast, before a long build, when the spec's pins cannot exist on this Python."""
+    here = _minor(current_python())
+    if spec.python_version and _minor(spec.python_version) != here:
+        torch = next((p.split("==")[1] for p in spec.python_packages() if p.startswith("torch==")), None)
+        why = ""
+        if torch:
+            series = ".".join(torch.split(".")[:2])
+            newest = TORCH_MAX_PYTHON.get(series)
+            if newest and _minor(newest) < here:
+                why = f"; torch=={torch} has no build for Python {here[0]}.{here[1]} (newest: {newest})"
+        raise ConfigError(
+            "environment", f"{spec.name} pins Python {spec.python_version} but this machine runs Python "
+            f"{current_python()} and mltrain builds environments with it{why}. Use it on a cluster through its "
+            "docker image (compute=slurm), or environment=current / a custom environment")
+
+
+def check_user_managed(spec: EnvironmentSpec, mode: str = "error") -> List[str]:
+    """Mismatches between the spec's Python packages and what the interpreter has installed."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    wanted = spec.python_packages()
+    if not wanted:
+        return []
+    installed = dict(p.split("==", 1) for p in installed_packages(interpreter_for(spec, False)))
+    lowered = {k.lower().replace("_", "-"): v for k, v in installed.items()}
+    problems = []
+    for line in wanted:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            problems.append(f"{line} (not a valid requirement)")
+            continue
+        have = lowered.get(req.name.lower().replace("_", "-"))
+        if have is None:
+            problems.append(f"{line} (not installed)")
+        elif req.specifier and not req.specifier.contains(have, prereleases=True):
+            problems.append(f"{line} (installed: {have})")
+    if problems and mode == "error":
+        raise ConfigError("environment", f"{spec.name} is user-managed and its interpreter does not satisfy: "
+                          + "; ".join(problems) + " (set environment.check=warn to run anyway)")
+    return problems
+
+
+def installed_packages(interpreter: str) -> List[str]:
+    """`pip freeze`, read through importlib.metadata (far faster than starting pip)."""
+    out = subprocess.run([interpreter, "-c", LIST_PACKAGES], capture_output=True, text=True, timeout=120)
+    if out.returncode != 0:
+        raise MltrainError(f"cannot list the packages of {interpreter}: {out.stderr.strip()[-300:]}")
+    return json.loads(out.stdout)
+
+
+def build(spec: EnvironmentSpec, log: Callable[[str], None]) -> Tuple[Path, bool]:
+    """(environment folder, whether this call built it). Safe when several runs ask at once."""
+    target = env_dir(spec)
+    if (target / READY).is_file():
+        return target, False
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / f"{target.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (target / READY).is_file():  # another run built it while this one waited
+            return target, False
+        shutil.rmtree(target, ignore_errors=True)  # a failed build's leftovers
+        start = time.perf_counter()
+        log(f"building environment {spec.name} ({spec.cache_key()}) in {target}")
+        try:
+            _build_into(spec, target)
+        except BaseException:
+            shutil.rmtree(target, ignore_errors=True)
+            raise
+        (target / READY).write_text(json.dumps({"name": spec.name, "built": time.time(),
+                                                "seconds": time.perf_counter() - start}))
+        log(f"environment built in {time.perf_counter() - start:.1f}s")
+        return target, True
+
+
+def _build_into(spec: EnvironmentSpec, target: Path) -> None:
+    run = lambda cmd: subprocess.run(cmd, capture_output=True, text=True)  # noqa: E731
+    made = run([sys.executable, "-m", "venv", "--without-pip", str(target)])
+    if made.returncode != 0:
+        raise MltrainError(f"could not create a virtual environment: {made.stderr.strip()[-500:]}")
+    site = Path(run([str(target / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"])
+                .stdout.strip())
+    # This interpreter's packages come after the environment's own (mltrain and torch stay importable).
+    (site / "_mltrain_parent.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    packages = spec.python_packages()
+    if packages:
+        pip = run([sys.executable, "-m", "pip", "--python", str(target / "bin" / "python"), "install",
+                   "--no-input", "--disable-pip-version-check", "-q", *packages])
+        if pip.returncode != 0:
+            tail = (pip.stderr or pip.stdout).strip().splitlines()[-3:]
+            raise MltrainError(f"building environment {spec.name} failed: pip install {' '.join(packages)}: "
+                               + " | ".join(tail))
+
+
+def materialize(spec: EnvironmentSpec, containerized: bool, check_mode: str,
+                log: Callable[[str], None]) -> dict:
+    """Make the spec's interpreter ready; returns what run.json records about it."""
+    info = {"spec": spec.to_json(), "cache_key": spec.cache_key(), "interpreter": interpreter_for(spec, containerized)}
+    if containerized:
+        info["materialized"] = "docker image (on the cluster)"
+        return info
+    if spec.user_managed:
+        problems = check_user_managed(spec, check_mode)
+        info["materialized"] = "user-managed"
+        if problems:
+            info["mismatches"] = problems
+            log("warning: environment mismatches: " + "; ".join(problems))
+        return info
+    _, built = build(spec, log)
+    info["materialized"] = "built" if built else "reused"
+    return info
+
+
+def record_packages(interpreter: str) -> Optional[List[str]]:
+    try:
+        return installed_packages(interpreter)
+    except (MltrainError, OSError, subprocess.TimeoutExpired):
+        return None

@@ -1,0 +1,150 @@
+"""One environment spec (Azure ML's Environment): Python, conda and pip packages, a docker base
+image, environment variables and setup lines; built from the `environment` config, from a conda YAML
+or a requirements file, cloned, saved to a directory and loaded back.
+"""
+from __future__ import annotations
+
+import copy
+import difflib
+import hashlib
+import json
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from mltrain.environments.catalog import CURATED
+from mltrain.errors import ConfigError
+
+RESERVED_PREFIX = "AzureML"
+SPEC_FILE = "azureml_environment.json"
+CONDA_FILE = "conda_dependencies.yml"
+
+
+@dataclass
+class EnvironmentSpec:
+    name: str
+    version: Optional[str] = None
+    python_version: Optional[str] = None
+    user_managed: bool = True
+    interpreter: Optional[str] = None
+    conda: Optional[Dict[str, Any]] = None
+    pip: List[str] = field(default_factory=list)
+    base_image: Optional[str] = None
+    environment_variables: Dict[str, str] = field(default_factory=dict)
+    setup: List[str] = field(default_factory=list)
+
+    @property
+    def curated(self) -> bool:
+        return self.name in CURATED
+
+    def python_packages(self) -> List[str]:
+        """Every pip requirement: the conda spec's pip section, then the pip list."""
+        out: List[str] = []
+        for dep in (self.conda or {}).get("dependencies", []):
+            if isinstance(dep, dict):
+                out += [str(p) for p in dep.get("pip", [])]
+        return out + [p for p in self.pip if p not in out]
+
+    def cache_key(self) -> str:
+        """Environments with the same content share one built virtual environment."""
+        content = {"python": self.python_version or "", "packages": sorted(self.python_packages())}
+        return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
+
+    # ------------------------------------------------------------------ derived specs
+    def clone(self, new_name: str) -> "EnvironmentSpec":
+        check_name(new_name)
+        other = copy.deepcopy(self)
+        other.name = new_name
+        return other
+
+    def to_json(self) -> Dict[str, Any]:
+        return asdict(self)
+
+    def save(self, directory: str | Path) -> Path:
+        """Azure's save_to_directory: the spec as JSON and its conda dependencies as YAML."""
+        import yaml
+
+        from mltrain.records import atomic_write
+
+        folder = Path(directory)
+        folder.mkdir(parents=True, exist_ok=True)
+        atomic_write(folder / SPEC_FILE, json.dumps(self.to_json(), indent=2, sort_keys=True))
+        if self.conda:
+            atomic_write(folder / CONDA_FILE, yaml.safe_dump(self.conda, sort_keys=False))
+        return folder
+
+    @classmethod
+    def load(cls, directory: str | Path) -> "EnvironmentSpec":
+        path = Path(directory) / SPEC_FILE
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            raise ConfigError("environment", f"no environment saved at {directory}: {exc}") from None
+        return cls(**data)
+
+
+def check_name(name: str) -> None:
+    if name.startswith(RESERVED_PREFIX) and name not in CURATED:
+        close = difflib.get_close_matches(name, list(CURATED), n=3, cutoff=0.5)
+        if close:
+            raise ConfigError("environment.name", f"'{name}' is not a curated environment; closest: {', '.join(close)}")
+        raise ConfigError("environment.name", f"the '{RESERVED_PREFIX}' prefix is reserved for curated environments; "
+                          f"give '{name}' another name")
+
+
+def _read_conda(value: Any) -> Optional[Dict[str, Any]]:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        import yaml
+
+        path = Path(value).expanduser()
+        if not path.is_file():
+            raise ConfigError("environment.conda", f"file '{path}' does not exist")
+        return yaml.safe_load(path.read_text()) or {}
+    return dict(value)
+
+
+def _read_pip(value: Any) -> List[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        path = Path(value).expanduser()
+        if not path.is_file():
+            raise ConfigError("environment.pip", f"requirements file '{path}' does not exist")
+        return [l.split("#")[0].strip() for l in path.read_text().splitlines() if l.split("#")[0].strip()]
+    return [str(p) for p in value]
+
+
+def from_config(env: Dict[str, Any]) -> EnvironmentSpec:
+    """The resolved `environment` node -> a full spec (a curated name brings its catalog entry)."""
+    name = str(env.get("name") or "current")
+    check_name(name)
+    base = CURATED.get(name, {})
+    python = env.get("python") or {}
+    conda = _read_conda(env.get("conda")) if env.get("conda") is not None else copy.deepcopy(base.get("conda"))
+    spec = EnvironmentSpec(
+        name=name,
+        version=env.get("version"),
+        python_version=(base.get("python") or {}).get("version") or _python_from_conda(conda),
+        user_managed=bool(python.get("user_managed", True)) if not base else bool(python.get("user_managed", False)),
+        interpreter=python.get("interpreter"),
+        conda=conda,
+        pip=_read_pip(env.get("pip")),
+        base_image=(env.get("docker") or {}).get("base_image") or (base.get("docker") or {}).get("base_image"),
+        environment_variables={str(k): str(v) for k, v in (env.get("environment_variables") or {}).items()},
+        setup=[str(s) for s in env.get("setup") or []],
+    )
+    return spec
+
+
+def _python_from_conda(conda: Optional[Dict[str, Any]]) -> Optional[str]:
+    for dep in (conda or {}).get("dependencies", []):
+        if isinstance(dep, str) and dep.replace(" ", "").startswith("python="):
+            return dep.split("=", 1)[1].strip().lstrip("=")
+    return None
+
+
+def current_python() -> str:
+    return f"{sys.version_info.major}.{sys.version_info.minor}.{sys.version_info.micro}"

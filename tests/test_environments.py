@@ -1,0 +1,140 @@
+"""Environments: the curated catalog, custom specs, cached virtual environments, container flags."""
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import mltrain_exe, only_run, run_mltrain, runs
+from mltrain.environments import CURATED, EnvironmentSpec, from_config, load
+from mltrain.errors import ConfigError
+
+SIX = ["job=script", "job.script=six_check.py", "environment.name=six-env", "environment.python.user_managed=false",
+       'environment.pip=["six==1.16.0"]']
+
+
+@pytest.mark.parametrize("name", sorted(CURATED))
+def test_every_curated_name_resolves_and_round_trips(name, tmp_path):
+    spec = from_config({"name": name, "python": {"user_managed": False}})
+    assert spec.curated and spec.python_version and spec.base_image.startswith("mcr.microsoft.com/azureml/")
+    assert any(p.startswith("torch==") for p in spec.python_packages())
+    assert any(p.startswith("torchvision==") for p in spec.python_packages())
+    assert any(p.startswith(("horovod==", "horovod[pytorch]==")) for p in spec.python_packages())
+    assert load(spec.save(tmp_path / "saved")) == spec
+
+
+def test_seed_pins_of_pytorch_16_gpu():
+    spec = from_config({"name": "AzureML-PyTorch-1.6-GPU"})
+    packages = spec.python_packages()
+    assert "torch==1.6.0" in packages and "horovod==0.19.1" in packages
+    assert "torchvision==0.5.0" in packages  # Azure's own (inconsistent) pin, kept as published
+    assert spec.python_version == "3.6.2"
+    assert spec.base_image == "mcr.microsoft.com/azureml/openmpi3.1.2-cuda10.1-cudnn7-ubuntu18.04"
+
+
+def test_clone_reserved_prefix_and_conda_file(tmp_path):
+    spec = from_config({"name": "AzureML-PyTorch-1.6-GPU"})
+    mine = spec.clone("pytorch-1.6-gpu")
+    assert mine.name == "pytorch-1.6-gpu" and mine.python_packages() == spec.python_packages()
+    with pytest.raises(ConfigError, match="reserved for curated environments"):
+        spec.clone("AzureML-mine")
+    conda = tmp_path / "conda_dependencies.yml"  # seed 001's file
+    conda.write_text("channels:\n- conda-forge\ndependencies:\n- python=3.6.2\n- pip:\n  - azureml-defaults\n"
+                     "  - torch==1.6.0\n  - torchvision==0.7.0\n  - future==0.17.1\n  - pillow\n")
+    custom = from_config({"name": "pytorch-1.6-gpu", "conda": str(conda),
+                          "docker": {"base_image": "mcr.microsoft.com/azureml/openmpi3.1.2-cuda10.1-cudnn7-ubuntu18.04"}})
+    assert custom.python_version == "3.6.2" and "torchvision==0.7.0" in custom.python_packages()
+    reqs = tmp_path / "requirements.txt"
+    reqs.write_text("six==1.16.0  # pinned\n\nattrs\n")
+    assert from_config({"name": "r", "pip": str(reqs)}).pip == ["six==1.16.0", "attrs"]
+
+
+def test_env_commands(home, project, tmp_path):
+    listed = run_mltrain("env", "list", cwd=project)
+    assert listed.rc == 0 and "AzureML-PyTorch-1.6-GPU   (curated)" in listed.out and "current" in listed.out
+    shown = run_mltrain("env", "show", "AzureML-pytorch-1.10-ubuntu18.04-py38-cuda11-gpu", cwd=project)
+    assert '"python_version": "3.8"' in shown.out and "torch==1.10.0" in shown.out
+    saved = run_mltrain("env", "save", "AzureML-PyTorch-1.6-GPU", str(tmp_path / "out"), cwd=project)
+    assert saved.rc == 0 and (tmp_path / "out" / "conda_dependencies.yml").is_file()
+    assert load(tmp_path / "out") == from_config({"name": "AzureML-PyTorch-1.6-GPU"})
+    unknown = run_mltrain("env", "show", "AzureML-PyTorch-1.6-GPX", cwd=project)
+    assert unknown.rc != 0 and "closest: AzureML-PyTorch-1.6-GPU" in unknown.err
+
+
+def test_unknown_curated_name_lists_close_matches(home, project):
+    r = run_mltrain("job=script", "job.script=show_env.py", "environment=AzureML-PyTorch-1.6-GPUX", cwd=project)
+    assert r.rc != 0 and len(r.err.strip().splitlines()) == 1
+    assert "closest: AzureML-PyTorch-1.6-GPU" in r.err
+
+
+def test_reserved_prefix_refused_for_custom_names(home, project):
+    r = run_mltrain("job=script", "job.script=show_env.py", "environment.name=AzureML-mine", cwd=project)
+    assert r.rc != 0 and "'AzureML' prefix is reserved" in r.err and runs(home) == []
+
+
+def test_curated_pins_impossible_here_fail_fast(home, project):
+    r = run_mltrain("job=script", "job.script=show_env.py", "environment=AzureML-PyTorch-1.6-GPU", cwd=project)
+    assert r.rc != 0 and "torch==1.6.0 has no build for Python" in r.err
+    assert runs(home) == [] and not (home / "envs").exists()  # nothing was built
+
+
+def test_user_managed_unsatisfiable_pin_fails_before_any_rank(home, project):
+    r = run_mltrain("job=script", "job.script=show_env.py", 'environment.pip=["hydra-core==0.0.1", "not-a-real-pkg-xyz"]',
+                    cwd=project)
+    assert r.rc != 0 and len(r.err.strip().splitlines()) == 1
+    assert "hydra-core==0.0.1 (installed: 1." in r.err and "not-a-real-pkg-xyz (not installed)" in r.err
+    assert runs(home) == []
+    warned = run_mltrain("job=script", "job.script=show_env.py", 'environment.pip=["hydra-core==0.0.1"]',
+                         "environment.check=warn", cwd=project)
+    assert warned.rc == 0 and "warning: environment mismatches" in warned.out
+
+
+@pytest.mark.slow
+def test_built_environment_is_cached_and_reused(home, project):
+    first = run_mltrain(*SIX, cwd=project, timeout=300)
+    assert first.rc == 0, first.out + first.err
+    assert "building environment six-env" in first.out
+    second = run_mltrain(*SIX, cwd=project, timeout=300)
+    assert second.rc == 0 and "building environment" not in second.out
+    a, b = runs(home)
+    assert a["environment"]["materialized"] == "built" and b["environment"]["materialized"] == "reused"
+    assert a["environment"]["cache_key"] == b["environment"]["cache_key"]
+    exe = a["environment"]["interpreter"]
+    assert exe.startswith(str(home / "envs")) and f"exe {exe} six 1.16.0" in first.out
+    assert "six==1.16.0" in b["environment"]["packages"]  # the exact packages that ran
+
+
+@pytest.mark.slow
+def test_concurrent_runs_build_the_environment_once(home, project):
+    spec = SIX[:-1] + ['environment.pip=["six==1.15.0"]']
+    drivers = [subprocess.Popen(mltrain_exe() + spec, cwd=project, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True) for _ in range(2)]
+    outs = [d.communicate(timeout=300) for d in drivers]
+    assert [d.returncode for d in drivers] == [0, 0], outs
+    kinds = sorted(r["environment"]["materialized"] for r in runs(home))
+    assert kinds == ["built", "reused"]
+    assert sum(o[0].count("building environment") for o in outs) == 1
+
+
+def test_failed_build_is_not_marked_usable(home, project):
+    bad = SIX[:-1] + ['environment.pip=["mltrain-no-such-package-xyz==9.9"]']
+    r = run_mltrain(*bad, cwd=project, timeout=300)
+    assert r.rc != 0 and "building environment six-env failed" in r.out + r.err
+    assert only_run(home)["status"] == "Failed"
+    env_dirs = [p for p in (home / "envs").iterdir() if p.is_dir()]
+    assert all(not (p / ".ready").exists() for p in env_dirs)
+
+
+def test_slurm_dry_run_with_curated_gpu_environment_shows_container_and_setup(home, project):
+    base = ["--dry-run", "job=script", "job.script=show_env.py", "compute=slurm", "compute.gpus_per_node=1",
+            "environment=AzureML-PyTorch-1.6-GPU", "+environment.setup=[module load cuda/10.1]",
+            "+environment.environment_variables.NCCL_DEBUG=INFO"]
+    r = run_mltrain(*base, cwd=project)
+    assert r.rc == 0, r.err
+    assert "--container-image=mcr.microsoft.com/azureml/openmpi3.1.2-cuda10.1-cudnn7-ubuntu18.04" in r.out
+    assert "\n    module load cuda/10.1\n" in r.out and "NCCL_DEBUG=INFO" in r.out
+    r = run_mltrain(*base, "compute.container_runtime=apptainer", cwd=project)
+    assert r.rc == 0 and "'apptainer', 'exec', '--nv'" in r.out
+    assert "docker://mcr.microsoft.com/azureml/openmpi3.1.2-cuda10.1-cudnn7-ubuntu18.04" in r.out
