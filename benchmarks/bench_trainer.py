@@ -2,7 +2,7 @@
 loop: same torchvision model, bundled data, transforms, batch size and threads; one run, alternating.
 
 Reports train images/second of the last epoch (the first warms caches up) and the ratio.
-Usage: .venv/bin/python benchmarks/bench_trainer.py [--epochs 2] [--repeats 3] [--model resnet18]
+Usage: .venv/bin/python benchmarks/bench_trainer.py [--epochs 3] [--repeats 5]
 """
 from __future__ import annotations
 
@@ -36,8 +36,8 @@ def plain_rate(env, work, train_dir, epochs, batch, size) -> float:
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--epochs", type=int, default=2)
-    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--size", type=int, default=32)
     a = p.parse_args()
