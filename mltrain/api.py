@@ -23,7 +23,7 @@ from typing import Any, Dict, List, Optional, Sequence
 from mltrain.configpath import mltrain_home
 from mltrain.errors import MltrainError, RunCanceled, RunFailed
 from mltrain.frozen import new_run_id
-from mltrain.records import CANCELED, COMPLETED, FAILED, TERMINAL, RunRecord
+from mltrain.records import CANCELED, FAILED, TERMINAL, RunRecord
 
 
 class Run:

@@ -1,5 +1,5 @@
-"""The launch path shared by `mltrain` and `mltrain -m`: compose -> freeze -> validate -> prepare ->
-fan out ranks -> monitor -> finalize, for every member of a sweep.
+"""The launch path shared by `mltrain` and `mltrain -m`: compose (mltrain.compose) -> freeze ->
+validate -> prepare -> fan out ranks -> monitor -> finalize, for every member of a sweep.
 
 Called by the Hydra launcher plugin (launchers/hydra_plugins/mltrain_launcher), which stays thin.
 Every member is composed, validated and frozen before the first one starts, so a bad value in the
@@ -7,7 +7,6 @@ third member of a sweep stops the sweep before anything runs.
 """
 from __future__ import annotations
 
-import os
 import signal
 import threading
 import time
@@ -16,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, List, Optional, Sequence
 
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, OmegaConf
 
 from mltrain import frozen as freezing
 from mltrain.console import Console, RunLog
@@ -37,55 +36,6 @@ class RunResult:
         return self.job.run_dir
 
 
-def compose_members(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> List[DictConfig]:
-    """One composed config per member. For mltrain's own app, members that choose the same group
-    options share one composition of the defaults tree and differ only in their value overrides,
-    applied as Hydra applies them; a 100-member sweep costs one composition, not a hundred."""
-    loader = launcher.hydra_context.config_loader
-    bases: dict = {}
-    configs = []
-    for i, overrides in enumerate(job_overrides):
-        cfg = _compose_fast(launcher, loader, list(overrides), bases)
-        with open_dict(cfg):
-            cfg.hydra.job.id = f"{cfg.hydra.job.name}_{initial_job_idx + i}"
-            cfg.hydra.job.num = initial_job_idx + i
-        configs.append(cfg)
-    return configs
-
-
-def _compose_fast(launcher: Any, loader: Any, overrides: List[str], bases: dict) -> DictConfig:
-    import copy
-
-    from hydra._internal.config_loader_impl import ConfigLoaderImpl, get_overrides_dirname
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from omegaconf import read_write
-
-    if bases.get("plain_app"):
-        return loader.load_sweep_config(launcher.config, overrides)
-    parsed = OverridesParser.create().parse_overrides(overrides)
-    choices = bases.get("choices")
-    if choices is None:  # the first member tells which keys are config groups
-        cfg = loader.load_sweep_config(launcher.config, overrides)
-        bases["plain_app"] = not freezing.is_mltrain_config(cfg)
-        bases["choices"] = set(cfg.hydra.runtime.choices.keys())
-        return cfg
-    groups = [o.input_line for o in parsed if o.key_or_group in choices or o.key_or_group.startswith("hydra")]
-    values = [o for o in parsed if o.input_line not in groups]
-    key = tuple(groups)
-    if key not in bases:
-        bases[key] = loader.load_sweep_config(launcher.config, groups)
-    cfg = copy.deepcopy(bases[key])
-    # Hydra's own last composition step: value overrides on top of the composed defaults tree
-    # (a private helper, used so that +key, ++key and ~key behave exactly as in Hydra).
-    ConfigLoaderImpl._apply_overrides_to_config(values, cfg)
-    with read_write(cfg.hydra), open_dict(cfg.hydra):
-        cfg.hydra.overrides.task = overrides
-        dirname = cfg.hydra.job.config.override_dirname
-        cfg.hydra.job.override_dirname = get_overrides_dirname(
-            overrides=parsed, kv_sep=dirname.kv_sep, item_sep=dirname.item_sep, exclude_keys=dirname.exclude_keys)
-    return cfg
-
-
 def freeze_members(configs: List[DictConfig], runs_root: str, app_compute: Optional[dict] = None) -> List[FrozenJob]:
     from hydra.core.hydra_config import HydraConfig
 
@@ -94,49 +44,6 @@ def freeze_members(configs: List[DictConfig], runs_root: str, app_compute: Optio
         HydraConfig.instance().set_config(cfg)
         jobs.append(freezing.freeze(cfg, runs_root, sweep_index=int(cfg.hydra.job.num), app_compute=app_compute))
     return jobs
-
-
-# ----------------------------------------------------------------------------------- dry run
-
-
-def dry_run_text(job: FrozenJob) -> str:
-    from mltrain import rankenv
-
-    sup = LocalSupervisor(job, record=None, log=None, console=None, cancel=threading.Event())  # type: ignore[arg-type]
-    lines = [
-        f"run {job.run_id} (dry run: nothing is started, no run directory is created)",
-        f"  run_dir: {job.run_dir}",
-        f"  compute: {job.compute}  distribution: {job.distribution}  backend: {job.backend or '-'}  "
-        f"world: {job.node_count} node(s) x {job.process_count_per_node} rank(s)",
-        "  MASTER_PORT is chosen by the OS when the run starts; shown here as 0",
-    ]
-    specs = sup.plan(master_port=0)
-    if job.distribution == "mpi" and job.compute == "local":
-        from mltrain.mpi import mpirun_command
-
-        lines.append("  mpirun: " + " ".join(mpirun_command(job, 0)[0]))
-    if job.compute == "slurm":
-        from mltrain import rankenv, slurm
-
-        lines[3] = "  MASTER_ADDR is the first node of the allocation; MASTER_PORT is derived from the Slurm job id"
-        lines.append("  submitit parameters: " + repr(slurm.executor_parameters(job)))
-        lines.append("  sbatch script:")
-        lines.extend("    " + l for l in slurm.sbatch_script(job).splitlines())
-        for spec in specs:
-            spec["env"] = {**spec["env"], "MASTER_ADDR": "<first node>", "MASTER_PORT": "<from job id>",
-                           "AZ_BATCHAI_PYTORCH_INIT_METHOD": "tcp://<first node>:<port>",
-                           "AZ_BATCH_MASTER_NODE": "<first node>:<port>"}
-            spec["env"].pop("OMP_NUM_THREADS", None)
-            spec["argv"] = rankenv.rank_argv(job, {**os.environ, **spec["env"]})
-    for spec in specs:
-        lines.append(f"  rank {spec['rank']}:")
-        lines.append(f"    cwd: {spec['cwd']}")
-        lines.append(f"    argv: {spec['argv']}")
-        lines.append("    env:")
-        ordered = [k for k in rankenv.CONTRACT if k in spec["env"]]
-        ordered += sorted(k for k in spec["env"] if k not in rankenv.CONTRACT)
-        lines.extend(f"      {k}={spec['env'][k]}" for k in ordered)
-    return "\n".join(lines)
 
 
 # ----------------------------------------------------------------------------------- execution
@@ -364,6 +271,8 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
     from hydra.core.utils import setup_globals
 
     setup_globals()
+    from mltrain.compose import compose_members
+
     configs = compose_members(launcher, job_overrides, initial_job_idx)
     runs_root = str(launcher.params.get("runs_root") or "~/.mltrain/runs")
     app_compute = launcher.params.get("compute")
@@ -371,6 +280,8 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
         app_compute = OmegaConf.to_container(app_compute, resolve=True)
     jobs = freeze_members(configs, runs_root, dict(app_compute) if app_compute else None)
     if any(freezing.is_mltrain_config(c) and c.dry_run for c in configs):
+        from mltrain.dryrun import dry_run_text
+
         console = Console()
         for job in jobs:
             console.write_line(dry_run_text(job))

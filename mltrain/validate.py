@@ -6,7 +6,6 @@ allowed.
 """
 from __future__ import annotations
 
-import operator
 import os
 from typing import Any, Callable, Tuple
 

@@ -74,3 +74,25 @@ def pid_alive(pid: int) -> bool:
             return f.read().split(")")[-1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def require(problem: str | None, env_var: str, what: str) -> None:
+    """Skip with one line when `what` is missing, unless CI demands it (env_var=1): then fail."""
+    if problem is None:
+        return
+    if os.environ.get(env_var) == "1":
+        pytest.fail(f"{what} is required here ({env_var}=1): {problem}")
+    pytest.skip(problem)
+
+
+def wait_for_checkpoint(home: Path, epoch: int = 1, timeout: float = 120) -> dict:
+    """The first run's record once the trainer has written the checkpoint of `epoch`."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = runs(home)
+        if found and (Path(found[0]["dir"]) / "checkpoints" / f"epoch_{epoch}.pt").exists():
+            return found[0]
+        time.sleep(0.1)
+    raise AssertionError(f"no checkpoint of epoch {epoch} within {timeout}s")

@@ -1,12 +1,11 @@
 """Open MPI for the tests: skipped with one line where absent, an error under CI (MLTRAIN_REQUIRE_MPI=1)."""
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
 
-import pytest
+from conftest import require
 
 
 def mpi_problem() -> str | None:
@@ -19,9 +18,4 @@ def mpi_problem() -> str | None:
 
 
 def require_mpi() -> None:
-    problem = mpi_problem()
-    if problem is None:
-        return
-    if os.environ.get("MLTRAIN_REQUIRE_MPI") == "1":
-        pytest.fail(f"MPI is required here (MLTRAIN_REQUIRE_MPI=1): {problem}")
-    pytest.skip(problem)
+    require(mpi_problem(), "MLTRAIN_REQUIRE_MPI", "MPI")

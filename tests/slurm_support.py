@@ -9,7 +9,7 @@ import os
 import shutil
 import subprocess
 
-import pytest
+from conftest import require
 
 
 def cluster_problem() -> str | None:
@@ -25,12 +25,7 @@ def cluster_problem() -> str | None:
 
 
 def require_cluster() -> None:
-    problem = cluster_problem()
-    if problem is None:
-        return
-    if os.environ.get("MLTRAIN_REQUIRE_SLURM") == "1":
-        pytest.fail(f"Slurm is required here (MLTRAIN_REQUIRE_SLURM=1): {problem}")
-    pytest.skip(problem)
+    require(cluster_problem(), "MLTRAIN_REQUIRE_SLURM", "Slurm")
 
 
 def sacct(job_id: str) -> str:

@@ -24,7 +24,7 @@ INVALID = [
     (["trainer.learning_rate=fast"], "trainer.learning_rate"),
     (["trainer.foo=1"], "trainer.foo: unknown key (allowed keys: epochs, "),
     (["foo=1"], "foo: unknown key"),
-    (["model=resnet9000"], "model=resnet9000 is not a known option (allowed: densenet121,"),
+    (["model=resnet9000"], "model=resnet9000 is not a known option (closest: resnet50"),
     (["distribution=horovodx"], "distribution=horovodx is not a known option (allowed: mpi, none, pytorch)"),
     (["distribution=pytorch", "distribution.node_count=0"], "distribution.node_count: 0 is invalid; must be >= 1"),
     (["distribution=pytorch", "distribution.process_count_per_node=0"],

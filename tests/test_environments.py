@@ -1,14 +1,12 @@
 """Environments: the curated catalog, custom specs, cached virtual environments, container flags."""
 from __future__ import annotations
 
-import json
 import subprocess
-from pathlib import Path
 
 import pytest
 
 from conftest import mltrain_exe, only_run, run_mltrain, runs
-from mltrain.environments import CURATED, EnvironmentSpec, from_config, load
+from mltrain.environments import CURATED, from_config, load
 from mltrain.errors import ConfigError
 
 SIX = ["job=script", "job.script=six_check.py", "environment.name=six-env", "environment.python.user_managed=false",

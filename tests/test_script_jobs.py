@@ -3,7 +3,6 @@ the Azure-style Run.get_context(), and the Python API, all with real processes."
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 

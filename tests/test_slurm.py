@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import mltrain_exe, only_run, run_mltrain, runs
+from conftest import mltrain_exe, only_run, run_mltrain, runs, wait_for_checkpoint
 from slurm_support import require_cluster, sacct
 from test_train_pytorch_model import FAST, data_args, epoch_metrics, write_digits
 
@@ -105,14 +105,7 @@ def test_requeue_resumes_from_checkpoint_without_repeating_epochs(home, project,
                                                *SLURM, "compute.max_requeues=2"],
                               cwd=project, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            found = runs(home)
-            if found and (Path(found[0]["dir"]) / "checkpoints" / "epoch_1.pt").exists():
-                break
-            time.sleep(0.1)
-        run = only_run(home)
-        assert (Path(run["dir"]) / "checkpoints" / "epoch_1.pt").exists()
+        run = wait_for_checkpoint(home, epoch=1)
         subprocess.run(["scontrol", "requeue", run["slurm"]["job_id"]], check=True)
         out, err = driver.communicate(timeout=300)
     finally:

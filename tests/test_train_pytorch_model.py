@@ -4,12 +4,11 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
-from conftest import mltrain_exe, only_run, run_mltrain, runs
+from conftest import mltrain_exe, only_run, run_mltrain, runs, wait_for_checkpoint
 
 pytestmark = pytest.mark.slow
 FAST = ["trainer.batch_size=8", "trainer.print_frequency=2", "data.image_size=16", "data.min_crop_scale=0.8"]
@@ -160,12 +159,7 @@ def test_resume_continues_from_the_saved_epoch(home, project, images):
     args = [*data_args(*images), *FAST, "trainer.epochs=3", "trainer.patience=5"]
     driver = subprocess.Popen(mltrain_exe() + args, cwd=project, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            found = runs(home)
-            if found and (Path(found[0]["dir"]) / "checkpoints" / "epoch_1.pt").exists():
-                break
-            time.sleep(0.1)
+        wait_for_checkpoint(home, epoch=1)
         driver.send_signal(signal.SIGINT)
         driver.communicate(timeout=60)
     finally:
