@@ -76,7 +76,7 @@ def main() -> None:
               f"ratio {m / s:.2f}  (target <= 1.5)")
 
     t0 = time.perf_counter()
-    subprocess.run([str(BIN / "mltrain"), "-m", "job=command", "job.command='exit 0'", f"job.source_directory={HERE / 'assets'}",
+    subprocess.run([str(BIN / "mltrain"), "-m", "job=command", "job.command=true", f"job.source_directory={HERE / 'assets'}",
                     "compute=slurm", "+job.params.i=range(0,100)", "--detach"],
                    cwd=work, env=env, check=True, stdout=subprocess.DEVNULL)
     sweep = time.perf_counter() - t0

@@ -63,7 +63,12 @@ def _argument(value: Any) -> str:
 
 
 def _command(cfg: Any, run_dir: str) -> RankProgram:
-    command = str(cfg.job.command).strip()
+    raw = cfg.job.command
+    if isinstance(raw, bool):  # `true`/`false` are commands too
+        raw = str(raw).lower()
+    if not isinstance(raw, (str, int, float)):
+        raise ConfigError("job.command", f"must be a command line (a string), got {raw!r}")
+    command = str(raw).strip()
     if not command:
         raise ConfigError("job.command", "must not be empty")
     # /bin/sh expands $VARS itself from the rank's environment.

@@ -44,7 +44,8 @@ class CommandJobConf:
 
     kind: str = "command"
     source_directory: str = "."
-    command: str = MISSING
+    # Any, not str: Hydra reads `job.command=true` as a boolean, which a str field would turn into "True".
+    command: Any = MISSING
     params: Dict[str, Any] = field(default_factory=dict)
 
 

@@ -152,6 +152,12 @@ def test_command_job_with_parameters(home, project):
     assert (Path(only_run(home)["dir"]) / "outputs" / "result.txt").read_text().strip() == "lr=0.5"
 
 
+def test_command_true_is_the_shell_builtin(home, project):
+    r = run_mltrain("job=command", "job.command=true", cwd=project)
+    assert r.rc == 0, r.out + r.err
+    assert only_run(home)["command"] == ["/bin/sh", "-c", "true"]
+
+
 def test_stages_are_printed_and_timed(home, project):
     r = run_mltrain("job=script", "job.script=show_env.py", cwd=project)
     assert r.rc == 0
