@@ -178,6 +178,11 @@ def _freeze_mltrain(cfg, overrides, sweep_dir, sweep_index) -> FrozenJob:
     env = {str(k): str(v) for k, v in cfg.environment.environment_variables.items()}
     env.update(_params_env(cfg.job.get("params")))
     env["MLTRAIN_DIST_TIMEOUT_S"] = str(cfg.distribution.timeout_s)
+    if cfg.compute.kind == "local" and cfg.compute.get("gpus") is not None:
+        # compute.gpus caps the GPUs the ranks see: the first N of those visible to mltrain
+        visible = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+        devices = visible or [str(i) for i in range(validate.visible_gpus())]
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(devices[: int(cfg.compute.gpus)])
     if program.snapshot_source is not None:
         env.update(_azureml_shim_env())
     return FrozenJob(

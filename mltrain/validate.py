@@ -66,7 +66,8 @@ def job_gpus(cfg: Any) -> int:
     """GPUs each node of the job will have: the cluster's request, or what this machine shows."""
     if cfg.compute.kind == "slurm":
         return int(cfg.compute.gpus_per_node)
-    return visible_gpus()
+    cap = cfg.compute.get("gpus")
+    return visible_gpus() if cap is None else min(int(cap), visible_gpus())
 
 
 def resolve_backend(cfg: Any) -> str | None:

@@ -70,6 +70,11 @@ def test_rank_contract_and_argument_expansion(home, project):
     assert seen[0]["env"]["MASTER_PORT"] == seen[1]["env"]["MASTER_PORT"] != "0"
 
 
+def test_compute_gpus_caps_what_the_ranks_see(home, project):
+    r = run_mltrain("job=script", "job.script=show_env.py", "compute.gpus=0", "--dry-run", cwd=project)
+    assert r.rc == 0 and "CUDA_VISIBLE_DEVICES=\n" in r.out + "\n"
+
+
 def test_failing_rank_ends_the_run_fast(home, project):
     start = time.monotonic()
     r = run_mltrain("job=script", "job.script=fail_rank.py", "distribution=pytorch",
