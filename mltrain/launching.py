@@ -210,18 +210,24 @@ def _execute_slurm(jobs: List[FrozenJob], records: List[RunRecord], consoles: Li
     return [RunResult(job, status, record.data.get("error")) for job, status, record in zip(jobs, statuses, records)]
 
 
-def resume(record: RunRecord) -> RunResult:
-    """Run a stopped run again from its frozen job; built-in components continue from their checkpoint."""
+def resume(record: RunRecord, detach: bool = False) -> RunResult:
+    """Run a stopped run again from its frozen job, on the compute it was frozen for; built-in
+    components continue from their checkpoint."""
     from mltrain.errors import MltrainError
 
     if record.status not in (FAILED, CANCELED):
         raise MltrainError(f"run {record.id} is {record.status}; only Failed or Canceled runs can be resumed")
-    job = FrozenJob.load(record.dir)
+    import dataclasses
+
+    # Whether to wait is this command's choice, not the one frozen with the first submission.
+    job = dataclasses.replace(FrozenJob.load(record.dir), detach=detach)
     record.reopen()
     cancel = threading.Event()
+    console = Console()
     with _CancelOnSignal(cancel):
-        result = execute(job, cancel, Console(), record=record)
-    return result
+        if job.compute == "slurm":
+            return _execute_slurm([job], [record], [console], cancel)[0]
+        return execute(job, cancel, console, record=record)
 
 
 def write_sweep_summary(results: List[RunResult]) -> None:

@@ -102,9 +102,11 @@ def _cancel(args) -> int:
 
 def _resume(args) -> int:
     from mltrain.launching import resume
-    from mltrain.records import COMPLETED
+    from mltrain.records import COMPLETED, QUEUED
 
-    result = resume(find_run(_root(args), args.run))
+    result = resume(find_run(_root(args), args.run), detach=args.detach)
+    if args.detach and result.status == QUEUED:
+        return 0
     return 0 if result.status == COMPLETED else (130 if result.status == "Canceled" else 1)
 
 
@@ -132,6 +134,7 @@ def main(argv: List[str]) -> int:
     p.set_defaults(func=_cancel)
     p = sub.add_parser("resume", help="run a Failed or Canceled run again in its directory, from its checkpoint")
     p.add_argument("run")
+    p.add_argument("--detach", action="store_true", help="return once a Slurm run is queued again")
     p.set_defaults(func=_resume)
     args = parser.parse_args(argv)
     return args.func(args)

@@ -121,6 +121,28 @@ def test_requeue_resumes_from_checkpoint_without_repeating_epochs(home, project,
     assert run["ranks"]["0"]["attempt"] == 1
 
 
+def test_resume_a_canceled_slurm_run_on_the_cluster(home, project):
+    (project / "wait_go.py").write_text(
+        "import os, time\n"
+        "go = os.path.join(os.environ['MLTRAIN_RUN_DIR'], 'go')\n"
+        "print('waiting', flush=True)\n"
+        "for _ in range(600):\n    if os.path.exists(go):\n        break\n    time.sleep(0.1)\n"
+        "print('went' if os.path.exists(go) else 'gave up', flush=True)\n")
+    r = run_mltrain("job=script", "job.script=wait_go.py", *SLURM, "--detach", cwd=project, timeout=60)
+    assert r.rc == 0, r.err
+    run = only_run(home)
+    assert run_mltrain("runs", "cancel", run["id"], cwd=project).rc == 0
+    first_job = run["slurm"]["job_id"]
+    (Path(run["dir"]) / "go").touch()
+    # the same run directory and frozen config again, as a new Slurm job (not locally)
+    r = run_mltrain("runs", "resume", run["id"], cwd=project, timeout=120)
+    assert r.rc == 0, r.out + r.err
+    after = only_run(home)
+    assert after["status"] == "Completed" and after["slurm"]["job_id"] != first_job
+    assert after["attempts"][0]["status"] == "Canceled"
+    assert "went" in (Path(run["dir"]) / "logs" / "rank_0.log").read_text()
+
+
 def test_dry_run_prints_the_batch_script(home, project):
     r = run_mltrain("--dry-run", "job=script", "job.script=show_env.py", *SLURM, *TWO, "compute.partition=debug",
                     "++compute.additional_parameters={exclusive: true}", cwd=project)
