@@ -19,7 +19,13 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   SLURM_DIR=${MLTRAIN_SLURM_DIR:-/tmp/mltrain-slurm-test}
   rm -rf "$SLURM_DIR"   # fresh state: job ids restart at 1, so nothing stale is reused
   bash scripts/slurm_cluster.sh start "$SLURM_DIR"
-  trap 'bash scripts/slurm_cluster.sh stop "$SLURM_DIR" >/dev/null 2>&1 || true' EXIT
+  SLURM2_DIR=${MLTRAIN_SLURM2_DIR:-/tmp/mltrain-slurm2-test}
+  trap 'bash scripts/slurm_two_nodes.sh stop "$SLURM2_DIR" >/dev/null 2>&1 || true
+        bash scripts/slurm_cluster.sh stop "$SLURM_DIR" >/dev/null 2>&1 || true' EXIT
+  # A second cluster of two nodes (network namespaces on this machine) for node_count=2.
+  rm -rf "$SLURM2_DIR"
+  MLTRAIN_SLURM_DIR="$SLURM_DIR" bash scripts/slurm_two_nodes.sh start "$SLURM2_DIR" \
+    && export MLTRAIN_SLURM2_CONF="$SLURM2_DIR/etc/slurm.conf"
   # shellcheck disable=SC1091
   source "$SLURM_DIR/env.sh"
 fi

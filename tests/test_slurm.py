@@ -156,3 +156,25 @@ def test_unknown_submitit_parameter_is_one_line(home, project):
     r = run_mltrain("job=script", "job.script=show_env.py", *SLURM, "++compute.submitit={slurm_bogus: 1}", cwd=project)
     assert r.rc != 0 and len(r.err.strip().splitlines()) == 1
     assert "compute.submitit" in r.err and "bogus" in r.err and "Valid arguments" in r.err
+
+
+def test_two_nodes_for_real(home, project):
+    """node_count=2 on a cluster of two Slurm nodes (network namespaces n1, n2: scripts/slurm_two_nodes.sh)."""
+    import os
+
+    from conftest import require
+
+    conf = os.environ.get("MLTRAIN_SLURM2_CONF")
+    require(None if conf and Path(conf).is_file() else "no two-node cluster: run scripts/slurm_two_nodes.sh start",
+            "MLTRAIN_REQUIRE_SLURM", "the two-node Slurm cluster")
+    r = run_mltrain("job=script", "job.script=allreduce.py", *SLURM, "distribution=pytorch",
+                    "distribution.node_count=2", "distribution.process_count_per_node=1",
+                    "job.arguments=[--dist-url,$AZ_BATCHAI_PYTORCH_INIT_METHOD,--rank,$AZ_BATCHAI_TASK_INDEX,--world-size,2]",
+                    cwd=project, timeout=180, env={"SLURM_CONF": conf})
+    assert r.rc == 0, r.out + r.err
+    run = only_run(home)
+    ranks = {p.stem: json.loads(p.read_text()) for p in (Path(run["dir"]) / "ranks").glob("rank_*.json")}
+    assert {ranks["rank_0"]["host"], ranks["rank_1"]["host"]} == {"n1", "n2"}  # one rank per node
+    rendezvous = json.loads(next((Path(run["dir"]) / "ranks").glob("rendezvous_*.json")).read_text())
+    assert rendezvous["master_addr"] == ranks["rank_0"]["host"]  # the allocation's first node
+    assert "allreduce rank=1 world=2 sum=3" in (Path(run["dir"]) / "logs" / "rank_1.log").read_text()

@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# A second Slurm cluster with TWO nodes on this one machine, so that node_count=2 runs for real.
+#
+#   bash scripts/slurm_two_nodes.sh start [STATE_DIR]   # needs root, iproute2, and the main test cluster's
+#   bash scripts/slurm_two_nodes.sh stop  [STATE_DIR]   # munged + slurmdbd (scripts/slurm_cluster.sh start)
+#   source STATE_DIR/env.sh
+#
+# Each node is a network namespace (mltn1, mltn2) joined to a bridge (mltbr0, 10.78.0.1/24) by a veth
+# pair, with its own UTS name (n1, n2), address (10.78.0.2, 10.78.0.3) and slurmd. slurmctld listens on
+# the bridge address; accounting goes to the main cluster's slurmdbd under another cluster name.
+# These are the project's own test hosts: nothing outside this machine is addressed.
+set -euo pipefail
+
+CMD=${1:-start}
+DIR=$(realpath -m "${2:-/tmp/mltrain-slurm2}")
+MAIN=$(realpath -m "${MLTRAIN_SLURM_DIR:-/tmp/mltrain-slurm-test}")
+PORT=${SLURM2_PORT_BASE:-6917}
+DBD_PORT=${SLURM_PORT_BASE:-6817}; DBD_PORT=$((DBD_PORT + 2))
+BR=mltbr0
+log() { echo "[slurm_two_nodes] $*"; }
+die() { echo "[slurm_two_nodes] error: $*" >&2; exit 1; }
+alive() { local pid; [ -s "$1" ] || return 1; pid=$(cat "$1"); kill -0 "$pid" 2>/dev/null && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$2" ]; }
+
+hosts_block() {
+  sed -i '/# mltrain-two-nodes$/d' /etc/hosts
+  [ "${1:-}" = add ] && printf '10.78.0.1 mltctl # mltrain-two-nodes\n10.78.0.2 n1 # mltrain-two-nodes\n10.78.0.3 n2 # mltrain-two-nodes\n' >> /etc/hosts
+  return 0
+}
+
+stop() {
+  export SLURM_CONF="$DIR/etc/slurm.conf"
+  if alive "$DIR/run/slurmctld.pid" slurmctld; then scancel --cluster=mltrain2 -u root 2>/dev/null || true; fi
+  for name in slurmd-n1 slurmd-n2 slurmctld; do
+    pidfile="$DIR/run/$name.pid"
+    if [ -s "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
+      pid=$(cat "$pidfile"); kill -TERM "$pid"
+      for _ in $(seq 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
+      kill -KILL "$pid" 2>/dev/null || true
+    fi
+    rm -f "$pidfile"
+  done
+  for i in 1 2; do ip netns del "mltn$i" 2>/dev/null || true; done
+  ip link del "$BR" 2>/dev/null || true
+  hosts_block remove
+  log "stopped"
+}
+
+start() {
+  [ "$(id -u)" = 0 ] || die "needs root (network namespaces)"
+  [ -S "$MAIN/munge/munge.socket.2" ] || die "start the main test cluster first (scripts/slurm_cluster.sh start $MAIN)"
+  stop >/dev/null 2>&1 || true
+  install -d "$DIR"/{etc,state,log,run,tmp} "$DIR"/spool/{n1,n2}
+  ip link add "$BR" type bridge
+  ip addr add 10.78.0.1/24 dev "$BR"
+  ip link set "$BR" up
+  for i in 1 2; do
+    ip netns add "mltn$i"
+    ip link add "mltv$i" type veth peer name eth0 netns "mltn$i"
+    ip link set "mltv$i" master "$BR" up
+    ip -n "mltn$i" addr add "10.78.0.$((i + 1))/24" dev eth0
+    ip -n "mltn$i" link set eth0 up
+    ip -n "mltn$i" link set lo up
+  done
+  hosts_block add
+  local sock="$MAIN/munge/munge.socket.2" mem
+  mem=$(awk '/^MemTotal:/{print int($2/1024*0.3)}' /proc/meminfo)
+  cat > "$DIR/etc/slurm.conf" <<EOF
+ClusterName=mltrain2
+SlurmctldHost=$(hostname -s)(10.78.0.1)
+SlurmUser=root
+SlurmdUser=root
+SlurmctldPort=$PORT
+SlurmdPort=$((PORT + 1))
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=$sock,cred_expire=10
+StateSaveLocation=$DIR/state
+SlurmdSpoolDir=$DIR/spool/%n
+SlurmctldPidFile=$DIR/run/slurmctld.pid
+SlurmdPidFile=$DIR/run/slurmd-%n.pid
+SlurmctldLogFile=$DIR/log/slurmctld.log
+SlurmdLogFile=$DIR/log/slurmd-%n.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core_Memory
+DefMemPerCPU=512
+SchedulerType=sched/backfill
+SchedulerParameters=batch_sched_delay=0,sched_interval=5
+# Not pmix: both "nodes" share one filesystem, and PMIx's per-step scratch folders would collide.
+MpiDefault=none
+SwitchType=switch/none
+AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost=127.0.0.1
+AccountingStoragePort=$DBD_PORT
+AccountingStoragePass=$sock
+JobAcctGatherType=jobacct_gather/linux
+JobCompType=jobcomp/none
+EnforcePartLimits=ALL
+ReturnToService=2
+SlurmdParameters=config_overrides
+MailProg=/bin/true
+MinJobAge=300
+KillWait=5
+InactiveLimit=0
+Waittime=0
+NodeName=n1 NodeAddr=10.78.0.2 CPUs=4 RealMemory=$mem State=UNKNOWN
+NodeName=n2 NodeAddr=10.78.0.3 CPUs=4 RealMemory=$mem State=UNKNOWN
+PartitionName=two Nodes=n1,n2 Default=YES MaxTime=INFINITE State=UP
+EOF
+  # slurmdbd lives beside the main cluster's config; this cluster registers under its own name
+  cp "$MAIN/etc/slurmdbd.conf" "$DIR/etc/slurmdbd.conf"
+  echo "export SLURM_CONF=$DIR/etc/slurm.conf" > "$DIR/env.sh"
+  export SLURM_CONF="$DIR/etc/slurm.conf"
+  sacctmgr -i add cluster mltrain2 >/dev/null 2>&1 || true
+  slurmctld
+  for _ in $(seq 120); do scontrol ping 2>/dev/null | grep -q UP && break; sleep 0.25; done
+  for i in 1 2; do
+    # its own network and host name: ranks there resolve to their node's address, as on a real cluster.
+    # nsenter, not `ip netns exec`: the latter remounts /sys, hiding the cgroup tree slurmd reads.
+    nsenter --net="/run/netns/mltn$i" unshare --uts sh -c "hostname n$i; exec slurmd -N n$i"
+  done
+  for _ in $(seq 240); do
+    [ "$(sinfo -h -o '%T' -p two 2>/dev/null | grep -cE '^(idle|mixed)')" -ge 1 ] && \
+      [ "$(sinfo -h -N -o '%N %T' -p two | grep -cE 'idle|mixed')" = 2 ] && break
+    sleep 0.25
+  done
+  timeout 60 srun -N 2 -n 2 -t 1 hostname | sort | tr '\n' ' ' | grep -q "n1 n2" || die "a 2-node step did not run (logs: $DIR/log)"
+  log "READY: nodes n1 (10.78.0.2), n2 (10.78.0.3); clients: source $DIR/env.sh"
+}
+
+case "$CMD" in
+  start) start ;;
+  stop) stop ;;
+  *) die "usage: $0 start|stop [STATE_DIR]" ;;
+esac
