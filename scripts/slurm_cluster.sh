@@ -9,6 +9,8 @@
 # (default /tmp/mltrain-slurm). Accounting is on because submitit reads job states with sacct:
 # without it a cancelled or killed job is never seen to end.
 set -euo pipefail
+# shellcheck source=scripts/slurm_conf_common.sh
+. "$(dirname "$0")/slurm_conf_common.sh"
 
 CMD=${1:-start}
 DIR=$(realpath -m "${2:-${MLTRAIN_SLURM_DIR:-/tmp/mltrain-slurm}}")
@@ -77,41 +79,16 @@ SlurmUser=root
 SlurmdUser=root
 SlurmctldPort=$PORT
 SlurmdPort=$((PORT + 1))
-AuthType=auth/munge
-CredType=cred/munge
-# cred_expire: a requeued job restarts after ~10 s instead of 120 s
-AuthInfo=socket=$sock,cred_expire=10
 StateSaveLocation=$DIR/state
 SlurmdSpoolDir=$DIR/spool
 SlurmctldPidFile=$DIR/run/slurmctld.pid
 SlurmdPidFile=$DIR/run/slurmd.pid
 SlurmctldLogFile=$DIR/log/slurmctld.log
 SlurmdLogFile=$DIR/log/slurmd.log
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core_Memory
 DefMemPerCPU=1024
-SchedulerType=sched/backfill
-SchedulerParameters=batch_sched_delay=0,sched_interval=5
 # Debian's Open MPI speaks PMIx only
 MpiDefault=pmix
-SwitchType=switch/none
-AccountingStorageType=accounting_storage/slurmdbd
-AccountingStorageHost=127.0.0.1
-AccountingStoragePort=$((PORT + 2))
-AccountingStoragePass=$sock
-JobAcctGatherType=jobacct_gather/linux
-JobCompType=jobcomp/none
-# impossible requests fail at once instead of pending forever
-EnforcePartLimits=ALL
-ReturnToService=2
-SlurmdParameters=config_overrides
-MailProg=/bin/true
-MinJobAge=300
-KillWait=5
-InactiveLimit=0
-Waittime=0
+$(slurm_conf_common "$sock" $((PORT + 2)))
 NodeName=$HOST NodeAddr=127.0.0.1 CPUs=$CPUS RealMemory=$mem State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 EOF

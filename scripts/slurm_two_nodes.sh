@@ -10,6 +10,8 @@
 # the bridge address; accounting goes to the main cluster's slurmdbd under another cluster name.
 # These are the project's own test hosts: nothing outside this machine is addressed.
 set -euo pipefail
+# shellcheck source=scripts/slurm_conf_common.sh
+. "$(dirname "$0")/slurm_conf_common.sh"
 
 CMD=${1:-start}
 DIR=$(realpath -m "${2:-/tmp/mltrain-slurm2}")
@@ -71,39 +73,16 @@ SlurmUser=root
 SlurmdUser=root
 SlurmctldPort=$PORT
 SlurmdPort=$((PORT + 1))
-AuthType=auth/munge
-CredType=cred/munge
-AuthInfo=socket=$sock,cred_expire=10
 StateSaveLocation=$DIR/state
 SlurmdSpoolDir=$DIR/spool/%n
 SlurmctldPidFile=$DIR/run/slurmctld.pid
 SlurmdPidFile=$DIR/run/slurmd-%n.pid
 SlurmctldLogFile=$DIR/log/slurmctld.log
 SlurmdLogFile=$DIR/log/slurmd-%n.log
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core_Memory
 DefMemPerCPU=512
-SchedulerType=sched/backfill
-SchedulerParameters=batch_sched_delay=0,sched_interval=5
 # Not pmix: both "nodes" share one filesystem, and PMIx's per-step scratch folders would collide.
 MpiDefault=none
-SwitchType=switch/none
-AccountingStorageType=accounting_storage/slurmdbd
-AccountingStorageHost=127.0.0.1
-AccountingStoragePort=$DBD_PORT
-AccountingStoragePass=$sock
-JobAcctGatherType=jobacct_gather/linux
-JobCompType=jobcomp/none
-EnforcePartLimits=ALL
-ReturnToService=2
-SlurmdParameters=config_overrides
-MailProg=/bin/true
-MinJobAge=300
-KillWait=5
-InactiveLimit=0
-Waittime=0
+$(slurm_conf_common "$sock" "$DBD_PORT")
 NodeName=n1 NodeAddr=10.78.0.2 CPUs=4 RealMemory=$mem State=UNKNOWN
 NodeName=n2 NodeAddr=10.78.0.3 CPUs=4 RealMemory=$mem State=UNKNOWN
 PartitionName=two Nodes=n1,n2 Default=YES MaxTime=INFINITE State=UP
