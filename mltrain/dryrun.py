@@ -3,41 +3,33 @@ plus the mpirun line or the batch script; building it starts nothing and creates
 from __future__ import annotations
 
 import os
-import threading
 
+from mltrain import rankenv
 from mltrain.frozen import FrozenJob
-from mltrain.supervisor import LocalSupervisor
 
 
 def dry_run_text(job: FrozenJob) -> str:
-    from mltrain import rankenv
-
-    sup = LocalSupervisor(job, record=None, log=None, console=None, cancel=threading.Event())  # type: ignore[arg-type]
     lines = [
         f"run {job.run_id} (dry run: nothing is started, no run directory is created)",
         f"  run_dir: {job.run_dir}",
         f"  compute: {job.compute}  distribution: {job.distribution}  backend: {job.backend or '-'}  "
         f"world: {job.node_count} node(s) x {job.process_count_per_node} rank(s)",
-        "  MASTER_PORT is chosen by the OS when the run starts; shown here as 0",
     ]
-    specs = sup.plan(master_port=0)
-    if job.distribution == "mpi" and job.compute == "local":
-        from mltrain.mpi import mpirun_command
-
-        lines.append("  mpirun: " + " ".join(mpirun_command(job, 0)[0]))
     if job.compute == "slurm":
         from mltrain import slurm
 
-        lines[3] = "  MASTER_ADDR is the first node of the allocation; MASTER_PORT is derived from the Slurm job id"
+        lines.append("  MASTER_ADDR is the first node of the allocation; MASTER_PORT is derived from the Slurm job id")
         lines.append("  submitit parameters: " + repr(slurm.executor_parameters(job)))
         lines.append("  sbatch script:")
         lines.extend("    " + l for l in slurm.sbatch_script(job).splitlines())
-        for spec in specs:
-            spec["env"] = {**spec["env"], "MASTER_ADDR": "<first node>", "MASTER_PORT": "<from job id>",
-                           "AZ_BATCHAI_PYTORCH_INIT_METHOD": "tcp://<first node>:<port>",
-                           "AZ_BATCH_MASTER_NODE": "<first node>:<port>"}
-            spec["env"].pop("OMP_NUM_THREADS", None)
-            spec["argv"] = rankenv.rank_argv(job, {**os.environ, **spec["env"]})
+        specs = rankenv.plan(job, "<first node>", "<from job id>")
+    else:
+        lines.append("  MASTER_PORT is chosen by the OS when the run starts; shown here as 0")
+        if job.distribution == "mpi":
+            from mltrain.mpi import mpirun_command
+
+            lines.append("  mpirun: " + " ".join(mpirun_command(job, 0)[0]))
+        specs = rankenv.plan(job, "127.0.0.1", 0, os.cpu_count() or 1)
     for spec in specs:
         lines.append(f"  rank {spec['rank']}:")
         lines.append(f"    cwd: {spec['cwd']}")

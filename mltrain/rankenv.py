@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
-from typing import Dict, List, Mapping
+from typing import Dict, List, Mapping, Optional
 
 from mltrain.frozen import FrozenJob
 
@@ -63,8 +63,9 @@ def place_from_environment(environ: Mapping[str, str], per_node: int) -> RankPla
     raise RuntimeError("no rank variables found (OMPI_COMM_WORLD_RANK, SLURM_PROCID or PMIX_RANK)")
 
 
-def rank_env(job: FrozenJob, place: RankPlace, master_addr: str, master_port: int) -> Dict[str, str]:
-    """The variables one rank gets on top of the launcher's own environment."""
+def rank_env(job: FrozenJob, place: RankPlace, master_addr: str, master_port: int | str) -> Dict[str, str]:
+    """The variables one rank gets on top of the launcher's own environment (a dry run passes
+    placeholders for a rendezvous that only the cluster will know)."""
     env = dict(job.env)
     env.update(
         RANK=str(place.rank),
@@ -114,3 +115,18 @@ def expand(text: str, env: Mapping[str, str]) -> str:
 
 def rank_argv(job: FrozenJob, env: Mapping[str, str]) -> List[str]:
     return [job.argv[0]] + [expand(a, env) for a in job.argv[1:]]
+
+
+def plan(job: FrozenJob, master_addr: str, master_port: int | str, cpus: Optional[int] = None,
+         extra: Optional[Dict[str, str]] = None) -> List[dict]:
+    """Per rank: argv, cwd and the variables added to the launcher's environment. `cpus` (this node's)
+    splits the threads between the ranks; without it the rank decides where it runs."""
+    common = dict(extra or {})
+    if cpus:
+        common.update(thread_env(job, os.environ, cpus))
+    out = []
+    for place in places(job):
+        env = {**common, **rank_env(job, place, master_addr, master_port)}
+        out.append({"rank": place.rank, "place": place, "argv": rank_argv(job, {**os.environ, **env}),
+                    "cwd": job.cwd, "env": env})
+    return out

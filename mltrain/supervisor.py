@@ -74,20 +74,6 @@ class LocalSupervisor:
         self.ranks: List[_Rank] = []
 
     # ------------------------------------------------------------------------- starting
-    def plan(self, master_port: int) -> List[dict]:
-        """Per rank: argv, cwd and the environment added to the driver's. Used by the dry run too."""
-        base = os.environ
-        threads = rankenv.thread_env(self.job, base, os.cpu_count() or 1)
-        if self.console is not None and self.job.console != "none" and self.console.is_terminal():
-            threads["MLTRAIN_TTY"] = "1"  # rank 0 may draw a progress bar
-        out = []
-        for place in rankenv.places(self.job):
-            env = {**threads, **rankenv.rank_env(self.job, place, "127.0.0.1", master_port)}
-            full = {**base, **env}
-            out.append({"rank": place.rank, "place": place, "argv": rankenv.rank_argv(self.job, full),
-                        "cwd": self.job.cwd, "env": env})
-        return out
-
     def _spawn(self, spec: dict) -> _Rank:
         log_path = self.record.log_path(spec["rank"])
         proc = subprocess.Popen(
@@ -117,7 +103,9 @@ class LocalSupervisor:
     # ------------------------------------------------------------------------- supervising
     def run(self) -> Outcome:
         with claim_port() as port:
-            specs = self.plan(port.port)
+            # rank 0 may draw a progress bar when the driver's output is a terminal
+            tty = {"MLTRAIN_TTY": "1"} if self.job.console != "none" and self.console.is_terminal() else None
+            specs = rankenv.plan(self.job, "127.0.0.1", port.port, os.cpu_count() or 1, tty)
             self.record.update(world={**self.record.data["world"], "master_addr": "127.0.0.1",
                                       "master_port": port.port})
             try:
