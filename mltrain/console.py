@@ -21,9 +21,9 @@ class Console:
     def status(self, text: str) -> None:
         self.write_line(f"mltrain: {self.prefix}{text}")
 
-    def rank_line(self, rank: int, line: str, bare: bool) -> None:
-        tag = "" if bare else f"[rank {rank}] "
-        self.write_line(f"{self.prefix}{tag}{line}")
+    def rank_line(self, rank: int, line: str) -> None:
+        """A line of a rank other than 0 (rank 0's output is shown as it is, through raw())."""
+        self.write_line(f"{self.prefix}[rank {rank}] {line}")
 
     def is_terminal(self) -> bool:
         try:

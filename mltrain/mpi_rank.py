@@ -9,35 +9,31 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 from pathlib import Path
 
 
 def main() -> None:
     from mltrain import rankenv, rankreports
+    from mltrain.console import Console
     from mltrain.frozen import FrozenJob
-    from mltrain.supervisor import copy_output
+    from mltrain.supervisor import run_program
 
     run_dir = Path(os.environ["MLTRAIN_RUN_DIR"])
     job = FrozenJob.load(run_dir)
     place = rankenv.place_from_environment(os.environ, job.process_count_per_node)
     env = {**os.environ, **rankenv.rank_env(job, place, os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]))}
-    argv = rankenv.rank_argv(job, env)
     rankreports.write(run_dir, place.rank, pid=os.getpid(), host=os.uname().nodename)
-    proc = subprocess.Popen(argv, cwd=job.cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT)
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):
-        signal.signal(sig, lambda s, f: proc.poll() is None and proc.send_signal(s))
-    out = sys.stdout.buffer
-    echo_all = job.console == "all"
-    on_chunk = on_line = None
-    if place.rank == 0 and job.console != "none":
-        on_chunk = lambda c: (out.write(c), out.flush())  # noqa: E731
-    elif echo_all:
-        on_line = lambda line: (out.write(f"[rank {place.rank}] {line}\n".encode()), out.flush())  # noqa: E731
-    copy_output(proc.stdout, run_dir / "logs" / f"rank_{place.rank}.log", on_chunk=on_chunk, on_line=on_line)
-    code = proc.wait()
+
+    def forward_signals(proc) -> None:
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):
+            signal.signal(sig, lambda s, f: proc.poll() is None and proc.send_signal(s))
+
+    console = Console()  # mpirun collects every rank's stdout for the driver
+    show = place.rank == 0 and job.console != "none"
+    code = run_program(rankenv.rank_argv(job, env), job.cwd, env, run_dir / "logs" / f"rank_{place.rank}.log",
+                       on_start=forward_signals, on_chunk=console.raw if show else None,
+                       on_line=(lambda line: console.rank_line(place.rank, line)) if job.console == "all" and place.rank else None)
     rankreports.write(run_dir, place.rank, exit_code=code)
     sys.exit(code if code >= 0 else 128 - code)
 

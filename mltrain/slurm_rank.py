@@ -17,8 +17,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
-import threading
 import time
 from pathlib import Path
 from typing import Optional
@@ -108,16 +106,12 @@ class SlurmRank:
         self._write_rank(place.rank, attempt, host=socket.gethostname(), started=time.time())
         previous = signal.getsignal(signal.SIGUSR2)
         signal.signal(signal.SIGUSR2, lambda s, f: self._checkpoint_signal(s, f, previous))
-        from mltrain.supervisor import copy_output
+        from mltrain.console import Console
+        from mltrain.supervisor import run_program
 
-        self._proc = subprocess.Popen(argv, cwd=job.cwd, env=full, stdin=subprocess.DEVNULL,
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        out = sys.stdout.buffer
-        pump = threading.Thread(target=copy_output, args=(self._proc.stdout, log_path),
-                                kwargs={"on_chunk": lambda c: (out.write(c), out.flush())}, daemon=True)
-        pump.start()
-        code = self._proc.wait()
-        pump.join(timeout=10)
+        # every task's own output also goes to submitit's per-task log
+        code = run_program(argv, job.cwd, full, log_path, on_start=lambda p: setattr(self, "_proc", p),
+                           on_chunk=Console().raw)
         self._write_rank(place.rank, attempt, exit_code=code, ended=time.time())
         if code != 0:
             from mltrain.supervisor import describe_exit

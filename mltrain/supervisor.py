@@ -97,7 +97,7 @@ class LocalSupervisor:
         copy_output(
             rank.proc.stdout, rank.log_path,
             on_chunk=self.console.raw if show and bare else None,
-            on_line=(lambda line: self.console.rank_line(rank.rank, line, False)) if show and not bare else None,
+            on_line=(lambda line: self.console.rank_line(rank.rank, line)) if show and not bare else None,
         )
 
     # ------------------------------------------------------------------------- supervising
@@ -196,6 +196,21 @@ def copy_output(stream, log_path, on_chunk=None, on_line=None) -> None:
             if on_line is not None:
                 on_line(pending.decode("utf-8", "replace"))
     stream.close()
+
+
+def run_program(argv: List[str], cwd: str, env: dict, log_path, on_start=None, on_chunk=None, on_line=None) -> int:
+    """Run one rank's program as a child of a rank wrapper (a Slurm task, an mpirun rank), its output
+    copied to log_path and handed on; returns its exit code. on_start gets the process (signals)."""
+    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT)
+    if on_start is not None:
+        on_start(proc)
+    pump = threading.Thread(target=copy_output, args=(proc.stdout, log_path),
+                            kwargs={"on_chunk": on_chunk, "on_line": on_line}, daemon=True)
+    pump.start()
+    code = proc.wait()
+    pump.join(timeout=10)
+    return code
 
 
 def _final_frame(line: bytes) -> bytes:
