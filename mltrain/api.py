@@ -24,6 +24,7 @@ from mltrain.configpath import mltrain_home
 from mltrain.errors import MltrainError, RunCanceled, RunFailed
 from mltrain.frozen import new_run_id
 from mltrain.records import CANCELED, FAILED, TERMINAL, RunRecord
+from mltrain.supervisor import follow
 
 
 class Run:
@@ -72,14 +73,10 @@ class Run:
                 if status != last_status:
                     print(f"mltrain: {self.id}: {status}", flush=True)
                     last_status = status
-                if log_path.is_file():
-                    with open(log_path, "rb") as f:
-                        f.seek(offset)
-                        chunk = f.read()
-                    offset += len(chunk)
-                    if chunk:
-                        sys.stdout.write(chunk.decode("utf-8", "replace"))
-                        sys.stdout.flush()
+                chunk, offset = follow(log_path, offset)
+                if chunk:
+                    sys.stdout.write(chunk.decode("utf-8", "replace"))
+                    sys.stdout.flush()
             if done:
                 break
             if deadline is not None and time.monotonic() > deadline:

@@ -19,6 +19,7 @@ from mltrain.console import Console, RunLog
 from mltrain.errors import ConfigError
 from mltrain.frozen import FrozenJob
 from mltrain.records import CANCELED, COMPLETED, FAILED, FINALIZING, PREPARING, QUEUED, RUNNING, TERMINAL, RunRecord
+from mltrain.supervisor import follow
 
 # Slurm job state -> run status (sacct names; submitit reports them as they are).
 STATES = {
@@ -160,14 +161,10 @@ def finalize(record: RunRecord, state: str) -> Tuple[str, Optional[str]]:
 
 
 def _stream(log_path: Path, offset: int, console: Console) -> int:
-    if not log_path.is_file():
-        return offset
-    with open(log_path, "rb") as f:
-        f.seek(offset)
-        chunk = f.read()
+    chunk, offset = follow(log_path, offset)
     if chunk:
         console.raw(chunk)
-    return offset + len(chunk)
+    return offset
 
 
 def wait(jobs: List[FrozenJob], records: List[RunRecord], submitted: list, consoles: List[Console],

@@ -55,6 +55,17 @@ def tail(path, lines: int = TAIL_LINES) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
+def follow(path, offset: int) -> tuple:
+    """(what was appended to a log since `offset`, the new offset): a reader streaming a rank's log."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            chunk = f.read()
+    except FileNotFoundError:
+        return b"", offset
+    return chunk, offset + len(chunk)
+
+
 class _Rank:
     def __init__(self, place: rankenv.RankPlace, proc: subprocess.Popen, log_path) -> None:
         self.place = place
