@@ -43,7 +43,7 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--repeats", type=int, default=5)
     a = p.parse_args()
-    from mltrain import snapshot
+    from mltrain.launch import snapshot
 
     work = Path(tempfile.mkdtemp(prefix="mltrain-bench-"))
     src = work / "src"

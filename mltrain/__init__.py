@@ -1,15 +1,29 @@
 """mltrain: Azure ML's PyTorch training, local-first and Slurm-native, on Hydra and submitit.
 
-`mltrain.submit(...)` and `mltrain.Run` are the Python API (mltrain.api); `mltrain.run` is the
-metrics API for scripts. They are imported on first use, so `import mltrain` stays cheap.
+`mltrain.submit(...)` and `mltrain.Run` are the Python API; `mltrain.run` is the metrics API for
+scripts; `MltrainError`, `RunFailed` and `RunCanceled` are what the API raises. They are imported
+on first use, so `import mltrain` stays cheap.
+
+The packages, in the order data flows through them:
+  config/        schemas, composition, search path, validation, Azure ML v1 aliases
+  environments/  curated and custom environments, built or checked
+  launch/        the frozen job, freezing, rank programs, snapshot, dry run, orchestration, the Hydra adapter
+  runs/          statuses, the run record, its end, metrics, console, the run handle
+  ranks/         the rank contract, the process runner, per-rank reports, a Hydra app's rank side
+  backends/      the Backend protocol and its table; local, mpi, slurm (each: driver and rank side)
+  cli/           `mltrain`, `mltrain runs`, `mltrain env`
+  components/    the Designer's built-in components, run inside the ranks
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
+
+_LAZY = {"submit": "mltrain.api", "Run": "mltrain.runs.handle", "MltrainError": "mltrain.errors",
+         "RunFailed": "mltrain.errors", "RunCanceled": "mltrain.errors", "ConfigError": "mltrain.errors"}
 
 
 def __getattr__(name):
-    if name in ("submit", "Run"):
-        from mltrain import api
+    if name in _LAZY:
+        import importlib
 
-        return getattr(api, name)
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'mltrain' has no attribute {name!r}")

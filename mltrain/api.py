@@ -6,122 +6,24 @@
 
 `submit` starts the `mltrain` command itself in the background (its own session, so it outlives
 the caller), with a run id chosen here: the same launch path as the CLI, and it returns as soon as
-the run is queued.
+the run exists. The handle it returns is the run handle (mltrain.runs.handle.Run), the same for
+every backend.
 """
 from __future__ import annotations
 
-import os
-import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Optional, Sequence
 
-from mltrain.configpath import mltrain_home
-from mltrain.errors import MltrainError, RunCanceled, RunFailed
-from mltrain.frozen import new_run_id
-from mltrain.records import CANCELED, FAILED, TERMINAL, RunRecord
-from mltrain.supervisor import follow
+from mltrain.config.paths import mltrain_home
+from mltrain.errors import MltrainError
+from mltrain.launch.job import new_run_id
+from mltrain.runs.handle import Run
 
-
-class Run:
-    """A handle on one run directory; every property reads the run record afresh."""
-
-    def __init__(self, run_dir: str | Path, driver: Optional[subprocess.Popen] = None) -> None:
-        self.run_dir = Path(run_dir)
-        self._driver = driver
-
-    @classmethod
-    def get(cls, run_id: str, root: Optional[str] = None) -> "Run":
-        from mltrain.records import find_run
-
-        return cls(find_run(Path(root).expanduser() if root else mltrain_home() / "runs", run_id).dir)
-
-    @property
-    def id(self) -> str:
-        return self.run_dir.name
-
-    @property
-    def record(self) -> Dict[str, Any]:
-        return RunRecord.load(self.run_dir).data
-
-    @property
-    def status(self) -> str:
-        return self.record["status"]
-
-    @property
-    def outputs_dir(self) -> Path:
-        return self.run_dir / "outputs"
-
-    def _done(self) -> bool:
-        if self.status not in TERMINAL:
-            return False
-        return self._driver is None or self._driver.poll() is not None
-
-    def wait(self, show_output: bool = False, raise_on_error: bool = True, timeout: Optional[float] = None) -> str:
-        """Block until the run ends; with show_output, stream rank 0's log and status changes."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        log_path = self.run_dir / "logs" / "rank_0.log"
-        offset, last_status = 0, None
-        while True:
-            done = self._done()  # read before the log, so nothing written before the end is missed
-            if show_output:
-                status = self.status
-                if status != last_status:
-                    print(f"mltrain: {self.id}: {status}", flush=True)
-                    last_status = status
-                chunk, offset = follow(log_path, offset)
-                if chunk:
-                    sys.stdout.write(chunk.decode("utf-8", "replace"))
-                    sys.stdout.flush()
-            if done:
-                break
-            if deadline is not None and time.monotonic() > deadline:
-                raise TimeoutError(f"run {self.id} still {self.status} after {timeout}s")
-            time.sleep(0.1)
-        status = self.status
-        if raise_on_error and status in (FAILED, CANCELED):
-            error = RunCanceled if status == CANCELED else RunFailed
-            raise error(f"run {self.id} {status}: {self.record.get('error') or ''}".strip())
-        return status
-
-    def metrics(self, name: Optional[str] = None) -> Dict[str, Any]:
-        """{name: value} for metrics logged once, {name: [values]} otherwise (Azure: get_metrics)."""
-        from mltrain.metrics import read_metrics
-        from mltrain.run import summarize
-
-        return summarize(read_metrics(self.run_dir / "metrics.jsonl"), name)
-
-    def get_file_names(self) -> List[str]:
-        skip = {"snapshot"}
-        return sorted(str(p.relative_to(self.run_dir)) for p in self.run_dir.rglob("*")
-                      if p.is_file() and p.relative_to(self.run_dir).parts[0] not in skip)
-
-    def download_file(self, name: str, output_file_path: Optional[str] = None) -> str:
-        """Copy a file of the run (e.g. 'outputs/model.pt') to output_file_path (default: its base name)."""
-        source = self.run_dir / name
-        if not source.is_file():
-            raise MltrainError(f"run {self.id} has no file '{name}' (files: {', '.join(self.get_file_names()[:20])})")
-        target = Path(output_file_path or Path(name).name)
-        if target.is_dir():
-            target = target / Path(name).name
-        shutil.copyfile(source, target)
-        return str(target)
-
-    def cancel(self) -> None:
-        """Stop every rank; the run ends Canceled."""
-        pid = self.record.get("driver_pid")
-        if pid and self.status not in TERMINAL:
-            try:
-                os.kill(int(pid), signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-
-    def __repr__(self) -> str:
-        return f"Run(id={self.id!r}, status={self.status!r}, dir={str(self.run_dir)!r})"
+__all__ = ["Run", "submit"]
 
 
 def _runs_root(overrides: Sequence[str]) -> Path:

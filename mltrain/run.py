@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, List, Optional
 
-from mltrain.metrics import MetricsWriter, read_metrics
+from mltrain.runs.metrics import MetricsWriter, read_metrics, summarize
 
 _writer: Optional[MetricsWriter] = None
 
@@ -63,11 +63,3 @@ def get_metrics(name: Optional[str] = None) -> Dict[str, Any]:
     if path is None:
         return {}
     return summarize(read_metrics(path), name)
-
-
-def summarize(records: List[Dict[str, Any]], name: Optional[str] = None) -> Dict[str, Any]:
-    grouped: Dict[str, List[Any]] = {}
-    for r in records:
-        if name is None or r["name"] == name:
-            grouped.setdefault(r["name"], []).append(r["value"])
-    return {k: v[0] if len(v) == 1 else v for k, v in grouped.items()}

@@ -61,7 +61,7 @@ def test_dry_run_prints_the_mpirun_line(home, project):
     assert r.rc == 0, r.err
     line = next(l for l in r.out.splitlines() if l.strip().startswith("mpirun:"))
     assert "mpirun -np 2 --bind-to none --map-by slot" in line and "--report-bindings" in line
-    assert "-x MASTER_PORT" in line and "mltrain.mpi_rank" in line
+    assert "-x MASTER_PORT" in line and "mltrain.backends.mpi.rank" in line
     assert "AZ_BATCHAI_TASK_INDEX=1" in r.out and runs(home) == []
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, List, Tuple
 
 from mltrain.components import checks
-from mltrain.configpath import mltrain_home
+from mltrain.config.paths import mltrain_home
 
 SAMPLE_NAME = "digits-v1"
 SAMPLE_VAL_FRACTION = 0.2

@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Optional
 from mltrain.components import checks
 from mltrain.components.errors import InvalidModelDirectoryError
 from mltrain.errors import MltrainError
-from mltrain.records import atomic_write
+from mltrain.atomic import atomic_write
 
 
 def spec_from_config(cfg: Any) -> Dict[str, Any]:

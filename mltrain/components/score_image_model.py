@@ -18,7 +18,7 @@ def score(ctx: RankContext) -> None:
     from PIL import Image
 
     from mltrain.components import data, models
-    from mltrain.records import atomic_write
+    from mltrain.atomic import atomic_write
 
     cfg = ctx.cfg
     model, spec = models.load_model_dir(cfg.job.model_dir)

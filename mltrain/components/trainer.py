@@ -23,8 +23,8 @@ from torch.utils.data import DataLoader, DistributedSampler, Subset
 
 from mltrain.components.errors import NaNLossError
 from mltrain.components.runtime import RankContext
-from mltrain.metrics import MetricsWriter
-from mltrain.records import atomic_write
+from mltrain.runs.metrics import MetricsWriter
+from mltrain.atomic import atomic_write
 
 POLY_POWER = 0.9
 LATEST = "latest.pt"

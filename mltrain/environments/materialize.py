@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Callable, List, Optional, Tuple
 
-from mltrain.configpath import mltrain_home
+from mltrain.config.paths import mltrain_home
 from mltrain.environments.catalog import TORCH_MAX_PYTHON
 from mltrain.environments.spec import EnvironmentSpec, current_python
 from mltrain.errors import ConfigError, MltrainError

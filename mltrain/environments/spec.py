@@ -65,7 +65,7 @@ class EnvironmentSpec:
         """Azure's save_to_directory: the spec as JSON and its conda dependencies as YAML."""
         import yaml
 
-        from mltrain.records import atomic_write
+        from mltrain.atomic import atomic_write
 
         folder = Path(directory)
         folder.mkdir(parents=True, exist_ok=True)

@@ -1,6 +1,6 @@
 """`hydra/launcher=mltrain`: one job becomes node_count x process_count_per_node rank processes.
 
-Thin by design (as hydra_submitit_launcher): the launch path lives in mltrain.launching and is
+Thin by design (as hydra_submitit_launcher): the launch path lives in mltrain.launch.hydra_adapter and is
 imported only when something is launched.
 """
 from typing import Any, Optional, Sequence
@@ -24,6 +24,6 @@ class MltrainLauncher(Launcher):
         self.task_function = task_function
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
-        from mltrain.launching import launch
+        from mltrain.launch.hydra_adapter import launch
 
         return launch(self, job_overrides, initial_job_idx)

@@ -1,0 +1,190 @@
+"""The Backend protocol, and what every backend shares.
+
+A backend is built around a Plan: `plan(job)` says what would be started (each rank's command line,
+working directory and variables, plus the backend's own submission: an mpirun line, submitit's
+parameters and batch script) without starting anything; the dry run prints it and `launch()` starts
+exactly that. After launch, the run handle (mltrain.runs.handle) asks the backend named in the
+run's record for its state (`refresh`) and to stop it (`cancel`).
+"""
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Dict, List, Optional
+
+from mltrain.errors import ConfigError, MltrainError
+from mltrain.launch.job import FrozenJob
+from mltrain.runs.console import Console, RunLog
+from mltrain.runs.record import RunRecord
+from mltrain.runs.status import PREPARING, TERMINAL
+
+#: Stands for a value only the start of the run knows (a port the OS hands out, a node name).
+PORT = "<port>"
+
+
+@dataclass
+class Outcome:
+    status: str
+    error: Optional[str] = None
+    failed_rank: Optional[int] = None
+
+
+@dataclass
+class Plan:
+    """What a backend starts for one run."""
+
+    job: FrozenJob
+    # Per rank: {"rank", "place", "argv", "cwd", "env"} (mltrain.ranks.contract.plan).
+    ranks: List[dict]
+    # How the placeholders in `ranks` get their values, one line each.
+    notes: List[str] = field(default_factory=list)
+    # The backend's own submission (mpirun argv, submitit parameters, batch script), by name.
+    details: Dict[str, Any] = field(default_factory=dict)
+
+
+class Backend(ABC):
+    name: ClassVar[str]
+    # Whether environment.docker.base_image runs the ranks in a container here.
+    containers: ClassVar[bool] = False
+
+    # ------------------------------------------------------------------ freezing
+    def check(self, cfg: Any) -> Optional[str]:
+        """Refuse what this backend cannot run (ConfigError); returns the ranks' process-group
+        backend (gloo | nccl), or None for a single process."""
+        dist = cfg.distribution
+        if dist.kind == "none":
+            return None
+        gpus = self.gpus_per_node(cfg)
+        backend = str(dist.backend)
+        if backend == "auto":
+            backend = "nccl" if gpus > 0 else "gloo"
+        if backend == "nccl" and gpus == 0:
+            raise ConfigError("distribution.backend", f"nccl needs GPUs and {self.no_gpus_reason}", ("gloo", "auto"))
+        return backend
+
+    no_gpus_reason: ClassVar[str] = "none is visible here"
+
+    @abstractmethod
+    def gpus_per_node(self, cfg: Any) -> int:
+        """GPUs each node of the job will have."""
+
+    def job_env(self, compute: Any) -> Dict[str, str]:
+        """Variables this backend adds for every rank of a job."""
+        return {}
+
+    def argv_prefix(self, compute: Any, environment: Dict[str, Any], run_dir: str) -> List[str]:
+        """A wrapper every rank program runs under (a container runtime)."""
+        return []
+
+    # ------------------------------------------------------------------ submission
+    @abstractmethod
+    def plan(self, job: FrozenJob) -> Plan:
+        """What would be started; starts nothing, creates nothing."""
+
+    def describe(self, plan: Plan) -> List[str]:
+        """The backend's own lines of the dry run (rank lines are common to all)."""
+        return list(plan.notes)
+
+    @abstractmethod
+    def launch(self, plans: List[Plan], records: List[RunRecord], consoles: List[Console],
+               cancel: threading.Event) -> List[str]:
+        """Start every run and follow it to its final status (or, detached, until it is queued).
+        Never raises for a failing run: the returned statuses say it."""
+
+    # ------------------------------------------------------------------ the run handle's view
+    @abstractmethod
+    def refresh(self, records: List[RunRecord]) -> None:
+        """Bring runs that have not ended up to date with what this backend knows of them."""
+
+    @abstractmethod
+    def cancel(self, record: RunRecord) -> None:
+        """Stop every rank of a run that has not ended; it ends Canceled."""
+
+    def log_path(self, record: RunRecord, rank: Optional[int] = None):
+        """Where a rank's log (or, with None, the launcher's) is; every backend writes them into the run."""
+        return record.log_path(rank)
+
+
+def prepare_environment(job: FrozenJob, record: RunRecord, log: RunLog) -> Optional[threading.Thread]:
+    """Build or reuse the run's environment (Preparing); a thread records the exact packages that run."""
+    record.set_status(PREPARING)
+    log.info(PREPARING, show=True)
+    if not job.environment:
+        return None
+    from mltrain.environments import materialize
+    from mltrain.environments.spec import EnvironmentSpec
+
+    spec = EnvironmentSpec(**job.environment["spec"])
+    info = materialize.materialize(spec, job.environment["containerized"], job.environment.get("check", "error"),
+                                   lambda text: log.info(text, show=True))
+    record.update(environment=info)
+    if not job.environment["containerized"]:
+        # Listing the interpreter's packages takes a moment: it overlaps with the ranks' start.
+        def listing() -> None:
+            packages = materialize.record_packages(info["interpreter"])
+            record.update(environment={**record.data["environment"], "packages": packages})
+
+        thread = threading.Thread(target=listing, daemon=True)
+        thread.start()
+        return thread
+    return None
+
+
+def failure_text(exc: BaseException) -> str:
+    """What a run's error says when starting it raised: a user's problem as it is, anything else
+    as mltrain's own fault."""
+    if isinstance(exc, MltrainError):
+        return str(exc)
+    if isinstance(exc, OSError) and getattr(exc, "filename", None):
+        return f"{exc.strerror}: {exc.filename}"
+    return f"internal error in mltrain: {type(exc).__name__}: {exc}"
+
+
+def bind(ranks: List[dict], port: int) -> List[dict]:
+    """The plan's rank specs with the rendezvous port the start was handed."""
+    out = []
+    for spec in ranks:
+        env = {k: v.replace(PORT, str(port)) for k, v in spec["env"].items()}
+        argv = [a.replace(PORT, str(port)) for a in spec["argv"]]
+        out.append({**spec, "env": env, "argv": argv})
+    return out
+
+
+def driver_alive(record: RunRecord) -> bool:
+    """Whether the `mltrain` process that started the run still runs (on this machine)."""
+    pid = record.data.get("driver_pid")
+    if not pid or not record.host_is_here():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def stop_driver(record: RunRecord) -> bool:
+    """Ask a run's driver to cancel it (SIGTERM: it stops the ranks and records Canceled) and wait until
+    the record says it ended. False when no driver was there to ask."""
+    if not driver_alive(record):
+        return False
+    try:
+        os.kill(int(record.data["driver_pid"]), signal.SIGTERM)
+    except ProcessLookupError:
+        return False
+    deadline = time.monotonic() + 15.0 + float(record.data.get("kill_grace_s") or 5.0)
+    while time.monotonic() < deadline:
+        record.reload()
+        if record.status in TERMINAL:
+            break
+        time.sleep(0.05)
+    return True

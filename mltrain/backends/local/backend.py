@@ -1,0 +1,122 @@
+"""The local backend: a run's ranks are children of the driver (`mltrain`) on this machine.
+
+The driver is the supervisor: it starts the ranks, fails fast, records how they ended. A run it is
+no longer watching (the driver was killed) has its status settled by the run handle.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Dict, List
+
+from mltrain.backends.base import PORT, Backend, Outcome, Plan, driver_alive, failure_text, prepare_environment, stop_driver
+from mltrain.errors import ConfigError
+from mltrain.launch.job import FrozenJob
+from mltrain.ranks import contract
+from mltrain.runs.console import Console, RunLog
+from mltrain.runs.lifecycle import finish
+from mltrain.runs.record import RunRecord
+from mltrain.runs.status import CANCELED, FAILED, QUEUED, RUNNING, TERMINAL
+
+
+class LocalBackend(Backend):
+    name = "local"
+
+    def check(self, cfg: Any):
+        from mltrain.config.validate import visible_gpus
+
+        dist = cfg.distribution
+        if dist.node_count > 1:
+            raise ConfigError("distribution.node_count",
+                              f"{dist.node_count} nodes need a cluster; compute=local runs on one node (use node_count=1 "
+                              "and raise process_count_per_node)")
+        if cfg.run.detach:
+            raise ConfigError("run.detach", "only compute=slurm runs can be detached (use mltrain.submit() for a "
+                              "local run in the background)")
+        if cfg.job.get("use_gpu") is True and visible_gpus() == 0:
+            raise ConfigError("job.use_gpu", "true, but no GPU is visible on this machine (compute=local)")
+        return super().check(cfg)
+
+    def gpus_per_node(self, cfg: Any) -> int:
+        from mltrain.config.validate import visible_gpus
+
+        cap = cfg.compute.get("gpus")
+        return visible_gpus() if cap is None else min(int(cap), visible_gpus())
+
+    def job_env(self, compute: Any) -> Dict[str, str]:
+        if compute.gpus is None:
+            return {}
+        from mltrain.config.validate import visible_gpus
+
+        # compute.gpus caps the GPUs the ranks see: the first N of those visible to mltrain
+        visible = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+        devices = visible or [str(i) for i in range(visible_gpus())]
+        return {"CUDA_VISIBLE_DEVICES": ",".join(devices[: int(compute.gpus)])}
+
+    # ------------------------------------------------------------------ submission
+    def plan(self, job: FrozenJob) -> Plan:
+        return Plan(job, contract.plan(job, "127.0.0.1", PORT, os.cpu_count() or 1),
+                    notes=[f"MASTER_PORT ({PORT}) is handed out by the OS when the run starts"])
+
+    def launch(self, plans: List[Plan], records: List[RunRecord], consoles: List[Console],
+               cancel: threading.Event) -> List[str]:
+        for record, console in zip(records, consoles):
+            record.set_status(QUEUED)
+            RunLog(record.log_path(), console).info(QUEUED, show=True)
+        parallel = max(1, min(plans[0].job.compute.max_concurrent_jobs, len(plans)))
+        if parallel == 1:
+            return [self._run(p, r, c, cancel) for p, r, c in zip(plans, records, consoles)]
+        with ThreadPoolExecutor(parallel) as pool:
+            futures = [pool.submit(self._run, p, r, c, cancel) for p, r, c in zip(plans, records, consoles)]
+            while not all(f.done() for f in futures):
+                time.sleep(0.05)  # keep the main thread free to take signals
+            return [f.result() for f in futures]
+
+    def _run(self, plan: Plan, record: RunRecord, console: Console, cancel: threading.Event) -> str:
+        """One run from Queued to its final status."""
+        job = plan.job
+        log = RunLog(record.log_path(), console)
+        log.info(f"overrides: {' '.join(job.overrides) or '(none)'}")
+        listing = None
+        try:
+            listing = prepare_environment(job, record, log)
+            if cancel.is_set():
+                outcome = Outcome(CANCELED, error="canceled before start")
+            else:
+                record.set_status(RUNNING)
+                layout = f"{job.world_size} rank(s)" + (f", {job.process_group}" if job.process_group else "")
+                log.info(f"{RUNNING} ({layout}, {self.name})", show=True)
+                outcome = self.supervise(plan, record, log, console, cancel)
+        except Exception as exc:  # a failure here must still leave a final status
+            outcome = Outcome(FAILED, error=failure_text(exc))
+        if listing is not None:
+            listing.join(timeout=60)
+        return finish(record, outcome.status, outcome.error, outcome.failed_rank, console)
+
+    def supervise(self, plan: Plan, record: RunRecord, log: RunLog, console: Console,
+                  cancel: threading.Event) -> Outcome:
+        from mltrain.backends.local.ports import claim_port
+        from mltrain.backends.local.supervisor import LocalSupervisor
+
+        with claim_port() as port:
+            return LocalSupervisor(plan, record, log, console, cancel).run(port.port)
+
+    # ------------------------------------------------------------------ the run handle's view
+    def refresh(self, records: List[RunRecord]) -> None:
+        """A run whose driver is gone without recording an end will never end: it Failed."""
+        for record in records:
+            if record.status in TERMINAL:
+                continue
+            pid = record.data.get("driver_pid")
+            if pid and record.host_is_here() and not driver_alive(record):
+                record.reload()
+                if record.status not in TERMINAL:
+                    finish(record, FAILED, error=f"the mltrain driver (pid {pid}) exited before the run ended")
+
+    def cancel(self, record: RunRecord) -> None:
+        """The driver stops every rank and records Canceled."""
+        if record.status not in TERMINAL:
+            stop_driver(record)
+            self.refresh([record])

@@ -1,0 +1,111 @@
+"""Local fan-out: start every rank as a child process on this machine and supervise it.
+
+- each rank is its own process group, so stopping a rank also stops what it started (a `command`
+  job's children, data-loader workers), and a Ctrl-C at the terminal reaches only the driver, which
+  then stops the ranks in order;
+- a rank that exits non-zero ends the run within one poll interval: the others get SIGTERM, then
+  SIGKILL after the grace period (pytorch elastic #134: no rank is left hanging);
+- rank output goes line by line to logs/rank_<N>.log and, per run.console, to the terminal.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+import time
+from typing import List, Optional
+
+from mltrain.backends.base import Outcome, Plan, bind
+from mltrain.ranks.contract import RankPlace
+from mltrain.ranks.process import POLL_S, copy_output, describe_exit, stop_groups, tail
+from mltrain.runs.console import Console, RunLog
+from mltrain.runs.record import RunRecord
+from mltrain.runs.status import CANCELED, COMPLETED, FAILED
+
+
+class _Rank:
+    def __init__(self, place: RankPlace, proc: subprocess.Popen, log_path) -> None:
+        self.place = place
+        self.proc = proc
+        self.log_path = log_path
+        self.reader: Optional[threading.Thread] = None
+        self.terminated = False
+
+    @property
+    def rank(self) -> int:
+        return self.place.rank
+
+
+class LocalSupervisor:
+    def __init__(self, plan: Plan, record: RunRecord, log: RunLog, console: Console, cancel: threading.Event):
+        self.plan, self.job, self.record, self.log = plan, plan.job, record, log
+        self.console, self.cancel = console, cancel
+        self.ranks: List[_Rank] = []
+
+    def run(self, port: int) -> Outcome:
+        # rank 0 may draw a progress bar when the driver's output is a terminal
+        tty = {"MLTRAIN_TTY": "1"} if self.job.console != "none" and self.console.is_terminal() else {}
+        self.record.update(world={**self.record.data["world"], "master_addr": "127.0.0.1", "master_port": port})
+        try:
+            for spec in bind(self.plan.ranks, port):
+                self.log.info(f"rank {spec['rank']}: {' '.join(spec['argv'])} (cwd {spec['cwd']})")
+                self.ranks.append(self._spawn({**spec, "env": {**spec["env"], **tty}}))
+                self.record.set_rank(spec["rank"], pid=self.ranks[-1].proc.pid, host="localhost")
+            return self._watch()
+        finally:
+            self._stop_all()
+            for r in self.ranks:
+                if r.reader is not None:
+                    r.reader.join(timeout=5)
+            for r in self.ranks:
+                self.record.set_rank(r.rank, exit_code=r.proc.returncode, stopped_by_mltrain=r.terminated)
+
+    def _spawn(self, spec: dict) -> _Rank:
+        proc = subprocess.Popen(spec["argv"], cwd=spec["cwd"], env={**os.environ, **spec["env"]},
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        rank = _Rank(spec["place"], proc, self.record.log_path(spec["rank"]))
+        rank.reader = threading.Thread(target=self._pump, args=(rank,), daemon=True)
+        rank.reader.start()
+        return rank
+
+    def _pump(self, rank: _Rank) -> None:
+        show = self.job.console == "all" or (self.job.console == "rank0" and rank.rank == 0)
+        on_chunk, on_line = self.console.rank_output(rank.rank) if show else (None, None)
+        assert rank.proc.stdout is not None
+        copy_output(rank.proc.stdout, rank.log_path, on_chunk=on_chunk, on_line=on_line)
+
+    def _watch(self) -> Outcome:
+        while True:
+            if self.cancel.is_set():
+                self.log.info("cancel requested: stopping every rank")
+                return Outcome(CANCELED, error="canceled by the user")
+            running = False
+            for r in self.ranks:
+                code = r.proc.poll()
+                if code is None:
+                    running = True
+                elif code != 0:
+                    return self._failed(r, code)
+            if not running:
+                return Outcome(COMPLETED)
+            time.sleep(POLL_S)
+
+    def _failed(self, r: _Rank, code: int) -> Outcome:
+        self._stop_all()
+        if r.reader is not None:
+            r.reader.join(timeout=5)
+        log_tail = tail(r.log_path)
+        message = f"rank {r.rank} {describe_exit(code)}"
+        detail = f"{message}; last lines of {r.log_path}:\n{log_tail}" if log_tail else message
+        self.log.info(detail)
+        return Outcome(FAILED, error=detail, failed_rank=r.rank)
+
+    def _stop_all(self) -> None:
+        by_proc = {id(r.proc): r for r in self.ranks}
+
+        def killed(proc) -> None:
+            self.log.info(f"rank {by_proc[id(proc)].rank} ignored SIGTERM for {self.job.kill_grace_s}s: SIGKILL")
+
+        for proc in stop_groups([r.proc for r in self.ranks], self.job.kill_grace_s, on_kill=killed):
+            by_proc[id(proc)].terminated = True

@@ -1,0 +1,59 @@
+"""The mpi backend: like the local one, but the ranks are started by one `mpirun` (Open MPI)."""
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from typing import Any, List
+
+from mltrain.backends.base import PORT, Outcome, Plan
+from mltrain.backends.local.backend import LocalBackend
+from mltrain.errors import ConfigError
+from mltrain.launch.job import FrozenJob
+from mltrain.ranks import contract
+from mltrain.runs.console import Console, RunLog
+from mltrain.runs.record import RunRecord
+
+
+class MpiBackend(LocalBackend):
+    name = "mpi"
+
+    def check(self, cfg: Any):
+        from mltrain.config.validate import visible_gpus
+
+        if shutil.which("mpirun") is None:
+            raise ConfigError("distribution", "distribution=mpi needs Open MPI's `mpirun` on PATH; install it with "
+                              "`apt-get install openmpi-bin` (Debian/Ubuntu) or your cluster's MPI module")
+        dist = cfg.distribution
+        gpus = visible_gpus()
+        limit, what = (gpus, "GPUs") if gpus else (os.cpu_count() or 1, "CPUs")
+        if dist.process_count_per_node > limit and not dist.oversubscribe:
+            raise ConfigError("distribution.process_count_per_node",
+                              f"{dist.process_count_per_node} ranks but this machine has {limit} {what}; "
+                              "set distribution.oversubscribe=true to allow it")
+        return super().check(cfg)
+
+    def plan(self, job: FrozenJob) -> Plan:
+        from mltrain.backends.mpi.driver import mpirun_command
+
+        argv, env = mpirun_command(job, PORT)
+        return Plan(job, contract.plan(job, "127.0.0.1", PORT, os.cpu_count() or 1),
+                    notes=[f"MASTER_PORT ({PORT}) is handed out by the OS when the run starts",
+                           "mpirun: " + " ".join(argv)],
+                    details={"mpirun": argv, "mpirun_env": env})
+
+    def supervise(self, plan: Plan, record: RunRecord, log: RunLog, console: Console,
+                  cancel: threading.Event) -> Outcome:
+        from mltrain.backends.local.ports import claim_port
+        from mltrain.backends.mpi.driver import MpiSupervisor
+
+        with claim_port() as port:
+            argv = [a.replace(PORT, str(port.port)) for a in plan.details["mpirun"]]
+            env = {k: v.replace(PORT, str(port.port)) for k, v in plan.details["mpirun_env"].items()}
+            record.update(world={**record.data["world"], "master_addr": "127.0.0.1", "master_port": port.port},
+                          mpirun=argv)
+            return MpiSupervisor(argv, env, plan.job, record, log, console, cancel).run()
+
+    def launch(self, plans: List[Plan], records: List[RunRecord], consoles: List[Console],
+               cancel: threading.Event) -> List[str]:
+        return super().launch(plans, records, consoles, cancel)

@@ -1,0 +1,42 @@
+"""One MPI rank under `mpirun`: `python -m mltrain.backends.mpi.rank` (started by mltrain, not by users).
+
+Maps the launcher's variables (OMPI_COMM_WORLD_*) to the torch.distributed and Azure ML contract
+(RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT, AZ_BATCHAI_*), expands $VARS in the arguments, and
+runs the rank program with its output in logs/rank_<N>.log. The program inherits the MPI
+variables, so mpi4py and Horovod initialise as if mpirun had started them directly.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from pathlib import Path
+
+
+def main() -> None:
+    from mltrain.launch.job import FrozenJob
+    from mltrain.ranks import contract, reports
+    from mltrain.ranks.process import run_program
+    from mltrain.runs.console import Console
+
+    run_dir = Path(os.environ["MLTRAIN_RUN_DIR"])
+    job = FrozenJob.load(run_dir)
+    place = contract.place_from_environment(os.environ, job.process_count_per_node)
+    env = {**os.environ, **contract.rank_env(job, place, os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]))}
+    reports.write(run_dir, place.rank, pid=os.getpid(), host=os.uname().nodename)
+
+    def forward_signals(proc) -> None:
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):
+            signal.signal(sig, lambda s, f: proc.poll() is None and proc.send_signal(s))
+
+    # mpirun collects every rank's stdout for the driver: each rank prints only what is shown
+    show = job.console == "all" or (job.console == "rank0" and place.rank == 0)
+    on_chunk, on_line = Console().rank_output(place.rank) if show else (None, None)
+    code = run_program(contract.rank_argv(job, env), job.cwd, env, run_dir / "logs" / f"rank_{place.rank}.log",
+                       on_start=forward_signals, on_chunk=on_chunk, on_line=on_line)
+    reports.write(run_dir, place.rank, exit_code=code)
+    sys.exit(code if code >= 0 else 128 - code)
+
+
+if __name__ == "__main__":
+    main()

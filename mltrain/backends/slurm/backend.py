@@ -1,0 +1,90 @@
+"""The slurm backend: submitit submits, Slurm's accounting tells the state, scancel stops."""
+from __future__ import annotations
+
+import threading
+from typing import Any, List
+
+from mltrain.backends.base import Backend, Plan, stop_driver
+from mltrain.backends.slurm import accounting
+from mltrain.errors import ConfigError
+from mltrain.launch.job import FrozenJob
+from mltrain.ranks import contract
+from mltrain.runs.console import Console
+from mltrain.runs.record import RunRecord
+from mltrain.runs.status import QUEUED, TERMINAL
+
+FIRST_NODE, JOB_PORT = "<first node>", "<from job id>"
+
+
+class SlurmBackend(Backend):
+    name = "slurm"
+    containers = True
+    no_gpus_reason = "compute.gpus_per_node is 0"
+
+    def check(self, cfg: Any):
+        max_nodes = cfg.compute.max_nodes
+        if max_nodes is not None and cfg.distribution.node_count > max_nodes:
+            raise ConfigError("distribution.node_count",
+                              f"{cfg.distribution.node_count} exceeds compute.max_nodes={max_nodes}")
+        return super().check(cfg)
+
+    def gpus_per_node(self, cfg: Any) -> int:
+        return int(cfg.compute.gpus_per_node)
+
+    def argv_prefix(self, compute: Any, environment, run_dir: str) -> List[str]:
+        from mltrain.backends.slurm.containers import container_flags
+
+        return container_flags(compute, environment, run_dir)[1]
+
+    # ------------------------------------------------------------------ submission
+    def plan(self, job: FrozenJob) -> Plan:
+        from mltrain.backends.slurm.submission import executor_parameters
+
+        return Plan(job, contract.plan(job, FIRST_NODE, JOB_PORT),
+                    notes=[f"MASTER_ADDR is the first node of the allocation; MASTER_PORT is derived from the Slurm "
+                           "job id"],
+                    details={"executor": executor_parameters(job)})
+
+    def describe(self, plan: Plan) -> List[str]:
+        from mltrain.backends.slurm.submission import sbatch_script
+
+        script = sbatch_script(plan.details["executor"], plan.job.compute.max_requeues)
+        return [*plan.notes, "submitit parameters: " + repr(plan.details["executor"]), "sbatch script:",
+                *("  " + line for line in script.splitlines())]
+
+    def launch(self, plans: List[Plan], records: List[RunRecord], consoles: List[Console],
+               cancel: threading.Event) -> List[str]:
+        from mltrain.backends.slurm import driver
+
+        ids = driver.submit(plans, records, consoles)
+        if plans[0].job.detach:
+            for plan, record, console, job_id in zip(plans, records, consoles, ids):
+                record.update(detached=True)
+                console.status(f"detached: run {plan.job.run_id} is Slurm job {job_id}; follow it with "
+                               f"`mltrain runs status|logs|cancel {plan.job.run_id}`")
+            return [QUEUED] * len(plans)
+        return driver.wait(plans, records, ids, consoles, cancel)
+
+    # ------------------------------------------------------------------ the run handle's view
+    def refresh(self, records: List[RunRecord]) -> None:
+        from mltrain.backends.slurm import driver
+
+        pending = [r for r in records if r.status not in TERMINAL and "slurm" in r.data]
+        states = accounting.query([r.data["slurm"]["job_id"] for r in pending])
+        for record in pending:
+            record.reload()
+            if record.status not in TERMINAL:
+                driver.settle(record, states[record.data["slurm"]["job_id"]])
+
+    def cancel(self, record: RunRecord) -> None:
+        from mltrain.backends.slurm import driver
+
+        self.refresh([record])
+        if record.status in TERMINAL or "slurm" not in record.data:
+            return
+        if not record.data.get("detached") and stop_driver(record):
+            return  # the driver watching it scancelled and recorded Canceled
+        job_id = record.data["slurm"]["job_id"]
+        accounting.scancel([job_id])
+        state = accounting.JobState("CANCELLED")
+        driver.settle(record, state, canceled="canceled by the user (scancel)")

@@ -1,0 +1,152 @@
+"""The driver side of a Slurm run: submit every member (one job array for a sweep) and follow them.
+
+While it waits, the driver maps Slurm's states to run statuses and streams what each member shows.
+Its output keeps the order a reader expects: a member's `Running` comes before its first output
+line (the first output is proof it runs, even when accounting lags), and its `Finalizing` and final
+line come after its last one. A sweep's members are prefixed `[#N]`, whole line by whole line.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Callable, Dict, List, Optional
+
+from mltrain.backends.base import Plan, prepare_environment
+from mltrain.backends.slurm import accounting
+from mltrain.backends.slurm.submission import make_executor
+from mltrain.ranks import reports
+from mltrain.ranks.process import follow
+from mltrain.runs.console import Console, RunLog
+from mltrain.runs.lifecycle import finish
+from mltrain.runs.record import RunRecord
+from mltrain.runs.status import CANCELED, COMPLETED, FAILED, QUEUED, RUNNING, TERMINAL
+
+
+def submit(plans: List[Plan], records: List[RunRecord], consoles: List[Console]) -> List[str]:
+    """Prepare and submit every run; returns their Slurm job ids in the same order."""
+    from mltrain.backends.slurm.rank import SlurmRank
+
+    jobs = [p.job for p in plans]
+    sweep = len(jobs) > 1 and jobs[0].sweep_dir
+    folder = Path(jobs[0].sweep_dir) / "submitit" if sweep else Path(jobs[0].run_dir) / "submitit"
+    params = dict(plans[0].details["executor"])
+    params["slurm_array_parallelism"] = jobs[0].compute.array_parallelism
+    executor = make_executor(params, folder, jobs[0].compute.max_requeues)
+    for job, record, console in zip(jobs, records, consoles):
+        prepare_environment(job, record, RunLog(record.log_path(), console))
+    if len(jobs) == 1:
+        submitted = [executor.submit(SlurmRank(jobs[0].run_dir))]
+    else:
+        with executor.batch():
+            submitted = [executor.submit(SlurmRank(job.run_dir)) for job in jobs]
+    ids = [str(s.job_id) for s in submitted]
+    for record, console, job_id in zip(records, consoles, ids):
+        record.set_status(QUEUED, slurm={"job_id": job_id, "submitit_folder": str(folder)})
+        RunLog(record.log_path(), console).info(f"{QUEUED}: submitted as Slurm job {job_id}", show=True)
+    return ids
+
+
+def final_status(record: RunRecord, state: str):
+    """(status, error) of a run whose Slurm job has ended, from the ranks' own reports."""
+    status = accounting.STATES.get(state, FAILED)
+    failed_rank, error = reports.failure(record)
+    if failed_rank is not None:
+        record.update(failed_rank=failed_rank)
+        if status == COMPLETED:
+            status = FAILED
+    elif status != COMPLETED:
+        error = f"Slurm job {record.data['slurm']['job_id']} ended {state}"
+    return status, error, failed_rank
+
+
+def backend_time(when: Optional[float], record: RunRecord, live: bool) -> Optional[float]:
+    """When a change happened. Accounting counts whole seconds: a driver watching live keeps its own
+    finer clock; a later look takes accounting's, never earlier than the run's last phase."""
+    if when is None or (live and time.time() - when < 2.0):
+        return None
+    return max(when, max(record.data["phases"].values()))
+
+
+def settle(record: RunRecord, job: accounting.JobState, console: Optional[Console] = None, live: bool = False,
+           before_end: Callable[[], None] = lambda: None, canceled: Optional[str] = None) -> None:
+    """Apply what accounting says to one run: Running, or its end (output first, then Finalizing).
+    `canceled` is the reason when mltrain itself stopped the job."""
+    status = job.status
+    if status == RUNNING or (status in TERMINAL and job.start is not None):
+        mark_running(record, console, backend_time(job.start, record, live))
+    if status in TERMINAL:
+        before_end()
+        result, error, failed_rank = final_status(record, job.state)
+        if canceled and result != COMPLETED:
+            result, error = CANCELED, canceled
+        finish(record, result, error, failed_rank, console, at=backend_time(job.end, record, live))
+
+
+def mark_running(record: RunRecord, console: Optional[Console], at: Optional[float] = None) -> None:
+    if RUNNING in record.data["phases"]:
+        return
+    record.set_status(RUNNING, at=at)
+    RunLog(record.log_path(), console).info(RUNNING, show=True)
+
+
+class _Stream:
+    """Follows one rank's log and shows what is new: raw bytes, or whole lines with a prefix."""
+
+    def __init__(self, path: Path, on_chunk, on_line) -> None:
+        self.path, self.on_chunk, self.on_line = path, on_chunk, on_line
+        self.offset, self.pending = 0, b""
+
+    def pump(self, final: bool = False) -> bool:
+        chunk, self.offset = follow(self.path, self.offset)
+        if self.on_chunk is not None and chunk:
+            self.on_chunk(chunk)
+        elif self.on_line is not None:
+            *lines, self.pending = (self.pending + chunk).split(b"\n")
+            if final and self.pending:
+                lines, self.pending = lines + [self.pending], b""
+            for line in lines:
+                self.on_line(line.rsplit(b"\r", 1)[-1].decode("utf-8", "replace"))
+        return bool(chunk)
+
+
+def _streams(plan: Plan, record: RunRecord, console: Console) -> List[_Stream]:
+    job = plan.job
+    if job.console == "none":
+        return []
+    ranks = range(job.world_size) if job.console == "all" else [0]
+    return [_Stream(record.log_path(r), *console.rank_output(r)) for r in ranks]
+
+
+def wait(plans: List[Plan], records: List[RunRecord], ids: List[str], consoles: List[Console],
+         cancel: threading.Event) -> List[str]:
+    """Follow every run to its end; on cancel, scancel them all. Returns final statuses."""
+    streams = [_streams(p, r, c) for p, r, c in zip(plans, records, consoles)]
+    poll = plans[0].job.compute.poll_s
+    open_ = set(range(len(plans)))
+    canceled = False
+    while open_:
+        if cancel.is_set() and not canceled:
+            accounting.scancel([ids[i] for i in open_])
+            canceled = True
+        states = accounting.query([ids[i] for i in open_])
+        for i in sorted(open_):
+            record, console = records[i], consoles[i]
+            state = states.get(ids[i], accounting.JobState("UNKNOWN"))
+            if canceled and state.state == "UNKNOWN":
+                state = accounting.JobState("CANCELLED")
+            if any(s.pump() for s in streams[i]) and RUNNING not in record.data["phases"]:
+                mark_running(record, console)  # output proves it runs, before accounting says so
+            if state.status in TERMINAL:
+                def flush(i=i):
+                    for s in streams[i]:
+                        s.pump(final=True)
+
+                settle(record, state, console, live=True, before_end=flush,
+                       canceled="canceled by the user" if canceled else None)
+                open_.discard(i)
+            elif state.status == RUNNING:
+                mark_running(record, console)
+        if open_:
+            time.sleep(poll)
+    return [r.status for r in records]

@@ -1,0 +1,142 @@
+"""What submitit runs in each Slurm task: one mltrain rank.
+
+The task reads the frozen job from the run directory (never the live config), fills in the rank
+contract from Slurm's view of the allocation (submitit's JobEnvironment), runs the rank program as
+a child process and tees its output into the run's logs/rank_<N>.log. A non-zero exit raises, so
+submitit's task exits non-zero and `srun --kill-on-bad-exit` ends the whole step: the job is FAILED.
+
+Preemption/timeout: Slurm sends USR2 to every task; each task passes it on to its rank program as
+SIGUSR1 and touches $MLTRAIN_RUN_DIR/checkpoint_requested, and submitit (rank 0) requeues the job
+through `checkpoint()`. The requeued job runs the same run directory and frozen config again;
+MLTRAIN_ATTEMPT tells the program which attempt it is.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Optional
+
+from mltrain.atomic import atomic_write
+from mltrain.errors import RunFailed
+from mltrain.launch.job import FrozenJob
+from mltrain.ranks import contract
+
+PORT_BASE, PORT_SPAN = 20000, 20000
+RENDEZVOUS_WAIT_S = 300
+CHECKPOINT_FILE = "checkpoint_requested"
+
+
+def derived_port(job_id: str) -> int:
+    """Stable across requeues (same job id); different for concurrent jobs on the same nodes."""
+    digits = "".join(c for c in job_id if c.isdigit()) or "0"
+    return PORT_BASE + int(digits) % PORT_SPAN
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("", port))
+            return True
+        except OSError:
+            return False
+
+
+def rendezvous(run_dir: Path, job_id: str, attempt: int, rank: int, master: str) -> int:
+    """Rank 0 picks the port (the derived one, or the next free one on collision) and publishes it
+    in the run directory; the other ranks read it there."""
+    path = run_dir / "ranks" / f"rendezvous_{job_id}_{attempt}.json"
+    if rank == 0:
+        port = derived_port(job_id)
+        for _ in range(100):
+            if _bindable(port):
+                break
+            port += 1
+        atomic_write(path, json.dumps({"master_addr": master, "master_port": port}))
+        return port
+    deadline = time.monotonic() + RENDEZVOUS_WAIT_S
+    while time.monotonic() < deadline:
+        if path.is_file():
+            return int(json.loads(path.read_text())["master_port"])
+        time.sleep(0.02)
+    raise RuntimeError(f"rank {rank}: rank 0 published no rendezvous in {RENDEZVOUS_WAIT_S}s ({path})")
+
+
+class SlurmRank:
+    """Picklable callable; submitit runs one per task and calls checkpoint() on preemption."""
+
+    def __init__(self, run_dir: str) -> None:
+        self.run_dir = run_dir
+        self._proc: Optional[subprocess.Popen] = None
+
+    def __getstate__(self) -> dict:
+        return {"run_dir": self.run_dir}
+
+    def __setstate__(self, state: dict) -> None:
+        self.run_dir, self._proc = state["run_dir"], None
+
+    def __call__(self) -> int:
+        import submitit
+
+        env = submitit.JobEnvironment()
+        run_dir = Path(self.run_dir)
+        job = FrozenJob.load(run_dir)
+        attempt = int(os.environ.get("SLURM_RESTART_COUNT", "0"))
+        max_requeues = job.compute.max_requeues
+        place = contract.RankPlace(env.global_rank, env.local_rank, env.node)
+        (run_dir / "ranks").mkdir(exist_ok=True)
+        if attempt > max_requeues:
+            self._write_rank(place.rank, attempt, exit_code=None, error=f"requeued {attempt} times (compute.max_requeues={max_requeues})")
+            raise RunFailed(f"run requeued {attempt} times, more than compute.max_requeues={max_requeues}")
+        master = env.hostnames[0]
+        port = rendezvous(run_dir, str(env.job_id), attempt, place.rank, master)
+        rank_env = contract.rank_env(job, place, master, port)
+        rank_env.update(contract.thread_env(job, os.environ, len(os.sched_getaffinity(0))))
+        rank_env.update(MLTRAIN_ATTEMPT=str(attempt), MLTRAIN_SLURM_JOB_ID=str(env.job_id))
+        full = {**os.environ, **rank_env}
+        argv = contract.rank_argv(job, full)
+        log_path = run_dir / "logs" / f"rank_{place.rank}.log"
+        if attempt:
+            with open(log_path, "ab") as f:
+                f.write(f"--- attempt {attempt} (requeued) on {socket.gethostname()} ---\n".encode())
+        self._write_rank(place.rank, attempt, host=socket.gethostname(), started=time.time())
+        previous = signal.getsignal(signal.SIGUSR2)
+        signal.signal(signal.SIGUSR2, lambda s, f: self._checkpoint_signal(s, f, previous))
+        from mltrain.ranks.process import describe_exit, run_program
+        from mltrain.runs.console import Console
+
+        # every task's own output also goes to submitit's per-task log
+        code = run_program(argv, job.cwd, full, log_path, on_start=lambda p: setattr(self, "_proc", p),
+                           on_chunk=Console().raw)
+        self._write_rank(place.rank, attempt, exit_code=code, ended=time.time())
+        if code != 0:
+            raise RunFailed(f"rank {place.rank} {describe_exit(code)}")
+        return code
+
+    def _write_rank(self, rank: int, attempt: int, **fields) -> None:
+        from mltrain.ranks import reports
+
+        reports.write(self.run_dir, rank, attempt=attempt, **fields)
+
+    def _checkpoint_signal(self, signum, frame, previous) -> None:
+        Path(self.run_dir, CHECKPOINT_FILE).touch()
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.send_signal(signal.SIGUSR1)
+        if callable(previous):
+            previous(signum, frame)  # submitit: rank 0 checkpoints and requeues
+
+    def checkpoint(self, *args, **kwargs):
+        """Called by submitit on rank 0 before it requeues: the rank program had its signal; give it
+        a moment to save, then run the same callable again."""
+        import submitit
+
+        if self._proc is not None:
+            try:
+                self._proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._proc.terminate()
+        return submitit.helpers.DelayedSubmission(SlurmRank(self.run_dir))

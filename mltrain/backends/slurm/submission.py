@@ -1,0 +1,64 @@
+"""Building a Slurm submission, apart from submitting it (so the dry run is free and exact):
+submitit's executor parameters for a run, and the batch script submitit writes from them."""
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any, Dict
+
+from mltrain.backends.slurm.containers import container_flags
+from mltrain.errors import ConfigError
+from mltrain.launch.job import FrozenJob
+
+
+def executor_parameters(job: FrozenJob) -> Dict[str, Any]:
+    """submitit AutoExecutor parameters for one run (a sweep's array parallelism is added by the caller)."""
+    c = job.compute
+    params: Dict[str, Any] = {
+        "nodes": job.node_count,
+        "tasks_per_node": job.process_count_per_node,
+        "cpus_per_task": c.cpus_per_task,
+        "timeout_min": c.timeout_min,
+        "name": job.experiment,
+        "slurm_signal_delay_s": c.signal_delay_s,
+        # A rank exiting non-zero ends the whole step, so the job is FAILED (hydra #1928).
+        "slurm_srun_args": ["--kill-on-bad-exit=1", *c.srun_args],
+    }
+    if c.gpus_per_node:
+        params["gpus_per_node"] = c.gpus_per_node
+    if c.mem_gb is not None:
+        params["mem_gb"] = c.mem_gb
+    for key, name in (("partition", "slurm_partition"), ("account", "slurm_account"), ("qos", "slurm_qos"),
+                      ("constraint", "slurm_constraint")):
+        if getattr(c, key):
+            params[name] = getattr(c, key)
+    if c.additional_parameters:
+        params["slurm_additional_parameters"] = dict(c.additional_parameters)
+    srun_container, _ = container_flags(c, job.environment or {}, job.run_dir)
+    params["slurm_srun_args"] += srun_container
+    if job.distribution.kind == "mpi":
+        # srun starts the MPI ranks itself through the cluster's PMI plugin: no mpirun in the allocation
+        params["slurm_srun_args"].append(f"--mpi={job.distribution.slurm_mpi}")
+    setup = list((job.environment.get("spec") or {}).get("setup") or [])
+    if setup:
+        params["slurm_setup"] = setup
+    params.update(c.submitit)
+    return params
+
+
+def make_executor(params: Dict[str, Any], folder: Path, max_requeues: int):
+    import submitit
+
+    executor = submitit.AutoExecutor(folder=str(folder), cluster="slurm", slurm_max_num_timeout=max_requeues)
+    try:
+        executor.update_parameters(**params)
+    except (NameError, ValueError, TypeError) as exc:  # submitit names the parameters it accepts
+        raise ConfigError("compute.submitit", " ".join(str(exc).splitlines()[:2])) from None
+    return executor
+
+
+def sbatch_script(params: Dict[str, Any], max_requeues: int) -> str:
+    """The batch script submitit writes for these parameters (submitit builds it; nothing is submitted)."""
+    executor = make_executor(params, Path(tempfile.gettempdir()) / "mltrain-dry-run" / "%j", max_requeues)
+    inner = executor._executor  # the SlurmExecutor behind AutoExecutor: it owns the script template
+    return inner._make_submission_file_text(inner._submitit_command_str, uid="DRYRUN")

@@ -1,0 +1,120 @@
+"""The `mltrain` command.
+
+`mltrain [overrides]` and `mltrain -m [overrides]` are one Hydra app whose primary config sets
+hydra.mode=MULTIRUN, so both go through the mltrain launcher plugin. `mltrain runs ...` are
+management commands and never start Hydra. Nothing here imports torch.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from typing import List, Optional
+
+MANAGEMENT = {"runs": "mltrain.cli.runs", "env": "mltrain.cli.env"}
+
+HELP = """\
+mltrain: Azure ML's PyTorch training, local-first and Slurm-native (Hydra + submitit).
+
+usage: mltrain [-m] [GROUP=OPTION ...] [KEY=VALUE ...] [--dry-run] [--cfg job]
+       mltrain runs list | runs show RUN | runs logs RUN [--rank N] | runs status|cancel|resume RUN
+       mltrain env list | env show NAME | env save NAME DIR
+
+A job is composed from these config groups (pick one option each, e.g. model=resnet50):
+{groups}
+Examples:
+  mltrain                                              # train an image classifier on bundled data
+  mltrain model=densenet121 trainer.epochs=2 distribution=pytorch distribution.process_count_per_node=2
+  mltrain job=script job.source_directory=./my-proj job.script=train.py 'job.arguments=[--lr,0.1]'
+  mltrain -m trainer.learning_rate=0.1,0.01 trainer.batch_size=16,32     # a sweep, one run each
+  mltrain experiment=my_exp                            # an experiment file from ./.mltrain or ./conf
+  mltrain ... --dry-run                                # each rank's command and environment; starts nothing
+
+Show the composed config: mltrain --cfg job        Hydra's own flags: mltrain --hydra-help
+Runs are kept under $MLTRAIN_HOME/runs (default ~/.mltrain/runs).
+"""
+
+
+def _help_text() -> str:
+    from mltrain.config.paths import builtin_conf_dir, list_options, user_conf_dirs
+
+    dirs = user_conf_dirs() + [builtin_conf_dir()]
+    rows = [f"  {group + ':':<14} {', '.join(opts)}" for group, opts in list_options(dirs).items()]
+    return HELP.format(groups="\n".join(rows))
+
+
+def _hydra_app() -> None:
+    import hydra
+
+    from mltrain.config import store  # noqa: F401  (registers the typed schemas)
+    from mltrain.config.paths import builtin_search_url
+
+    @hydra.main(config_path=builtin_search_url(), config_name="mltrain", version_base="1.3")
+    def _task(cfg) -> None:  # pragma: no cover - the launcher plugin runs jobs, not this function
+        raise RuntimeError("mltrain jobs run through the mltrain launcher")
+
+    _task()
+
+
+def _rewrite_argv(argv: List[str]) -> List[str]:
+    out = []
+    for arg in argv:
+        if arg == "--dry-run":
+            out.append("dry_run=true")
+        elif arg == "--detach":
+            out.append("run.detach=true")
+        else:
+            out.append(arg)
+    return out
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in MANAGEMENT:
+        import importlib
+
+        from mltrain.errors import MltrainError
+
+        try:
+            sys.exit(importlib.import_module(MANAGEMENT[argv[0]]).main(argv[1:]))
+        except MltrainError as exc:
+            _die(str(exc), exc.exit_code)
+    if argv and argv[0] in ("-h", "--help", "help"):
+        sys.stdout.write(_help_text())
+        return
+    sys.argv = [sys.argv[0] if sys.argv else "mltrain"] + _rewrite_argv(argv)
+    # Let Hydra's exceptions reach us: Hydra would print several lines and a hint; we print one.
+    os.environ["HYDRA_FULL_ERROR"] = "1"
+    try:
+        _hydra_app()
+    except SystemExit:
+        raise
+    except KeyboardInterrupt:
+        _die("canceled", 130)
+    except Exception as exc:
+        from mltrain.errors import MltrainError, RunCanceled, RunFailed, one_line
+
+        if isinstance(exc, (RunFailed, RunCanceled)):
+            # The launcher has already printed the failure and the summary.
+            sys.exit(exc.exit_code)
+        code = exc.exit_code if isinstance(exc, MltrainError) else 2
+        if not _is_user_error(exc):
+            raise
+        _die(one_line(exc), code)
+
+
+def _is_user_error(exc: BaseException) -> bool:
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    from mltrain.errors import MltrainError
+
+    return isinstance(exc, (MltrainError, HydraException, OmegaConfBaseException))
+
+
+def _die(message: str, code: int) -> None:
+    sys.stderr.write(f"mltrain: error: {message}\n")
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,137 @@
+"""`mltrain runs list|show|logs|status|cancel|resume`: every look goes through the run handle
+(mltrain.runs.handle), so what is shown is what the run's backend knows now. Never imports torch."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import List
+
+from mltrain.config.paths import mltrain_home
+from mltrain.runs.handle import Run, list_runs
+from mltrain.runs.record import find_run
+from mltrain.runs.status import exit_code
+
+
+def _root(args) -> Path:
+    return Path(args.root).expanduser() if args.root else mltrain_home() / "runs"
+
+
+def _handle(args) -> Run:
+    return Run(find_run(_root(args), args.run).dir)
+
+
+def _list(args) -> int:
+    runs = list_runs(_root(args))
+    if not runs:
+        print(f"no runs under {_root(args)}")
+        return 0
+    print(f"{'RUN':<48} {'STATUS':<10} {'RANKS':>5}  {'STARTED':<19}  DURATION")
+    for r in runs[: args.limit]:
+        start = r.created
+        end = max(r.data["phases"].values())
+        print(f"{r.id:<48} {r.status:<10} {r.data['world']['world_size']:>5}  "
+              f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(start))}  {end - start:7.1f}s")
+    return 0
+
+
+def _show(args) -> int:
+    from mltrain.runs.metrics import last_and_best, read_metrics
+
+    run = _handle(args)
+    record = run.load()
+    d = record.data
+    if args.json:
+        print(json.dumps(d, indent=2, sort_keys=True))
+        return 0
+    slurm = f"  (Slurm job {d['slurm']['job_id']})" if d.get("slurm") else ""
+    print(f"run:       {d['id']}\nstatus:    {d['status']}{slurm}\ndir:       {record.dir}")
+    print(f"world:     {d['world']['world_size']} rank(s) on {d.get('backend') or d.get('compute')} "
+          f"({d['distribution']}, process group {d.get('process_group') or '-'})")
+    print(f"overrides: {' '.join(d.get('overrides') or []) or '(none)'}")
+    print(f"command:   {' '.join(d['command'])}")
+    print("phases:    " + "  ".join(f"{k} {v:.2f}s" for k, v in record.durations().items()))
+    for rank, info in sorted(d["ranks"].items(), key=lambda kv: int(kv[0])):
+        print(f"rank {rank}:    exit code {info.get('exit_code')}" + (f" on {info['host']}" if info.get("host") else ""))
+    metrics = last_and_best(read_metrics(record.dir / "metrics.jsonl"))
+    if metrics:
+        print("metrics:   (name: last, min, max over n values)")
+        for name, m in sorted(metrics.items()):
+            print(f"  {name}: {m['last']:.6g}, {m['min']:.6g}, {m['max']:.6g} over {m['count']}")
+    outputs = d.get("outputs") or []
+    if outputs:
+        print(f"outputs:   {len(outputs)} file(s) in {record.dir / 'outputs'}")
+        for f in outputs[:20]:
+            print(f"  {f['path']} ({f['bytes']} bytes)")
+    if d.get("error"):
+        print(f"error:     {d['error']}")
+    return 0
+
+
+def _logs(args) -> int:
+    run = _handle(args)
+    run.load()  # a detached cluster run's record is brought up to date first
+    rank = None if args.rank is None and args.launcher else (args.rank or 0)
+    path = run.log_path(rank)
+    if not path.is_file():
+        print(f"no log at {path}", file=sys.stderr)
+        return 1
+    sys.stdout.write(path.read_text(encoding="utf-8", errors="replace"))
+    return 0
+
+
+def _status(args) -> int:
+    record = _handle(args).load()
+    job = record.data.get("slurm", {}).get("job_id")
+    print(f"{record.id} {record.status}" + (f" (Slurm job {job})" if job else ""))
+    if record.data.get("error") and record.status == "Failed":
+        print(record.data["error"])
+    return 0
+
+
+def _cancel(args) -> int:
+    run = _handle(args)
+    print(f"{run.id} {run.cancel()}")
+    return 0
+
+
+def _resume(args) -> int:
+    from mltrain.launch.orchestrate import resume
+    from mltrain.runs.status import QUEUED
+
+    result = resume(find_run(_root(args), args.run), detach=args.detach)
+    if args.detach and result.status == QUEUED:
+        return 0
+    return exit_code(result.status)
+
+
+def main(argv: List[str]) -> int:
+    parser = argparse.ArgumentParser(prog="mltrain runs", description="Inspect mltrain runs.")
+    parser.add_argument("--root", help="runs directory (default: $MLTRAIN_HOME/runs)")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("list", help="most recent runs first")
+    p.add_argument("--limit", type=int, default=50)
+    p.set_defaults(func=_list)
+    p = sub.add_parser("show", help="status, phases, ranks, metrics, outputs and error of one run")
+    p.add_argument("run", help="run id, unique id prefix, or run directory")
+    p.add_argument("--json", action="store_true", help="print run.json")
+    p.set_defaults(func=_show)
+    p = sub.add_parser("logs", help="a rank's log (rank 0 by default) or the launcher's")
+    p.add_argument("run")
+    p.add_argument("--rank", type=int)
+    p.add_argument("--launcher", action="store_true", help="the launcher's own log")
+    p.set_defaults(func=_logs)
+    p = sub.add_parser("status", help="the run's status (asks Slurm for a detached cluster run)")
+    p.add_argument("run")
+    p.set_defaults(func=_status)
+    p = sub.add_parser("cancel", help="stop every rank of a run (scancel on Slurm); the run ends Canceled")
+    p.add_argument("run")
+    p.set_defaults(func=_cancel)
+    p = sub.add_parser("resume", help="run a Failed or Canceled run again in its directory, from its checkpoint")
+    p.add_argument("run")
+    p.add_argument("--detach", action="store_true", help="return once a Slurm run is queued again")
+    p.set_defaults(func=_resume)
+    args = parser.parse_args(argv)
+    return args.func(args)

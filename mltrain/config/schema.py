@@ -1,0 +1,290 @@
+"""Typed schemas of every config group, registered in Hydra's ConfigStore.
+
+Each YAML preset under conf/<group>/ starts from one of these (``defaults: [<name>_schema]``), so
+OmegaConf rejects unknown keys and wrong types while composing, before anything runs. Range rules
+(epochs > 0, ...) cannot be expressed in a dataclass; they live in mltrain.config.validate.
+
+This module imports nothing but the standard library: the driver registers these classes with Hydra
+(mltrain.config.store), and the ranks and backends rebuild the frozen job's typed compute and
+distribution settings from them without loading Hydra or OmegaConf.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+#: OmegaConf's marker for a value that must be set (omegaconf.MISSING), spelled out to stay light.
+MISSING: Any = "???"
+
+# ----------------------------------------------------------------------------------------- job
+# `kind` tells the launcher which rank program a job becomes (mltrain.launch.programs); it is fixed per preset.
+
+
+@dataclass
+class ScriptJobConf:
+    """Azure ML's ScriptRunConfig: run a Python script as-is, one process per rank."""
+
+    kind: str = "script"
+    source_directory: str = "."
+    script: str = MISSING
+    # Each item is one argv entry; $VARS (e.g. $AZ_BATCHAI_TASK_INDEX) are expanded in each rank.
+    arguments: List[Any] = field(default_factory=list)
+    # Exported to every rank as AML_PARAMETER_<name> (MpiStep/PythonScriptStep `params`).
+    params: Dict[str, Any] = field(default_factory=dict)
+    # Azure ML v1 estimator parameters, mapped onto the keys above and the other groups (mltrain.config.aliases).
+    entry_script: Optional[str] = None
+    script_params: Dict[str, Any] = field(default_factory=dict)
+    use_gpu: Optional[bool] = None
+    pip_packages: List[str] = field(default_factory=list)
+    conda_packages: List[str] = field(default_factory=list)
+    distributed_backend: Optional[str] = None
+
+
+@dataclass
+class CommandJobConf:
+    """Azure ML's command job / CommandStep: an arbitrary shell command line, one per rank."""
+
+    kind: str = "command"
+    source_directory: str = "."
+    # Any, not str: Hydra reads `job.command=true` as a boolean, which a str field would turn into "True".
+    command: Any = MISSING
+    params: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class TrainPytorchModelJobConf:
+    """The Designer's Train PyTorch Model: model, data and trainer come from their own groups."""
+
+    kind: str = "train_pytorch_model"
+    # The Designer's UntrainedModelDirectory; when set it replaces the `model` group.
+    untrained_model_dir: Optional[str] = None
+    params: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ScoreImageModelJobConf:
+    """The Designer's Score Image Model: a trained model directory + an image directory."""
+
+    kind: str = "score_image_model"
+    model_dir: str = MISSING
+    image_dir: str = MISSING
+    predictions_file: str = "predictions.csv"
+    params: Dict[str, Any] = field(default_factory=dict)
+
+
+# -------------------------------------------------------------------------------- environment
+
+
+@dataclass
+class PythonSectionConf:
+    # True: run in an interpreter the user manages (for `current`, this one).
+    user_managed: bool = True
+    interpreter: Optional[str] = None
+
+
+@dataclass
+class DockerSectionConf:
+    base_image: Optional[str] = None
+
+
+@dataclass
+class EnvironmentConf:
+    name: str = "current"
+    version: Optional[str] = None
+    python: PythonSectionConf = field(default_factory=PythonSectionConf)
+    # A conda environment as a mapping, or the path of a conda YAML file.
+    conda: Optional[Any] = None
+    # A list of requirement strings, or the path of a requirements file.
+    pip: Optional[Any] = None
+    docker: DockerSectionConf = field(default_factory=DockerSectionConf)
+    environment_variables: Dict[str, str] = field(default_factory=dict)
+    # Shell lines run before each rank on a cluster.
+    setup: List[str] = field(default_factory=list)
+    # A user-managed interpreter that does not satisfy the declared packages: error | warn.
+    check: str = "error"
+
+
+# ------------------------------------------------------------------------------------ compute
+
+
+@dataclass
+class LocalComputeConf:
+    """Processes on this machine: the embedded default."""
+
+    kind: str = "local"
+    # How many members of a sweep run at once.
+    max_concurrent_jobs: int = 1
+    # GPUs the ranks may use; null = every visible GPU.
+    gpus: Optional[int] = None
+
+
+@dataclass
+class SlurmComputeConf:
+    """A Slurm cluster through submitit: one job = one Slurm job of node_count x process_count_per_node tasks."""
+
+    kind: str = "slurm"
+    partition: Optional[str] = None
+    # Largest node_count this cluster accepts (Azure's max_nodes); null = no limit checked here.
+    max_nodes: Optional[int] = None
+    gpus_per_node: int = 0
+    cpus_per_task: int = 1
+    mem_gb: Optional[float] = None
+    timeout_min: int = 60
+    account: Optional[str] = None
+    qos: Optional[str] = None
+    constraint: Optional[str] = None
+    # Extra #SBATCH options ({"exclusive": true, "gres": "gpu:a100:4"}) and srun flags.
+    additional_parameters: Dict[str, Any] = field(default_factory=dict)
+    srun_args: List[str] = field(default_factory=list)
+    # How many members of a sweep's job array run at once.
+    array_parallelism: int = 256
+    # Seconds before the time limit at which every rank gets the checkpoint signal (USR2).
+    signal_delay_s: int = 90
+    # Requeues after preemption or timeout before the run is Failed.
+    max_requeues: int = 3
+    # How ranks run in environment.docker.base_image: pyxis (srun --container-image) | apptainer (exec wrapper).
+    container_runtime: str = "pyxis"
+    # Any other submitit executor parameter, passed as is (submitit rejects unknown ones).
+    submitit: Dict[str, Any] = field(default_factory=dict)
+    # Seconds between two looks at the queue while mltrain waits.
+    poll_s: float = 1.0
+
+
+# ------------------------------------------------------------------------------- distribution
+
+
+@dataclass
+class DistributionConf:
+    # none | pytorch | mpi
+    kind: str = "none"
+    node_count: int = 1
+    process_count_per_node: int = 1
+    # nccl | gloo | auto (nccl where GPUs are visible, else gloo)
+    backend: str = "auto"
+    # torch.distributed collective timeout, exported as MLTRAIN_DIST_TIMEOUT_S.
+    timeout_s: int = 1800
+    # mpi only: Horovod scripts, extra `mpirun` flags, more ranks than CPUs/GPUs, srun's MPI plugin.
+    horovod: bool = False
+    mpirun_args: List[str] = field(default_factory=list)
+    oversubscribe: bool = False
+    slurm_mpi: str = "pmix"
+
+
+# ----------------------------------------------------------------------- model / data / trainer
+
+
+@dataclass
+class ModelConf:
+    # A torchvision classification builder name (resnet18, densenet121, ...).
+    name: str = "resnet18"
+    # Load weights from `weights` or the torch hub cache; never downloads.
+    pretrained: bool = False
+    weights: Optional[str] = None
+    # DenseNet only: checkpointed dense layers (less memory, slower).
+    memory_efficient: bool = False
+
+
+@dataclass
+class DataConf:
+    # sample (bundled, real) | image_directory
+    kind: str = "sample"
+    train_dir: Optional[str] = None
+    val_dir: Optional[str] = None
+    image_size: int = 224
+    num_workers: int = 0
+    # Training augmentation: RandomResizedCrop(scale=(min_crop_scale, 1)) and an optional flip.
+    min_crop_scale: float = 0.08
+    horizontal_flip: bool = True
+
+
+@dataclass
+class TrainerConf:
+    # The Designer's defaults. Its docs also show lr 0.1 in one table; 0.001 is the stated default.
+    epochs: int = 5
+    batch_size: int = 16
+    warmup_epochs: int = 0
+    learning_rate: float = 0.001
+    seed: int = 1
+    patience: int = 3
+    print_frequency: int = 10
+    momentum: float = 0.9
+    weight_decay: float = 0.0001
+    # Automatic mixed precision (float16) where a GPU is used; channels-last always goes with a GPU.
+    amp: bool = True
+
+
+# ------------------------------------------------------------------------------------- top level
+
+
+@dataclass
+class RunConf:
+    # An explicit run id (the Python API sets one); sweep members get `_<index>` appended.
+    id: Optional[str] = None
+    # Where run directories go; one directory per run and per sweep member, never reused.
+    root: str = "${oc.env:MLTRAIN_HOME,'~/.mltrain'}/runs"
+    # Which ranks' output reaches the console: rank0 | all | none (every rank always has its log).
+    console: str = "rank0"
+    # Seconds between SIGTERM and SIGKILL when ranks are stopped.
+    kill_grace_s: float = 5.0
+    # Return right after submission (compute=slurm); follow with `mltrain runs status|logs|cancel`.
+    detach: bool = False
+
+
+@dataclass
+class MltrainConf:
+    experiment_name: str = "mltrain"
+    job: Any = MISSING
+    environment: EnvironmentConf = MISSING
+    compute: Any = MISSING
+    distribution: DistributionConf = MISSING
+    model: ModelConf = MISSING
+    data: DataConf = MISSING
+    trainer: TrainerConf = MISSING
+    run: RunConf = field(default_factory=RunConf)
+    # Print what would be started (per rank: command line, working directory, environment); start nothing.
+    dry_run: bool = False
+
+
+SCHEMAS: Dict[str, Dict[str, Any]] = {
+    "job": {
+        "script": ScriptJobConf,
+        "command": CommandJobConf,
+        "train_pytorch_model": TrainPytorchModelJobConf,
+        "score_image_model": ScoreImageModelJobConf,
+    },
+    "environment": {"environment": EnvironmentConf},
+    "compute": {"local": LocalComputeConf, "slurm": SlurmComputeConf},
+    "distribution": {"distribution": DistributionConf},
+    "model": {"model": ModelConf},
+    "data": {"data": DataConf},
+    "trainer": {"trainer": TrainerConf},
+}
+
+
+COMPUTE_SCHEMAS: Dict[str, Any] = SCHEMAS["compute"]
+
+
+def compute_from_dict(values: Dict[str, Any], key: str = "compute") -> Any:
+    """Typed compute settings from plain data (a frozen job, a Hydra app's launcher options).
+
+    Defaults live only in the dataclasses above; an unknown key raises ValueError naming the valid ones.
+    """
+    kind = str(values.get("kind", "local"))
+    schema = COMPUTE_SCHEMAS.get(kind)
+    if schema is None:
+        raise ValueError(f"{key}.kind: '{kind}' is not supported (allowed: {', '.join(COMPUTE_SCHEMAS)})")
+    return _build(schema, values, key)
+
+
+def distribution_from_dict(values: Dict[str, Any], key: str = "distribution") -> "DistributionConf":
+    return _build(DistributionConf, values, key)
+
+
+def _build(schema: Any, values: Dict[str, Any], key: str) -> Any:
+    import dataclasses
+
+    names = [f.name for f in dataclasses.fields(schema)]
+    unknown = sorted(k for k in values if k not in names)
+    if unknown:
+        raise ValueError(f"{key}.{unknown[0]}: unknown key (allowed keys: {', '.join(names)})")
+    return schema(**values)

@@ -1,0 +1,18 @@
+"""Registers the schemas (mltrain.config.schema) in Hydra's ConfigStore as `<name>_schema` nodes,
+the typed bases that every YAML preset under conf/ starts from."""
+from __future__ import annotations
+
+from hydra.core.config_store import ConfigStore
+
+from mltrain.config.schema import SCHEMAS, MltrainConf
+
+
+def register() -> None:
+    cs = ConfigStore.instance()
+    cs.store(name="mltrain_schema", node=MltrainConf)
+    for group, nodes in SCHEMAS.items():
+        for name, node in nodes.items():
+            cs.store(group=group, name=f"{name}_schema", node=node)
+
+
+register()

@@ -1,0 +1,138 @@
+"""Rules a composed config must satisfy before anything is queued (SPEC section 3).
+
+Types and unknown keys are caught by the dataclass schemas while composing; these are the range and
+cross-group rules a schema cannot express. What a backend needs (mpirun on PATH, a cluster for several
+nodes, GPUs for nccl) is checked by that backend (Backend.check). Each failure is a ConfigError naming
+the key and what is allowed.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, List, Tuple
+
+from omegaconf import OmegaConf
+
+from mltrain.errors import ConfigError
+
+# (key, test, text of what is allowed)
+RANGE_RULES: Tuple[Tuple[str, Callable[[Any], bool], str], ...] = (
+    ("trainer.epochs", lambda v: v > 0, "> 0"),
+    ("trainer.batch_size", lambda v: v > 0, "> 0"),
+    ("trainer.warmup_epochs", lambda v: v >= 0, ">= 0"),
+    ("trainer.learning_rate", lambda v: v > 0, "> 0"),
+    ("trainer.patience", lambda v: v > 0, "> 0"),
+    ("trainer.print_frequency", lambda v: v > 0, "> 0"),
+    ("distribution.node_count", lambda v: v >= 1, ">= 1"),
+    ("distribution.process_count_per_node", lambda v: v >= 1, ">= 1"),
+    ("distribution.timeout_s", lambda v: v > 0, "> 0"),
+    ("compute.max_concurrent_jobs", lambda v: v >= 1, ">= 1"),
+    ("compute.gpus_per_node", lambda v: v >= 0, ">= 0"),
+    ("compute.cpus_per_task", lambda v: v >= 1, ">= 1"),
+    ("compute.timeout_min", lambda v: v >= 1, ">= 1"),
+    ("compute.array_parallelism", lambda v: v >= 1, ">= 1"),
+    ("compute.max_requeues", lambda v: v >= 0, ">= 0"),
+    ("data.image_size", lambda v: v >= 8, ">= 8"),
+    ("data.num_workers", lambda v: v >= 0, ">= 0"),
+    ("data.min_crop_scale", lambda v: 0 < v <= 1, "in (0, 1]"),
+    ("run.kill_grace_s", lambda v: v >= 0, ">= 0"),
+    ("compute.gpus", lambda v: v >= 0, ">= 0 or null"),
+)
+
+CHOICES = {
+    "distribution.kind": ("none", "pytorch", "mpi"),
+    "distribution.slurm_mpi": ("pmix", "pmi2", "pmix_v3", "pmix_v4", "none"),
+    "distribution.backend": ("auto", "gloo", "nccl"),
+    "compute.kind": ("local", "slurm"),
+    "data.kind": ("sample", "image_directory"),
+    "run.console": ("rank0", "all", "none"),
+    "environment.check": ("error", "warn"),
+    "compute.container_runtime": ("pyxis", "apptainer"),
+}
+
+
+def visible_gpus() -> int:
+    """GPUs this machine shows to a process, without importing torch (the CLI must stay light)."""
+    mask = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if mask is not None and mask.strip() in ("", "-1", "none", "NoDevFiles"):
+        return 0
+    try:
+        count = len(os.listdir("/proc/driver/nvidia/gpus"))
+    except OSError:
+        return 0
+    if mask is not None:
+        count = min(count, len([d for d in mask.split(",") if d.strip()]))
+    return count
+
+
+def check_known_keys(cfg: Any) -> None:
+    """Keys forced in with `+key=...` bypass the schemas while composing; they are refused here."""
+    import dataclasses
+
+    from mltrain.config.schema import SCHEMAS
+
+    for group, options in SCHEMAS.items():
+        node = cfg.get(group)
+        if node is None:
+            continue
+        schema = options.get(str(node.get("kind"))) if len(options) > 1 else next(iter(options.values()))
+        if schema is None:
+            continue
+        allowed = [f.name for f in dataclasses.fields(schema)]
+        for key in node.keys():
+            if key not in allowed:
+                raise ConfigError(f"{group}.{key}", "unknown key", allowed)
+
+
+def validate(cfg: Any) -> None:
+    check_known_keys(cfg)
+    for key, choices in CHOICES.items():
+        value = OmegaConf.select(cfg, key)
+        if value is not None and value not in choices:
+            raise ConfigError(key, f"'{value}' is not supported", choices)
+    for key, test, allowed in RANGE_RULES:
+        value = OmegaConf.select(cfg, key)
+        if value is not None and not test(value):
+            raise ConfigError(key, f"{value} is invalid; must be {allowed}")
+    dist = cfg.distribution
+    if dist.kind == "none" and dist.node_count * dist.process_count_per_node > 1:
+        key = "distribution.process_count_per_node" if dist.process_count_per_node > 1 else "distribution.node_count"
+        raise ConfigError(
+            key,
+            "distribution=none runs a single process; use distribution=pytorch for "
+            f"{dist.node_count}x{dist.process_count_per_node} ranks",
+        )
+    if dist.horovod:
+        _check_horovod()
+
+
+def _check_horovod() -> None:
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec("horovod.torch") is not None
+    except ModuleNotFoundError:
+        found = False
+    if not found:
+        raise ConfigError("distribution.horovod", "true, but Horovod is not installed; install it with "
+                          "`pip install 'mltrain[horovod]'` (Horovod 0.28.1 builds only against torch < 2.1)")
+
+
+def check_added_keys(overrides: List[str]) -> None:
+    """`+key=...` adds a key Hydra would otherwise refuse; a top-level one the schema does not declare
+    is refused here like a group key (keys added inside groups are caught by check_known_keys)."""
+    import dataclasses
+    import difflib
+
+    from mltrain.config.schema import MltrainConf
+
+    declared = [f.name for f in dataclasses.fields(MltrainConf)]
+    for override in overrides:
+        if not override.startswith("+"):
+            continue
+        key = override.lstrip("+").split("=", 1)[0].strip()
+        top = key.split(".", 1)[0].split("@", 1)[0]
+        if top in declared or top == "hydra" or "/" in top:
+            continue
+        close = difflib.get_close_matches(top, declared, n=1, cutoff=0.5)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        raise ConfigError(key, f"unknown key{hint}", declared)

@@ -1,0 +1,164 @@
+"""Freezing: one composed config becomes a FrozenJob (mltrain.launch.job), or a ConfigError.
+
+Everything that can be checked is checked here, before a run directory exists: the schema's rules
+(mltrain.config.validate), the job kind's inputs (mltrain.launch.programs) and what the chosen
+backend needs (Backend.check). The backend is chosen here, once, and named in the frozen job.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Dict, Optional
+
+from mltrain.config.compose import is_mltrain_config
+from mltrain.config.schema import compute_from_dict, distribution_from_dict
+from mltrain.errors import ConfigError
+from mltrain.launch.job import HYDRA_TASK_MODULE, FrozenJob, backend_for, new_run_id
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
+
+
+def task_config(sweep_config: "DictConfig") -> "DictConfig":
+    """The job's own config: everything but the `hydra` node."""
+    from omegaconf import OmegaConf
+
+    return OmegaConf.masked_copy(sweep_config, [k for k in sweep_config.keys() if k != "hydra"])
+
+
+def freeze(sweep_config: "DictConfig", runs_root: str, sweep_index: Optional[int] = None,
+           app_compute: Optional[Dict[str, Any]] = None) -> FrozenJob:
+    """Resolve, validate and freeze one composed config. Raises ConfigError on bad input."""
+    from omegaconf import OmegaConf
+
+    from mltrain.config import aliases, validate
+
+    overrides = list(OmegaConf.to_container(sweep_config.hydra.overrides.task))
+    sweep_dir = str(OmegaConf.select(sweep_config, "hydra.sweep.dir", default=None) or "") or None
+    if not is_mltrain_config(sweep_config):
+        # A plain Hydra app: its config may use values only run_job sets (hydra.runtime.output_dir),
+        # so it is resolved in the rank, as Hydra's own launchers do.
+        plain = OmegaConf.to_container(task_config(sweep_config), resolve=False)
+        return _freeze_hydra_app(sweep_config, plain, overrides, runs_root, sweep_dir, sweep_index, app_compute)
+    validate.check_added_keys(overrides)
+    # Resolve once, with HydraConfig set by the caller, so `${hydra:...}` and `${now:}` work here.
+    resolved = {}
+    for key in sweep_config.keys():
+        if key != "hydra":
+            value = sweep_config[key]
+            resolved[key] = OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
+    cfg = OmegaConf.create(resolved)
+    aliases.apply(cfg)
+    missing = sorted(OmegaConf.missing_keys(cfg))
+    if missing:
+        raise ConfigError(missing[0], f"a value is required (set {missing[0]}=...)")
+    validate.validate(cfg)
+    return _freeze_mltrain(cfg, overrides, sweep_dir, sweep_index)
+
+
+def _freeze_mltrain(cfg, overrides, sweep_dir, sweep_index) -> FrozenJob:
+    from omegaconf import OmegaConf
+
+    from mltrain import backends
+    from mltrain.launch import programs
+
+    backend = backends.get(backend_for(str(cfg.compute.kind), str(cfg.distribution.kind)))
+    process_group = backend.check(cfg)
+    environment = _resolve_environment(cfg, backend.containers)
+    experiment = str(cfg.experiment_name)
+    run_id = new_run_id(experiment) if not cfg.run.id else str(cfg.run.id)
+    if cfg.run.id and sweep_index:
+        run_id = f"{run_id}_{sweep_index}"
+    root = Path(os.path.expanduser(str(cfg.run.root))).resolve()
+    run_dir = str(root / run_id)
+    program = programs.rank_program(cfg, run_dir)
+    compute = compute_from_dict(OmegaConf.to_container(cfg.compute))
+    argv = backend.argv_prefix(compute, environment, run_dir) + program.argv
+    env = {str(k): str(v) for k, v in cfg.environment.environment_variables.items()}
+    env.update({f"AML_PARAMETER_{name}": str(value) for name, value in (cfg.job.get("params") or {}).items()})
+    env["MLTRAIN_DIST_TIMEOUT_S"] = str(cfg.distribution.timeout_s)
+    env.update(backend.job_env(compute))
+    if program.snapshot_source is not None:
+        env.update(_azureml_shim_env())
+    return FrozenJob(
+        run_id=run_id,
+        run_dir=run_dir,
+        experiment=experiment,
+        backend=backend.name,
+        compute=compute,
+        distribution=distribution_from_dict(OmegaConf.to_container(cfg.distribution)),
+        process_group=process_group,
+        argv=argv,
+        cwd=program.cwd,
+        snapshot_source=program.snapshot_source,
+        environment=environment,
+        detach=bool(cfg.run.detach),
+        env=env,
+        overrides=overrides,
+        console=str(cfg.run.console),
+        kill_grace_s=float(cfg.run.kill_grace_s),
+        sweep_dir=sweep_dir,
+        sweep_index=sweep_index,
+        config=OmegaConf.to_container(cfg),  # after the environment's interpreter was filled in
+    )
+
+
+def _azureml_shim_env() -> Dict[str, str]:
+    """Scripts doing `from azureml.core.run import Run` get mltrain's stand-in, unless the real one exists."""
+    import importlib.util
+
+    try:
+        real = importlib.util.find_spec("azureml.core") is not None
+    except ModuleNotFoundError:
+        real = False
+    if real:
+        return {}
+    shim = str(Path(__file__).resolve().parent.parent / "_azureml_shim")
+    existing = os.environ.get("PYTHONPATH")
+    return {"PYTHONPATH": os.pathsep.join(p for p in (existing, shim) if p)}
+
+
+def _resolve_environment(cfg, backend_runs_containers: bool) -> Dict[str, Any]:
+    """The spec, checked now: pins impossible here or a user-managed mismatch stop the run before it queues."""
+    from omegaconf import OmegaConf
+
+    from mltrain.environments import materialize, spec as env_spec
+
+    spec = env_spec.from_config(OmegaConf.to_container(cfg.environment))
+    containerized = bool(spec.base_image) and backend_runs_containers
+    if not containerized and not spec.user_managed:
+        materialize.check_buildable(spec)
+    if not containerized and spec.user_managed:
+        materialize.check_user_managed(spec, str(cfg.environment.check))
+    cfg.environment.python.interpreter = materialize.interpreter_for(spec, containerized)
+    return {"spec": spec.to_json(), "containerized": containerized, "check": str(cfg.environment.check)}
+
+
+def _freeze_hydra_app(sweep_config, resolved, overrides, runs_root, sweep_dir, sweep_index, app_compute) -> FrozenJob:
+    """Any Hydra app can use this launcher; its ranks run the task function via run_job."""
+    from omegaconf import OmegaConf
+
+    try:
+        compute = compute_from_dict(dict(app_compute or {"kind": "local"}), key="hydra.launcher.compute")
+    except ValueError as exc:
+        key, _, problem = str(exc).partition(": ")
+        raise ConfigError(key, problem) from None
+    name = str(OmegaConf.select(sweep_config, "hydra.job.name", default="app"))
+    run_id = new_run_id(name)
+    return FrozenJob(
+        run_id=run_id,
+        run_dir=str(Path(os.path.expanduser(runs_root)).resolve() / run_id),
+        experiment=name,
+        backend=backend_for(compute.kind, "none"),
+        compute=compute,
+        distribution=distribution_from_dict({"kind": "none"}),
+        process_group=None,
+        argv=[sys.executable, "-m", HYDRA_TASK_MODULE],
+        cwd=os.getcwd(),
+        env={},
+        overrides=overrides,
+        sweep_dir=sweep_dir,
+        sweep_index=sweep_index,
+        config=resolved,
+    )

@@ -1,0 +1,91 @@
+"""The body of the Hydra launcher plugin (launchers/hydra_plugins/mltrain_launcher): compose every
+member, freeze it, then print the dry run or run them, and answer Hydra with JobReturns."""
+from __future__ import annotations
+
+from typing import Any, List, Sequence
+
+from omegaconf import DictConfig, OmegaConf
+
+from mltrain.config.compose import compose_members, is_mltrain_config
+from mltrain.errors import RunCanceled, RunFailed
+from mltrain.launch.job import FrozenJob
+from mltrain.launch.orchestrate import RunResult, print_summary, run_all, write_sweep_summary
+from mltrain.runs.console import Console
+from mltrain.runs.status import CANCELED, COMPLETED, FAILED, QUEUED
+
+
+def freeze_members(configs: List[DictConfig], runs_root: str, app_compute=None) -> List[FrozenJob]:
+    from hydra.core.hydra_config import HydraConfig
+
+    from mltrain.launch.freeze import freeze
+
+    jobs = []
+    for cfg in configs:
+        HydraConfig.instance().set_config(cfg)
+        jobs.append(freeze(cfg, runs_root, sweep_index=int(cfg.hydra.job.num), app_compute=app_compute))
+    return jobs
+
+
+def app_compute(params: dict):
+    """A plain Hydra app's compute settings: `hydra/launcher=mltrain_slurm` has them at the top
+    level (as hydra-submitit-launcher), `hydra/launcher=mltrain` under `compute`."""
+    compute = params.get("compute")
+    if compute is None and "kind" in params:
+        compute = {k: v for k, v in params.items() if k not in ("_target_", "runs_root")}
+    if isinstance(compute, DictConfig):
+        compute = OmegaConf.to_container(compute, resolve=True)
+    return dict(compute) if compute else None
+
+
+def job_return(cfg: DictConfig, result: RunResult):
+    from hydra.core.utils import JobReturn, JobStatus
+
+    ret = JobReturn(
+        overrides=list(result.job.overrides),
+        # The frozen, resolved config as plain data: copying each member's DictConfig again would
+        # cost more than everything else a 100-member sweep does.
+        cfg=result.job.config,
+        hydra_cfg=cfg,
+        working_dir=result.run_dir,
+        task_name=str(cfg.hydra.job.name),
+    )
+    if result.status in (COMPLETED, QUEUED):  # QUEUED: detached, still on the cluster
+        ret.status = JobStatus.COMPLETED
+        ret.return_value = {"run_id": result.job.run_id, "run_dir": result.run_dir, "status": result.status}
+    else:
+        ret.status = JobStatus.FAILED
+        error = RunCanceled if result.status == CANCELED else RunFailed
+        ret.return_value = error(f"run {result.job.run_id} {result.status}: {result.error or ''}".strip())
+    return ret
+
+
+def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list:
+    """The body of MltrainLauncher.launch()."""
+    from hydra.core.utils import setup_globals
+
+    setup_globals()
+    configs = compose_members(launcher, job_overrides, initial_job_idx)
+    runs_root = str(launcher.params.get("runs_root") or "~/.mltrain/runs")
+    jobs = freeze_members(configs, runs_root, app_compute(launcher.params))
+    if any(is_mltrain_config(c) and c.dry_run for c in configs):
+        from mltrain.launch.dryrun import dry_run_text
+
+        console = Console()
+        for job in jobs:
+            console.write_line(dry_run_text(job))
+        return [job_return(c, RunResult(j, COMPLETED)) for c, j in zip(configs, jobs)]
+    if not is_mltrain_config(configs[0]):
+        from mltrain.launch import hydra_app
+
+        results = run_all(jobs, hydra_app.payloads(launcher, configs))
+        return hydra_app.job_returns(configs, results)
+    results = run_all(jobs)
+    write_sweep_summary(results)
+    print_summary(results, Console())
+    # Raised here rather than left in a FAILED JobReturn: every member has run and the summary is
+    # printed, and Hydra's sweeper would otherwise add its own multi-line report.
+    for error, status in ((RunCanceled, CANCELED), (RunFailed, FAILED)):
+        bad = [r for r in results if r.status == status]
+        if bad:
+            raise error(f"{len(bad)} of {len(results)} run(s) {status}: " + ", ".join(r.job.run_id for r in bad))
+    return [job_return(c, r) for c, r in zip(configs, results)]

@@ -1,0 +1,62 @@
+"""Plain Hydra apps on the mltrain launcher, driver side: the task function runs in the ranks.
+
+The driver pickles (cloudpickle, as submitit does) the task function, the Hydra context, the
+member's config and the app's custom OmegaConf resolvers into the run directory; each rank runs
+them through Hydra's own run_job (mltrain.ranks.hydra_task) and pickles its JobReturn back.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import sys
+from pathlib import Path
+from typing import Any, List
+
+# Resolvers every Hydra process registers for itself (setup_globals) or OmegaConf ships.
+_BUILTIN_RESOLVERS = ("now", "hydra", "python_version")
+
+
+def _custom_resolvers() -> dict:
+    import cloudpickle
+    from omegaconf.basecontainer import BaseContainer
+
+    out = {}
+    for name, fn in BaseContainer._resolvers.items():
+        if name.startswith("oc.") or name in _BUILTIN_RESOLVERS:
+            continue
+        try:
+            cloudpickle.dumps(fn)
+        except Exception:  # an unpicklable resolver stays behind; the rank reports it if used
+            continue
+        out[name] = fn
+    return out
+
+
+def payloads(launcher: Any, configs: List[Any]) -> List[bytes]:
+    """What each member's ranks unpickle. The parts every member shares are pickled once."""
+    import cloudpickle
+    from hydra.core.singleton import Singleton
+
+    shared = cloudpickle.dumps({"task_function": launcher.task_function, "hydra_context": launcher.hydra_context,
+                                "resolvers": _custom_resolvers(), "singletons": Singleton.get_state()})
+    return [cloudpickle.dumps({"shared": shared, "config": cfg}) for cfg in configs]
+
+
+def job_returns(configs: List[Any], results: List[Any]) -> list:
+    """Each member's JobReturn, as its rank 0 pickled it (or a failed one if it never did)."""
+    from hydra.core.utils import JobReturn, JobStatus
+
+    from mltrain.errors import RunFailed
+
+    returns = []
+    for cfg, result in zip(configs, results):
+        path = Path(result.run_dir) / "returns" / "rank_0.pkl"
+        if path.is_file():
+            with open(path, "rb") as f:
+                returns.append(pickle.load(f))
+            continue
+        ret = JobReturn(overrides=list(result.job.overrides), hydra_cfg=cfg, working_dir=result.run_dir)
+        ret.status = JobStatus.FAILED
+        ret.return_value = RunFailed(f"run {result.job.run_id} {result.status}: {result.error}")
+        returns.append(ret)
+    return returns

@@ -1,0 +1,136 @@
+"""From frozen jobs to final statuses: create every run (directory, frozen config, snapshot), hand
+them to their backend, and summarize. `mltrain`, `mltrain -m`, `runs resume` and the plain-Hydra
+adapter all come through here.
+
+Every member is frozen and has its run directory before the first one starts, so a bad value in
+the third member of a sweep stops the sweep before anything runs, and editing the source while a
+member waits changes nothing.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import signal
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import List, Optional
+
+from mltrain import backends
+from mltrain.atomic import atomic_write
+from mltrain.errors import MltrainError
+from mltrain.launch.job import FrozenJob
+from mltrain.runs.console import Console, RunLog
+from mltrain.runs.record import RunRecord
+from mltrain.runs.status import CANCELED, FAILED, TERMINAL
+
+
+@dataclass
+class RunResult:
+    job: FrozenJob
+    status: str
+    error: Optional[str] = None
+
+    @property
+    def run_dir(self) -> str:
+        return self.job.run_dir
+
+
+class CancelOnSignal:
+    """SIGINT/SIGTERM on the driver cancel every run in flight instead of killing the driver."""
+
+    def __init__(self, cancel: threading.Event) -> None:
+        self.cancel = cancel
+        self.signum: Optional[int] = None
+        self._old: dict = {}
+
+    def __enter__(self) -> "CancelOnSignal":
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._old[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum, frame) -> None:
+        self.signum = signum
+        self.cancel.set()
+
+    def __exit__(self, *exc) -> None:
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+
+
+def create_run(job: FrozenJob, console: Console, payload: Optional[bytes] = None) -> RunRecord:
+    """The run's directory, its frozen config and, for script jobs, the source snapshot."""
+    from mltrain.launch import snapshot
+
+    record = RunRecord.create(job)
+    console.status(f"run {job.run_id}  {job.run_dir}")
+    if payload is not None:  # a plain Hydra app's pickled task function, read by its ranks
+        (record.dir / "task.pkl").write_bytes(payload)
+    if job.snapshot_source:
+        info = snapshot.take(job.snapshot_source, job.cwd, exclude=snapshot.own_folders(job.run_dir))
+        snapshot.link_run_folders(Path(job.cwd), record.dir)
+        record.update(snapshot=info.to_json())
+        RunLog(record.log_path(), console).info(
+            f"snapshot of {info.source}: {info.files} files, {info.bytes / 1024:.0f} KB, sha256 {info.hash[:12]}, "
+            f"{info.seconds:.2f}s" + (f" (ignore rules: {', '.join(info.ignore_files)})" if info.ignore_files else ""))
+        if info.warning:
+            console.status(f"warning: {info.warning}")
+    return record
+
+
+def consoles_for(jobs: List[FrozenJob]) -> List[Console]:
+    """A sweep's members each get a `[#N]` prefix; a lone run prints bare."""
+    if len(jobs) == 1:
+        return [Console()]
+    return [Console(prefix=f"[#{job.sweep_index}] ") for job in jobs]
+
+
+def execute(jobs: List[FrozenJob], records: List[RunRecord], consoles: List[Console]) -> List[RunResult]:
+    """Hand the runs to their backend (one backend per sweep: its members differ in values only)."""
+    backend = backends.get(jobs[0].backend)
+    cancel = threading.Event()
+    with CancelOnSignal(cancel) as guard:
+        statuses = backend.launch([backend.plan(job) for job in jobs], records, consoles, cancel)
+    results = [RunResult(job, status, record.data.get("error")) for job, status, record in zip(jobs, statuses, records)]
+    if guard.signum is not None:
+        for r in results:
+            if r.status not in TERMINAL:
+                r.status = CANCELED
+    return results
+
+
+def run_all(jobs: List[FrozenJob], payloads: Optional[List[bytes]] = None) -> List[RunResult]:
+    consoles = consoles_for(jobs)
+    records = [create_run(job, console, payload)
+               for job, console, payload in zip(jobs, consoles, payloads or [None] * len(jobs))]
+    return execute(jobs, records, consoles)
+
+
+def resume(record: RunRecord, detach: bool = False) -> RunResult:
+    """Run a stopped run again from its frozen job, on the backend it was frozen for; built-in
+    components continue from their checkpoint."""
+    if record.status not in (FAILED, CANCELED):
+        raise MltrainError(f"run {record.id} is {record.status}; only Failed or Canceled runs can be resumed")
+    # Whether to wait is this command's choice, not the one frozen with the first submission.
+    job = dataclasses.replace(FrozenJob.load(record.dir), detach=detach)
+    record.reopen()
+    return execute([job], [record], [Console()])[0]
+
+
+def write_sweep_summary(results: List[RunResult]) -> None:
+    sweep_dir = results[0].job.sweep_dir
+    if not sweep_dir or len(results) < 2:
+        return
+    Path(sweep_dir).mkdir(parents=True, exist_ok=True)
+    rows = [{"index": r.job.sweep_index, "run_id": r.job.run_id, "status": r.status, "run_dir": r.run_dir,
+             "overrides": r.job.overrides} for r in results]
+    atomic_write(Path(sweep_dir) / "summary.json", json.dumps(rows, indent=2))
+
+
+def print_summary(results: List[RunResult], console: Console) -> None:
+    if len(results) < 2:
+        return
+    console.status(f"sweep of {len(results)} runs:")
+    for r in results:
+        console.write_line(f"  #{r.job.sweep_index} {r.status:<9} {' '.join(r.job.overrides):<40} {r.run_dir}")

@@ -1,0 +1,104 @@
+"""Job kinds: what program each rank runs, and the checks that only make sense for that kind.
+
+A rank program is an argv (with $VARS left unexpanded; mltrain.ranks.contract expands them per rank) and a
+working directory. Built-in components run as `python -m <module>` and read the frozen config from
+$MLTRAIN_RUN_DIR, so every rank, requeue and rerun sees the same values.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional
+
+from mltrain.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class RankProgram:
+    argv: List[str]
+    cwd: str
+    # The folder copied into <run_dir>/snapshot at submission; the ranks run from that copy.
+    snapshot_source: Optional[str] = None
+
+
+SNAPSHOT = "snapshot"
+
+
+#: Built-in components: job kind -> module run in each rank.
+COMPONENTS = {
+    "train_pytorch_model": "mltrain.components.train_pytorch_model",
+    "score_image_model": "mltrain.components.score_image_model",
+}
+
+
+def interpreter(cfg: Any) -> str:
+    """The Python that runs the ranks: the environment's interpreter, else this one."""
+    return cfg.environment.python.interpreter or sys.executable
+
+
+def _source_dir(cfg: Any) -> Path:
+    src = Path(os.path.expanduser(str(cfg.job.source_directory)))
+    if not src.is_dir():
+        raise ConfigError("job.source_directory", f"directory '{src}' does not exist")
+    return src.resolve()
+
+
+def _script(cfg: Any, run_dir: str) -> RankProgram:
+    src = _source_dir(cfg)
+    script = src / str(cfg.job.script)
+    if not script.is_file():
+        raise ConfigError("job.script", f"file '{cfg.job.script}' does not exist in '{src}'")
+    args = [_argument(a) for a in cfg.job.arguments]
+    snap = Path(run_dir) / SNAPSHOT
+    return RankProgram([interpreter(cfg), str(snap / str(cfg.job.script)), *args], str(snap), str(src))
+
+
+def _argument(value: Any) -> str:
+    if isinstance(value, (dict, list)) or hasattr(value, "keys"):
+        raise ConfigError("job.arguments", f"each argument must be a scalar, got {value!r}")
+    return str(value)
+
+
+def _command(cfg: Any, run_dir: str) -> RankProgram:
+    raw = cfg.job.command
+    if isinstance(raw, bool):  # `true`/`false` are commands too
+        raw = str(raw).lower()
+    if not isinstance(raw, (str, int, float)):
+        raise ConfigError("job.command", f"must be a command line (a string), got {raw!r}")
+    command = str(raw).strip()
+    if not command:
+        raise ConfigError("job.command", "must not be empty")
+    # /bin/sh expands $VARS itself from the rank's environment.
+    src = _source_dir(cfg)
+    return RankProgram(["/bin/sh", "-c", command], str(Path(run_dir) / SNAPSHOT), str(src))
+
+
+def _component(cfg: Any, run_dir: str) -> RankProgram:
+    module = COMPONENTS[cfg.job.kind]
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        found = False
+    if not found:
+        raise ConfigError("job", f"job={cfg.job.kind} is not available in this installation", sorted(BUILDERS))
+    checks = importlib.import_module(module.rsplit(".", 1)[0] + ".checks")
+    checks.validate(cfg)  # data directories, model directories: before anything is queued
+    return RankProgram([interpreter(cfg), "-m", module], run_dir)
+
+
+BUILDERS: Dict[str, Callable[[Any, str], RankProgram]] = {
+    "script": _script,
+    "command": _command,
+    "train_pytorch_model": _component,
+    "score_image_model": _component,
+}
+
+
+def rank_program(cfg: Any, run_dir: str) -> RankProgram:
+    kind = str(cfg.job.kind)
+    if kind not in BUILDERS:
+        raise ConfigError("job.kind", f"unknown job kind '{kind}'", sorted(BUILDERS))
+    return BUILDERS[kind](cfg, run_dir)

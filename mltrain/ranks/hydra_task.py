@@ -1,0 +1,54 @@
+"""Plain Hydra apps on the mltrain launcher, rank side: `python -m mltrain.hydra_task` (a re-export of
+this module, the name job.json files hold) unpickles the task function and runs it through Hydra's
+own run_job, then pickles its JobReturn for the driver (mltrain.launch.hydra_app)."""
+from __future__ import annotations
+
+import os
+import pickle
+import sys
+from pathlib import Path
+
+
+def main() -> None:
+    import cloudpickle  # noqa: F401  (registers what unpickling the payload needs)
+    from hydra.core.singleton import Singleton
+    from hydra.core.utils import JobStatus, run_job, setup_globals
+    from omegaconf.basecontainer import BaseContainer
+
+    from mltrain.atomic import atomic_write_bytes
+
+    run_dir = Path(os.environ["MLTRAIN_RUN_DIR"])
+    rank = int(os.environ.get("RANK", "0"))
+    with open(run_dir / "task.pkl", "rb") as f:
+        payload = pickle.load(f)
+    if "shared" in payload:
+        payload = {**pickle.loads(payload["shared"]), "config": payload["config"]}
+    setup_globals()
+    # JobRuntime, ConfigStore and Hydra's version base live in singletons the driver filled in.
+    Singleton.set_state(payload["singletons"])
+    for name, fn in payload["resolvers"].items():
+        BaseContainer._resolvers.setdefault(name, fn)
+    ret = run_job(
+        hydra_context=payload["hydra_context"],
+        task_function=payload["task_function"],
+        config=payload["config"],
+        job_dir_key="hydra.sweep.dir",
+        job_subdir_key="hydra.sweep.subdir",
+    )
+    out = run_dir / "returns"
+    out.mkdir(exist_ok=True)
+    try:
+        data = cloudpickle.dumps(ret)
+    except Exception as exc:  # an unpicklable return value is reported, not lost silently
+        ret._return_value, ret.status = RuntimeError(f"return value cannot be pickled: {exc}"), JobStatus.FAILED
+        data = cloudpickle.dumps(ret)
+    atomic_write_bytes(out / f"rank_{rank}.pkl", data)
+    if ret.status == JobStatus.FAILED:
+        import traceback
+
+        traceback.print_exception(ret._return_value)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

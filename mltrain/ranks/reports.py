@@ -1,0 +1,43 @@
+"""Per-rank reports (ranks/rank_<N>.json), written by each rank's wrapper when no driver process
+watches the ranks directly (Slurm tasks, mpirun ranks), and the run's failure read back from them."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Dict, Optional, Tuple
+
+from mltrain.atomic import atomic_write
+from mltrain.ranks.process import describe_exit, tail
+from mltrain.runs.record import RunRecord
+
+
+def write(run_dir: str | Path, rank: int, **fields) -> None:
+    folder = Path(run_dir) / "ranks"
+    folder.mkdir(exist_ok=True)
+    path = folder / f"rank_{rank}.json"
+    data = json.loads(path.read_text()) if path.is_file() else {}
+    data.update(fields)
+    atomic_write(path, json.dumps(data))
+
+
+def read(run_dir: str | Path) -> Dict[int, dict]:
+    out = {}
+    for path in sorted((Path(run_dir) / "ranks").glob("rank_*.json")):
+        out[int(path.stem.split("_")[1])] = json.loads(path.read_text())
+    return out
+
+
+def failure(record: RunRecord) -> Tuple[Optional[int], Optional[str]]:
+    """(failed rank, message with its log tail) from the reports, and copy them into run.json."""
+    reports = read(record.dir)
+    for rank, data in reports.items():
+        record.set_rank(rank, **{k: data.get(k) for k in ("exit_code", "host", "attempt", "pid") if k in data})
+    failed = sorted(r for r, d in reports.items() if d.get("exit_code") not in (0, None) or d.get("error"))
+    if not failed:
+        return None, None
+    # A rank that failed on its own exits with a positive code; the ones stopped after it were killed.
+    first = next((r for r in failed if (reports[r].get("exit_code") or 0) > 0), failed[0])
+    info = reports[first]
+    reason = info.get("error") or f"rank {first} {describe_exit(info['exit_code'])}"
+    log_tail = tail(record.log_path(first))
+    return first, (f"{reason}; last lines of {record.log_path(first)}:\n{log_tail}" if log_tail else reason)

@@ -1,0 +1,73 @@
+"""What the driver shows: its own status lines and the ranks' output, never interleaved mid-line."""
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Callable, Optional, Tuple
+
+
+class Console:
+    def __init__(self, prefix: str = "", stream=None) -> None:
+        self.prefix = prefix
+        self._stream = stream
+        self._lock = _LOCK
+
+    @property
+    def stream(self):
+        return self._stream or sys.stdout
+
+    def status(self, text: str) -> None:
+        self.write_line(f"mltrain: {self.prefix}{text}")
+
+    def rank_output(self, rank: int) -> Tuple[Optional[Callable[[bytes], None]], Optional[Callable[[str], None]]]:
+        """(on_chunk, on_line) for a shown rank. Rank 0 of a lone run passes through as written, so a
+        progress bar redraws; anything else goes whole line by line, each with its member and rank
+        prefix, so concurrent runs never mix within a line."""
+        if rank == 0 and not self.prefix:
+            return self.raw, None
+        label = self.prefix + (f"[rank {rank}] " if rank else "")
+        return None, lambda line: self.write_line(label + line)
+
+    def is_terminal(self) -> bool:
+        try:
+            return self.stream.isatty()
+        except (AttributeError, ValueError):
+            return False
+
+    def raw(self, data: bytes) -> None:
+        """Bytes as a rank wrote them (rank 0): partial lines and '\r' redraws pass through."""
+        with self._lock:
+            buffer = getattr(self.stream, "buffer", None)
+            if buffer is not None:
+                buffer.write(data)
+            else:
+                self.stream.write(data.decode("utf-8", "replace"))
+            self.stream.flush()
+
+    def write_line(self, text: str) -> None:
+        with self._lock:
+            self.stream.write(text.rstrip("\n") + "\n")
+            self.stream.flush()
+
+
+# One lock for every console in the process: concurrent sweep members share the terminal.
+_LOCK = threading.Lock()
+
+
+class RunLog:
+    """The launcher's own log of one run (logs/launcher.log)."""
+
+    def __init__(self, path: Path, console: Optional[Console] = None) -> None:
+        self.path = path
+        self.console = console
+        self._lock = threading.Lock()
+
+    def info(self, text: str, show: bool = False) -> None:
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+        with self._lock, open(self.path, "a", encoding="utf-8") as f:
+            for line in text.splitlines() or [""]:
+                f.write(f"[{stamp}] {line}\n")
+        if show and self.console is not None:
+            self.console.status(text)

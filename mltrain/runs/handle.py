@@ -1,0 +1,162 @@
+"""The run handle: one run, whatever ran it, attached or detached.
+
+`status`, `wait()`, `cancel()`, `metrics()` and `logs()` mean the same for every backend: each look
+asks the run's backend (named in its record) to bring the record up to date first, so a detached
+Slurm run is as current as one whose driver is watching. Used by `mltrain runs ...`, the Python API
+and everything that follows runs (sweeps, pipelines).
+"""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Union
+
+from mltrain.errors import MltrainError, RunCanceled, RunFailed
+from mltrain.runs.record import RunRecord, find_run, iter_runs
+from mltrain.runs.status import CANCELED, FAILED, TERMINAL
+
+
+def backend_of(record: RunRecord):
+    """The backend that runs (ran) this record's run. Records of 0.1.0 named the process group in
+    `backend`; their compute and distribution tell the backend instead."""
+    from mltrain import backends
+    from mltrain.launch.job import backend_for
+
+    name = record.data.get("backend")
+    if name not in backends.BACKENDS:
+        name = backend_for(str(record.data.get("compute")), str(record.data.get("distribution")))
+    return backends.get(name)
+
+
+def refresh(records: List[RunRecord]) -> None:
+    """Bring runs that have not ended up to date, asking each backend once for all of its runs."""
+    by_backend: Dict[Any, List[RunRecord]] = {}
+    for record in records:
+        if record.status not in TERMINAL:
+            by_backend.setdefault(backend_of(record), []).append(record)
+    for backend, group in by_backend.items():
+        backend.refresh(group)
+
+
+def list_runs(root: Path) -> List[RunRecord]:
+    """Every run under `root`, up to date, most recent first."""
+    records = list(iter_runs(root))
+    refresh(records)
+    return sorted(records, key=lambda r: r.created, reverse=True)
+
+
+class Run:
+    """A handle on one run directory; every property reads the run record afresh."""
+
+    def __init__(self, run_dir: Union[str, Path], driver: Optional[subprocess.Popen] = None) -> None:
+        self.run_dir = Path(run_dir)
+        self._driver = driver
+
+    @classmethod
+    def get(cls, run_id: str, root: Optional[Union[str, Path]] = None) -> "Run":
+        """A run by id, unique id prefix or directory (under $MLTRAIN_HOME/runs unless `root` is given)."""
+        from mltrain.config.paths import mltrain_home
+
+        return cls(find_run(Path(root).expanduser() if root else mltrain_home() / "runs", run_id).dir)
+
+    @property
+    def id(self) -> str:
+        return self.run_dir.name
+
+    def load(self) -> RunRecord:
+        """The run's record, brought up to date by its backend."""
+        record = RunRecord.load(self.run_dir)
+        refresh([record])
+        return record
+
+    @property
+    def record(self) -> Dict[str, Any]:
+        return self.load().data
+
+    @property
+    def status(self) -> str:
+        return self.load().status
+
+    @property
+    def outputs_dir(self) -> Path:
+        return self.run_dir / "outputs"
+
+    def log_path(self, rank: Optional[int] = 0) -> Path:
+        """A rank's log (rank 0 by default), or with rank=None the launcher's own."""
+        record = RunRecord.load(self.run_dir)
+        return backend_of(record).log_path(record, rank)
+
+    def logs(self, rank: Optional[int] = 0) -> str:
+        path = self.log_path(rank)
+        if not path.is_file():
+            raise MltrainError(f"run {self.id} has no log at {path} (yet)")
+        return path.read_text(encoding="utf-8", errors="replace")
+
+    def _done(self, status: str) -> bool:
+        if status not in TERMINAL:
+            return False
+        return self._driver is None or self._driver.poll() is not None
+
+    def wait(self, show_output: bool = False, raise_on_error: bool = True, timeout: Optional[float] = None) -> str:
+        """Block until the run ends; with show_output, stream rank 0's log and status changes."""
+        from mltrain.ranks.process import follow
+
+        deadline = None if timeout is None else time.monotonic() + timeout
+        offset, last_status = 0, None
+        record = self.load()
+        poll = 0.5 if "slurm" in record.data else 0.1
+        while True:
+            status = self.load().status  # read before the log, so nothing written before the end is missed
+            if show_output:
+                if status != last_status:
+                    print(f"mltrain: {self.id}: {status}", flush=True)
+                    last_status = status
+                chunk, offset = follow(self.log_path(0), offset)
+                if chunk:
+                    sys.stdout.write(chunk.decode("utf-8", "replace"))
+                    sys.stdout.flush()
+            if self._done(status):
+                break
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"run {self.id} still {status} after {timeout}s")
+            time.sleep(poll)
+        record = RunRecord.load(self.run_dir)
+        if raise_on_error and record.status in (FAILED, CANCELED):
+            error = RunCanceled if record.status == CANCELED else RunFailed
+            raise error(f"run {self.id} {record.status}: {record.data.get('error') or ''}".strip())
+        return record.status
+
+    def cancel(self) -> str:
+        """Stop every rank (scancel on Slurm); the run ends Canceled. Returns its final status."""
+        record = self.load()
+        if record.status not in TERMINAL:
+            backend_of(record).cancel(record)
+        return RunRecord.load(self.run_dir).status
+
+    def metrics(self, name: Optional[str] = None) -> Dict[str, Any]:
+        """{name: value} for metrics logged once, {name: [values]} otherwise (Azure: get_metrics)."""
+        from mltrain.runs.metrics import read_metrics, summarize
+
+        return summarize(read_metrics(self.run_dir / "metrics.jsonl"), name)
+
+    def get_file_names(self) -> List[str]:
+        skip = {"snapshot"}
+        return sorted(str(p.relative_to(self.run_dir)) for p in self.run_dir.rglob("*")
+                      if p.is_file() and p.relative_to(self.run_dir).parts[0] not in skip)
+
+    def download_file(self, name: str, output_file_path: Optional[str] = None) -> str:
+        """Copy a file of the run (e.g. 'outputs/model.pt') to output_file_path (default: its base name)."""
+        source = self.run_dir / name
+        if not source.is_file():
+            raise MltrainError(f"run {self.id} has no file '{name}' (files: {', '.join(self.get_file_names()[:20])})")
+        target = Path(output_file_path or Path(name).name)
+        if target.is_dir():
+            target = target / Path(name).name
+        shutil.copyfile(source, target)
+        return str(target)
+
+    def __repr__(self) -> str:
+        return f"Run(id={self.id!r}, dir={str(self.run_dir)!r})"

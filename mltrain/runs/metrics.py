@@ -1,0 +1,77 @@
+"""The run's metrics file: append-only JSON lines, safe when several ranks write at once.
+
+Each record is one line written with a single write() on an O_APPEND descriptor under an exclusive
+flock, so lines from different ranks never interleave.
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import math
+import os
+import time
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Optional
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)  # JSON has no NaN/inf; keep them readable
+    return value
+
+
+class MetricsWriter:
+    def __init__(self, path: str | Path, rank: Optional[int] = None) -> None:
+        self.path = Path(path)
+        self.rank = int(os.environ.get("RANK", "0")) if rank is None else rank
+
+    def log(self, name: str, value: Any, step: Optional[int] = None, **extra: Any) -> None:
+        self.write({"name": name, "value": _clean(value), "step": step, **extra})
+
+    def log_many(self, values: Dict[str, Any], step: Optional[int] = None, **extra: Any) -> None:
+        for name, value in values.items():
+            self.log(name, value, step, **extra)
+
+    def write(self, record: Dict[str, Any]) -> None:
+        line = json.dumps({**record, "rank": self.rank, "time": time.time()}) + "\n"
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            os.write(fd, line.encode("utf-8"))
+        finally:
+            os.close(fd)
+
+
+def read_metrics(path: str | Path) -> List[Dict[str, Any]]:
+    return list(iter_metrics(path))
+
+
+def iter_metrics(path: str | Path) -> Iterator[Dict[str, Any]]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                if line.strip():
+                    yield json.loads(line)
+    except FileNotFoundError:
+        return
+
+
+def summarize(records: List[Dict[str, Any]], name: Optional[str] = None) -> Dict[str, Any]:
+    """{name: value} for metrics logged once, {name: [values]} for those logged several times."""
+    grouped: Dict[str, List[Any]] = {}
+    for r in records:
+        if name is None or r["name"] == name:
+            grouped.setdefault(r["name"], []).append(r["value"])
+    return {k: v[0] if len(v) == 1 else v for k, v in grouped.items()}
+
+
+def last_and_best(records: List[Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
+    """Per scalar metric: its last value, and its lowest and highest (which is best depends on the metric)."""
+    out: Dict[str, Dict[str, Any]] = {}
+    for r in records:
+        value = r.get("value")
+        if r.get("kind", "scalar") != "scalar" or isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        entry = out.setdefault(r["name"], {"last": value, "min": value, "max": value, "count": 0})
+        entry.update(last=value, min=min(entry["min"], value), max=max(entry["max"], value), count=entry["count"] + 1)
+    return out

@@ -1,0 +1,192 @@
+"""Run directories and run.json: the record of one run, readable while it runs and after.
+
+Layout of <root>/<run_id>/:
+  config.yaml    the frozen, resolved config (what every rank reads)
+  job.json       the frozen job (rank program, world layout)
+  run.json       status, phase timestamps, world, per-rank exit codes, error
+  logs/          launcher.log and one rank_<N>.log per rank
+  outputs/       what the job writes there is the run's result
+  checkpoints/
+  metrics.jsonl  append-only, one JSON object per line
+
+Every write goes to a temporary name and is renamed into place, so a reader never sees half a file.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Tuple
+
+from mltrain.atomic import atomic_write
+from mltrain.errors import MltrainError
+from mltrain.runs.status import NOT_STARTED, RUNNING
+
+if TYPE_CHECKING:
+    from mltrain.launch.job import FrozenJob
+
+
+class RunRecord:
+    """run.json of one run; updates are serialised (supervisor and reader threads both write)."""
+
+    def __init__(self, run_dir: str | Path, data: Dict[str, Any]):
+        self.dir = Path(run_dir)
+        self.data = data
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ creation and loading
+    @classmethod
+    def create(cls, job: "FrozenJob") -> "RunRecord":
+        run_dir = Path(job.run_dir)
+        run_dir.mkdir(parents=True, exist_ok=False)  # a run directory is never reused
+        for sub in ("logs", "outputs", "checkpoints"):
+            (run_dir / sub).mkdir()
+        (run_dir / "metrics.jsonl").touch()
+        import yaml
+
+        atomic_write(run_dir / "config.yaml", yaml.safe_dump(job.config, sort_keys=False))
+        atomic_write(run_dir / "job.json", json.dumps(job.to_json(), indent=2))
+        now = time.time()
+        record = cls(
+            run_dir,
+            {
+                "id": job.run_id,
+                "experiment": job.experiment,
+                "status": NOT_STARTED,
+                "created": now,
+                "phases": {NOT_STARTED: now},
+                "host": socket.gethostname(),
+                "driver_pid": os.getpid(),
+                "backend": job.backend,
+                "compute": job.compute.kind,
+                "distribution": job.distribution.kind,
+                "process_group": job.process_group,
+                "world": {
+                    "node_count": job.node_count,
+                    "process_count_per_node": job.process_count_per_node,
+                    "world_size": job.world_size,
+                },
+                "command": job.argv,
+                "kill_grace_s": job.kill_grace_s,
+                "cwd": job.cwd,
+                "overrides": job.overrides,
+                "sweep": {"dir": job.sweep_dir, "index": job.sweep_index},
+                "ranks": {},
+                "error": None,
+            },
+        )
+        record.save()
+        return record
+
+    @classmethod
+    def load(cls, run_dir: str | Path) -> "RunRecord":
+        path = Path(run_dir) / "run.json"
+        try:
+            with open(path, encoding="utf-8") as f:
+                return cls(run_dir, json.load(f))
+        except FileNotFoundError:
+            raise MltrainError(f"no run record at {path}") from None
+
+    # ------------------------------------------------------------------ updates
+    def save(self) -> None:
+        atomic_write(self.dir / "run.json", json.dumps(self.data, indent=2, sort_keys=True))
+
+    def update(self, **fields: Any) -> None:
+        with self._lock:
+            self.data.update(fields)
+            self.save()
+
+    def set_status(self, status: str, at: Optional[float] = None, **fields: Any) -> None:
+        """Enter `status`; `at` is when the backend says it happened (Slurm's accounting), else now.
+        The first time of each phase is kept (a requeued job is Queued and Running again)."""
+        with self._lock:
+            self.data["status"] = status
+            self.data["phases"].setdefault(status, at if at is not None else time.time())
+            self.data.update(fields)
+            self.save()
+
+    def reopen(self) -> None:
+        """Start another attempt of this run in the same directory; earlier attempts stay in `attempts`."""
+        with self._lock:
+            d = self.data
+            d.setdefault("attempts", []).append({"status": d["status"], "phases": d["phases"], "ranks": d["ranks"],
+                                                  "error": d.get("error")})
+            d.update(status=NOT_STARTED, phases={NOT_STARTED: time.time()}, ranks={}, error=None, failed_rank=None,
+                     driver_pid=os.getpid(), outputs=[])
+            self.save()
+
+    def set_rank(self, rank: int, **fields: Any) -> None:
+        with self._lock:
+            self.data["ranks"].setdefault(str(rank), {}).update(fields)
+            self.save()
+
+    def reload(self) -> None:
+        """Read run.json again (another process, the driver or a rank, may have written it)."""
+        fresh = RunRecord.load(self.dir)
+        with self._lock:
+            self.data = fresh.data
+
+    # ------------------------------------------------------------------ reading
+    def host_is_here(self) -> bool:
+        """Whether the run's driver ran on this machine (only then can its pid be looked at)."""
+        return self.data.get("host") in (None, socket.gethostname())
+
+    @property
+    def id(self) -> str:
+        return self.data["id"]
+
+    @property
+    def status(self) -> str:
+        return self.data["status"]
+
+    def log_path(self, rank: Optional[int] = None) -> Path:
+        return self.dir / "logs" / ("launcher.log" if rank is None else f"rank_{rank}.log")
+
+    @property
+    def created(self) -> float:
+        """When the run (or its current attempt) was created; records of 0.1.0 start at Queued."""
+        return float(self.data.get("created") or min(self.data["phases"].values()))
+
+    def times(self) -> Tuple[float, float]:
+        """(seconds it ran, seconds it waited before running) once it has ended."""
+        phases = self.data["phases"]
+        end = max(phases.values())
+        start = phases.get(RUNNING, end)
+        return end - start, start - min(phases.values())
+
+    def durations(self) -> Dict[str, float]:
+        """Seconds spent in each phase: where the time went."""
+        phases = sorted(self.data["phases"].items(), key=lambda kv: kv[1])
+        out = {}
+        for (name, start), (_, end) in zip(phases, phases[1:]):
+            out[name] = end - start
+        return out
+
+
+def iter_runs(root: Path) -> Iterator[RunRecord]:
+    if not root.is_dir():
+        return
+    for entry in root.iterdir():
+        if (entry / "run.json").is_file():
+            try:
+                yield RunRecord.load(entry)
+            except (MltrainError, json.JSONDecodeError):
+                continue
+
+
+def find_run(root: Path, ref: str) -> RunRecord:
+    """A run by directory path, full id, or unique id prefix."""
+    path = Path(ref).expanduser()
+    if (path / "run.json").is_file():
+        return RunRecord.load(path)
+    if (root / ref / "run.json").is_file():
+        return RunRecord.load(root / ref)
+    matches: List[Path] = sorted(p for p in root.glob(f"{ref}*") if (p / "run.json").is_file()) if root.is_dir() else []
+    if len(matches) == 1:
+        return RunRecord.load(matches[0])
+    if len(matches) > 1:
+        raise MltrainError(f"run '{ref}' is ambiguous: {', '.join(p.name for p in matches[:5])} ...")
+    raise MltrainError(f"no run '{ref}' under {root} (see `mltrain runs list`)")
