@@ -7,6 +7,7 @@ import pytest
 from hydra.core.plugins import Plugins
 from hydra.plugins.launcher import Launcher
 from hydra.test_utils.launcher_common_tests import IntegrationTestSuite, LauncherTestSuite
+
 from hydra_plugins.mltrain_launcher.launcher import MltrainLauncher
 
 

@@ -9,7 +9,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import mltrain_exe, only_run, pid_alive, run_mltrain, runs
 
 SEED_001_ARGS = "job.arguments=[--dist-backend,gloo,--dist-url,$AZ_BATCHAI_PYTORCH_INIT_METHOD,--rank,$AZ_BATCHAI_TASK_INDEX,--world-size,2]"

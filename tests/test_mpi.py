@@ -5,7 +5,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 from conftest import only_run, run_mltrain, runs
 from mpi_support import require_mpi
 from test_train_pytorch_model import FAST, data_args, epoch_metrics, write_digits

@@ -7,9 +7,9 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import only_run, run_mltrain, runs
 
 import mltrain
-from conftest import only_run, run_mltrain, runs
 from mltrain.errors import MltrainError, RunFailed
 
 

@@ -7,7 +7,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import mltrain_exe, only_run, run_mltrain, runs, wait_for_checkpoint
 from slurm_support import require_cluster, sacct
 from test_train_pytorch_model import FAST, data_args, epoch_metrics, write_digits

@@ -7,7 +7,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from conftest import mltrain_exe, only_run, run_mltrain, runs, wait_for_checkpoint
 
 pytestmark = pytest.mark.slow

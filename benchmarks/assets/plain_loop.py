@@ -20,7 +20,7 @@ loader = DataLoader(ds, batch_size=batch, shuffle=True)
 model = models.resnet18(num_classes=len(ds.classes))
 opt = torch.optim.SGD(model.parameters(), lr=0.001, momentum=0.9, weight_decay=1e-4)
 loss_fn = nn.CrossEntropyLoss()
-for epoch in range(epochs):
+for _epoch in range(epochs):
     model.train()
     start, seen = time.perf_counter(), 0
     for x, y in loader:

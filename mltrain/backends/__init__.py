@@ -20,10 +20,10 @@ BACKENDS: Dict[str, str] = {
     "slurm": "mltrain.backends.slurm.backend:SlurmBackend",
 }
 
-_loaded: Dict[str, "Backend"] = {}
+_loaded: Dict[str, Backend] = {}
 
 
-def get(name: str) -> "Backend":
+def get(name: str) -> Backend:
     """The backend registered as `name` (one instance per process)."""
     if name not in _loaded:
         if name not in BACKENDS:

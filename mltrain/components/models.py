@@ -11,10 +11,10 @@ import os
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from mltrain.atomic import atomic_write
 from mltrain.components import checks
 from mltrain.components.errors import InvalidModelDirectoryError
 from mltrain.errors import MltrainError
-from mltrain.atomic import atomic_write
 
 
 def spec_from_config(cfg: Any) -> Dict[str, Any]:

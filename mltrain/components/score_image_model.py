@@ -17,8 +17,8 @@ def score(ctx: RankContext) -> None:
     import torch.distributed as dist
     from PIL import Image
 
-    from mltrain.components import data, models
     from mltrain.atomic import atomic_write
+    from mltrain.components import data, models
 
     cfg = ctx.cfg
     model, spec = models.load_model_dir(cfg.job.model_dir)

@@ -21,10 +21,10 @@ import torch.distributed as dist
 import torch.nn as nn
 from torch.utils.data import DataLoader, DistributedSampler, Subset
 
+from mltrain.atomic import atomic_write
 from mltrain.components.errors import NaNLossError
 from mltrain.components.runtime import RankContext
 from mltrain.runs.metrics import MetricsWriter
-from mltrain.atomic import atomic_write
 
 POLY_POWER = 0.9
 LATEST = "latest.pt"

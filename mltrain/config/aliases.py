@@ -12,6 +12,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from mltrain.errors import ConfigError
 
+
 def _flatten_script_params(params: Any) -> List[str]:
     """{'--lr': 0.1, '--verbose': None} -> ['--lr', '0.1', '--verbose'] (the estimator's order)."""
     out: List[str] = []

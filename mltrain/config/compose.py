@@ -6,7 +6,6 @@ from typing import Any, List, Sequence
 from omegaconf import DictConfig, open_dict
 
 
-
 def is_mltrain_config(cfg: Any) -> bool:
     """mltrain's own app (job + compute + distribution + run), as opposed to a plain Hydra app on the launcher."""
     return all(k in cfg for k in ("job", "compute", "distribution", "run"))

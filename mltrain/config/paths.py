@@ -25,7 +25,7 @@ def builtin_conf_dir() -> Path:
     spec = importlib.util.find_spec("mltrain.conf")
     if spec is not None and spec.submodule_search_locations:
         return Path(list(spec.submodule_search_locations)[0])
-    return Path(__file__).resolve().parent.parent / "conf"
+    return Path(__file__).resolve().parents[2] / "conf"
 
 
 def builtin_search_url() -> str:

@@ -276,7 +276,7 @@ def compute_from_dict(values: Dict[str, Any], key: str = "compute") -> Any:
     return _build(schema, values, key)
 
 
-def distribution_from_dict(values: Dict[str, Any], key: str = "distribution") -> "DistributionConf":
+def distribution_from_dict(values: Dict[str, Any], key: str = "distribution") -> DistributionConf:
     return _build(DistributionConf, values, key)
 
 

@@ -8,7 +8,7 @@ the key and what is allowed.
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, List, Tuple
+from typing import Any, Callable, Collection, List, Tuple
 
 from omegaconf import OmegaConf
 
@@ -117,9 +117,10 @@ def _check_horovod() -> None:
                           "`pip install 'mltrain[horovod]'` (Horovod 0.28.1 builds only against torch < 2.1)")
 
 
-def check_added_keys(overrides: List[str]) -> None:
+def check_added_keys(overrides: List[str], groups: Collection[str] = ()) -> None:
     """`+key=...` adds a key Hydra would otherwise refuse; a top-level one the schema does not declare
-    is refused here like a group key (keys added inside groups are caught by check_known_keys)."""
+    is refused here like a group key (keys added inside groups are caught by check_known_keys).
+    `+group=option` adds a config group (e.g. an experiment) and is Hydra's to check."""
     import dataclasses
     import difflib
 
@@ -131,7 +132,7 @@ def check_added_keys(overrides: List[str]) -> None:
             continue
         key = override.lstrip("+").split("=", 1)[0].strip()
         top = key.split(".", 1)[0].split("@", 1)[0]
-        if top in declared or top == "hydra" or "/" in top:
+        if top in declared or top in groups or top == "hydra" or "/" in top:
             continue
         close = difflib.get_close_matches(top, declared, n=1, cutoff=0.5)
         hint = f"; did you mean {close[0]}?" if close else ""

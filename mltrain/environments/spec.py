@@ -52,7 +52,7 @@ class EnvironmentSpec:
         return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
 
     # ------------------------------------------------------------------ derived specs
-    def clone(self, new_name: str) -> "EnvironmentSpec":
+    def clone(self, new_name: str) -> EnvironmentSpec:
         check_name(new_name)
         other = copy.deepcopy(self)
         other.name = new_name
@@ -75,7 +75,7 @@ class EnvironmentSpec:
         return folder
 
     @classmethod
-    def load(cls, directory: str | Path) -> "EnvironmentSpec":
+    def load(cls, directory: str | Path) -> EnvironmentSpec:
         path = Path(directory) / SPEC_FILE
         try:
             data = json.loads(path.read_text())

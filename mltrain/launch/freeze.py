@@ -20,14 +20,14 @@ if TYPE_CHECKING:
     from omegaconf import DictConfig
 
 
-def task_config(sweep_config: "DictConfig") -> "DictConfig":
+def task_config(sweep_config: DictConfig) -> DictConfig:
     """The job's own config: everything but the `hydra` node."""
     from omegaconf import OmegaConf
 
     return OmegaConf.masked_copy(sweep_config, [k for k in sweep_config.keys() if k != "hydra"])
 
 
-def freeze(sweep_config: "DictConfig", runs_root: str, sweep_index: Optional[int] = None,
+def freeze(sweep_config: DictConfig, runs_root: str, sweep_index: Optional[int] = None,
            app_compute: Optional[Dict[str, Any]] = None) -> FrozenJob:
     """Resolve, validate and freeze one composed config. Raises ConfigError on bad input."""
     from omegaconf import OmegaConf
@@ -41,7 +41,8 @@ def freeze(sweep_config: "DictConfig", runs_root: str, sweep_index: Optional[int
         # so it is resolved in the rank, as Hydra's own launchers do.
         plain = OmegaConf.to_container(task_config(sweep_config), resolve=False)
         return _freeze_hydra_app(sweep_config, plain, overrides, runs_root, sweep_dir, sweep_index, app_compute)
-    validate.check_added_keys(overrides)
+    groups = OmegaConf.select(sweep_config, "hydra.runtime.choices", default=None) or {}
+    validate.check_added_keys(overrides, groups=list(groups.keys()))
     # Resolve once, with HydraConfig set by the caller, so `${hydra:...}` and `${now:}` work here.
     resolved = {}
     for key in sweep_config.keys():
@@ -123,7 +124,8 @@ def _resolve_environment(cfg, backend_runs_containers: bool) -> Dict[str, Any]:
     """The spec, checked now: pins impossible here or a user-managed mismatch stop the run before it queues."""
     from omegaconf import OmegaConf
 
-    from mltrain.environments import materialize, spec as env_spec
+    from mltrain.environments import materialize
+    from mltrain.environments import spec as env_spec
 
     spec = env_spec.from_config(OmegaConf.to_container(cfg.environment))
     containerized = bool(spec.base_image) and backend_runs_containers

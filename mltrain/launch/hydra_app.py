@@ -6,9 +6,7 @@ them through Hydra's own run_job (mltrain.ranks.hydra_task) and pickles its JobR
 """
 from __future__ import annotations
 
-import os
 import pickle
-import sys
 from pathlib import Path
 from typing import Any, List
 

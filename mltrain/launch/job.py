@@ -78,13 +78,13 @@ class FrozenJob:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, data: Dict[str, Any]) -> "FrozenJob":
+    def from_json(cls, data: Dict[str, Any]) -> FrozenJob:
         data = upgrade(data)
         return cls(**{**data, "compute": compute_from_dict(data["compute"]),
                       "distribution": distribution_from_dict(data["distribution"])})
 
     @classmethod
-    def load(cls, run_dir: Union[str, Path]) -> "FrozenJob":
+    def load(cls, run_dir: Union[str, Path]) -> FrozenJob:
         with open(Path(run_dir) / "job.json", encoding="utf-8") as f:
             return cls.from_json(json.load(f))
 

@@ -44,7 +44,7 @@ class CancelOnSignal:
         self.signum: Optional[int] = None
         self._old: dict = {}
 
-    def __enter__(self) -> "CancelOnSignal":
+    def __enter__(self) -> CancelOnSignal:
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
                 self._old[sig] = signal.signal(sig, self._handle)

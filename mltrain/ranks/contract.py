@@ -107,7 +107,7 @@ _VAR = re.compile(r"\$(?:\{(\w+)\}|(\w+))")
 def expand(text: str, env: Mapping[str, str]) -> str:
     """Expand $VAR and ${VAR} from the rank's environment; unknown names are left as written."""
 
-    def sub(m: "re.Match[str]") -> str:
+    def sub(m: re.Match[str]) -> str:
         name = m.group(1) or m.group(2)
         return env.get(name, m.group(0))
 

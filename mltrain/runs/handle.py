@@ -56,7 +56,7 @@ class Run:
         self._driver = driver
 
     @classmethod
-    def get(cls, run_id: str, root: Optional[Union[str, Path]] = None) -> "Run":
+    def get(cls, run_id: str, root: Optional[Union[str, Path]] = None) -> Run:
         """A run by id, unique id prefix or directory (under $MLTRAIN_HOME/runs unless `root` is given)."""
         from mltrain.config.paths import mltrain_home
 

@@ -39,7 +39,7 @@ class RunRecord:
 
     # ------------------------------------------------------------------ creation and loading
     @classmethod
-    def create(cls, job: "FrozenJob") -> "RunRecord":
+    def create(cls, job: FrozenJob) -> RunRecord:
         run_dir = Path(job.run_dir)
         run_dir.mkdir(parents=True, exist_ok=False)  # a run directory is never reused
         for sub in ("logs", "outputs", "checkpoints"):
@@ -82,7 +82,7 @@ class RunRecord:
         return record
 
     @classmethod
-    def load(cls, run_dir: str | Path) -> "RunRecord":
+    def load(cls, run_dir: str | Path) -> RunRecord:
         path = Path(run_dir) / "run.json"
         try:
             with open(path, encoding="utf-8") as f:

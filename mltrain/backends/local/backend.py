@@ -11,7 +11,16 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Dict, List
 
-from mltrain.backends.base import PORT, Backend, Outcome, Plan, driver_alive, failure_text, prepare_environment, stop_driver
+from mltrain.backends.base import (
+    PORT,
+    Backend,
+    Outcome,
+    Plan,
+    driver_alive,
+    failure_text,
+    prepare_environment,
+    stop_driver,
+)
 from mltrain.errors import ConfigError
 from mltrain.launch.job import FrozenJob
 from mltrain.ranks import contract

@@ -29,7 +29,7 @@ class PortClaim:
                 self._handle.close()
                 self._handle = None
 
-    def __enter__(self) -> "PortClaim":
+    def __enter__(self) -> PortClaim:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 from typing import Any, List
 
 from mltrain.backends.base import Backend, Plan, stop_driver
@@ -41,14 +42,14 @@ class SlurmBackend(Backend):
         from mltrain.backends.slurm.submission import executor_parameters
 
         return Plan(job, contract.plan(job, FIRST_NODE, JOB_PORT),
-                    notes=[f"MASTER_ADDR is the first node of the allocation; MASTER_PORT is derived from the Slurm "
+                    notes=["MASTER_ADDR is the first node of the allocation; MASTER_PORT is derived from the Slurm "
                            "job id"],
-                    details={"executor": executor_parameters(job)})
+                    details={"executor": executor_parameters(job), "folder": str(Path(job.run_dir) / "submitit")})
 
     def describe(self, plan: Plan) -> List[str]:
         from mltrain.backends.slurm.submission import sbatch_script
 
-        script = sbatch_script(plan.details["executor"], plan.job.compute.max_requeues)
+        script = sbatch_script(plan.details["executor"], Path(plan.details["folder"]), plan.job.compute.max_requeues)
         return [*plan.notes, "submitit parameters: " + repr(plan.details["executor"]), "sbatch script:",
                 *("  " + line for line in script.splitlines())]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Dict, List, Optional
+from typing import Callable, List, Optional
 
 from mltrain.backends.base import Plan, prepare_environment
 from mltrain.backends.slurm import accounting
@@ -29,7 +29,8 @@ def submit(plans: List[Plan], records: List[RunRecord], consoles: List[Console])
 
     jobs = [p.job for p in plans]
     sweep = len(jobs) > 1 and jobs[0].sweep_dir
-    folder = Path(jobs[0].sweep_dir) / "submitit" if sweep else Path(jobs[0].run_dir) / "submitit"
+    # A lone run's submitit files go in its own directory (as its dry run showed); an array's beside the sweep.
+    folder = Path(jobs[0].sweep_dir) / "submitit" if sweep else Path(plans[0].details["folder"])
     params = dict(plans[0].details["executor"])
     params["slurm_array_parallelism"] = jobs[0].compute.array_parallelism
     executor = make_executor(params, folder, jobs[0].compute.max_requeues)

@@ -2,7 +2,6 @@
 submitit's executor parameters for a run, and the batch script submitit writes from them."""
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 from typing import Any, Dict
 
@@ -57,8 +56,8 @@ def make_executor(params: Dict[str, Any], folder: Path, max_requeues: int):
     return executor
 
 
-def sbatch_script(params: Dict[str, Any], max_requeues: int) -> str:
+def sbatch_script(params: Dict[str, Any], folder: Path, max_requeues: int) -> str:
     """The batch script submitit writes for these parameters (submitit builds it; nothing is submitted)."""
-    executor = make_executor(params, Path(tempfile.gettempdir()) / "mltrain-dry-run" / "%j", max_requeues)
+    executor = make_executor(params, folder, max_requeues)
     inner = executor._executor  # the SlurmExecutor behind AutoExecutor: it owns the script template
     return inner._make_submission_file_text(inner._submitit_command_str, uid="DRYRUN")

@@ -15,7 +15,7 @@ class Run:
         self.tags: Dict[str, str] = {}
 
     @classmethod
-    def get_context(cls, allow_offline: bool = True) -> "Run":
+    def get_context(cls, allow_offline: bool = True) -> Run:
         return cls()
 
     def log(self, name: str, value: Any, description: str = "", step: Optional[int] = None) -> None:

@@ -1,0 +1,31 @@
+"""Slurm's accounting read into run statuses, on recorded `sacct -X -n -P -o JobID,State,Start,End` text."""
+import time
+
+from mltrain.backends.slurm import accounting
+from mltrain.runs.status import CANCELED, COMPLETED, FAILED, QUEUED, RUNNING
+
+RECORDED = """\
+14_0|COMPLETED|2026-11-22T08:20:24|2026-11-22T08:20:25
+14_1|RUNNING|2026-11-22T08:20:24|Unknown
+14_[2-4]|PENDING|Unknown|Unknown
+15|CANCELLED by 0|2026-11-22T08:21:00|2026-11-22T08:21:07
+16|TIMEOUT|2026-11-22T08:00:00|2026-11-22T09:00:00
+17|OUT_OF_MEMORY|2026-11-22T08:00:00|2026-11-22T08:00:03
+"""
+
+
+def test_states_statuses_and_times_from_recorded_sacct():
+    ids = ["14_0", "14_1", "14_3", "15", "16", "17", "99"]
+    got = accounting.parse(RECORDED, ids)
+    assert {k: v.status for k, v in got.items()} == {
+        "14_0": COMPLETED, "14_1": RUNNING, "14_3": QUEUED, "15": CANCELED, "16": FAILED, "17": FAILED,
+        "99": None}
+    assert got["15"].state == "CANCELLED" and got["99"].state == "UNKNOWN"
+    assert got["14_0"].end - got["14_0"].start == 1.0
+    assert got["14_0"].start == time.mktime(time.strptime("2026-11-22T08:20:24", "%Y-%m-%dT%H:%M:%S"))
+    assert got["14_1"].end is None and got["14_3"].start is None
+
+
+def test_requeued_and_preempted_jobs_are_queued_again():
+    got = accounting.parse("20|REQUEUED|Unknown|Unknown\n21|PREEMPTED|x|y\n", ["20", "21"])
+    assert got["20"].status == QUEUED and got["21"].status == QUEUED and got["21"].start is None
