@@ -1,7 +1,8 @@
 """Launch overhead of mltrain, measured against what a user would otherwise run, in one run.
 
 1. A 2-rank trivial gloo job: `mltrain job=script distribution=pytorch ...` vs
-   `torchrun --nproc_per_node=2` on the same script (wall time, median of N alternating runs).
+   `torchrun --nproc_per_node=2` and TorchX's `torchx run -s local_cwd --wait dist.ddp -j 1x2` on the
+   same script (wall time, median of N alternating runs; TorchX from `pip install 'mltrain[bench]'`).
 2. `mltrain --cfg job` vs a bare Hydra app's `--cfg job`.
 3. Peak resident memory of the mltrain driver process itself (not its ranks), read from
    /proc/<pid>/status VmHWM while it runs.
@@ -56,22 +57,26 @@ def main() -> None:
     mltrain = [str(BIN / "mltrain"), "job=script", f"job.script={script}", "distribution=pytorch",
                "distribution.process_count_per_node=2", "distribution.backend=gloo"]
     torchrun = [str(BIN / "torchrun"), "--nproc_per_node=2", script]
+    torchx = [str(BIN / "torchx"), "run", "-s", "local_cwd", "--wait", "dist.ddp", "-j", "1x2", "--script", script]
+    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"  # TorchX's local_cwd scheduler runs `torchrun`
     cfg_mltrain = [str(BIN / "mltrain"), "--cfg", "job"]
     cfg_hydra = [sys.executable, str(HERE / "assets" / "bare_hydra_app.py"), "--cfg", "job"]
 
     # one warm-up each so that the page cache is equally warm for both sides
-    for cmd in (mltrain, torchrun, cfg_mltrain, cfg_hydra):
+    for cmd in (mltrain, torchrun, torchx, cfg_mltrain, cfg_hydra):
         timed(cmd, work, env)
-    t_ml, t_tr, c_ml, c_hy = [], [], [], []
+    t_ml, t_tr, t_tx, c_ml, c_hy = [], [], [], [], []
     for _ in range(args.repeats):
         t_ml.append(timed(mltrain, work, env))
         t_tr.append(timed(torchrun, work, env))
+        t_tx.append(timed(torchx, work, env))
         c_ml.append(timed(cfg_mltrain, work, env))
         c_hy.append(timed(cfg_hydra, work, env))
     rss = peak_rss_mb(mltrain, work, env)
 
-    ml, tr, cm, ch = (statistics.median(x) for x in (t_ml, t_tr, c_ml, c_hy))
+    ml, tr, tx, cm, ch = (statistics.median(x) for x in (t_ml, t_tr, t_tx, c_ml, c_hy))
     print(f"2-rank gloo job   mltrain {ml:.2f}s  torchrun {tr:.2f}s  ratio {ml / tr:.2f}  (target <= 1.0)")
+    print(f"2-rank gloo job   mltrain {ml:.2f}s  TorchX local_cwd {tx:.2f}s  ratio {ml / tx:.2f}  (target <= 1.0)")
     print(f"--cfg job         mltrain {cm:.3f}s  bare Hydra app {ch:.3f}s  ratio {cm / ch:.2f}  (target <= 2.0)")
     print(f"driver peak RSS   {rss:.0f} MB  (target < 150 MB; torch is not loaded in the driver)")
     print(f"medians of {args.repeats} alternating runs, {os.cpu_count()} CPUs")

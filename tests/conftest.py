@@ -54,7 +54,7 @@ def runs(home: Path) -> list:
     if not root.is_dir():
         return []
     out = [json.loads((d / "run.json").read_text()) | {"dir": str(d)} for d in root.iterdir() if (d / "run.json").is_file()]
-    return sorted(out, key=lambda r: r["phases"]["Queued"])
+    return sorted(out, key=lambda r: r.get("created") or r["phases"]["Queued"])
 
 
 def only_run(home: Path) -> dict:

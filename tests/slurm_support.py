@@ -28,6 +28,19 @@ def require_cluster() -> None:
     require(cluster_problem(), "MLTRAIN_REQUIRE_SLURM", "Slurm")
 
 
+def sacct_settles(job_id: str, timeout: float = 30) -> str:
+    """The job's state once accounting has a final one. mltrain reports a run Completed from its ranks'
+    own reports, which can be a moment before slurmdbd has recorded the job's end."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    state = sacct(job_id)
+    while state in ("PENDING", "RUNNING", "COMPLETING", "") and time.monotonic() < deadline:
+        time.sleep(0.2)
+        state = sacct(job_id)
+    return state
+
+
 def sacct(job_id: str) -> str:
     out = subprocess.run(["sacct", "-j", job_id, "-X", "-n", "-P", "-o", "State"], capture_output=True, text=True)
     return out.stdout.split("\n")[0].split(" ")[0].strip()

@@ -81,14 +81,14 @@ def test_validation_before_launch(home, project):
 
 @pytest.mark.slow
 def test_mpi_on_slurm_through_srun(home, project):
-    from slurm_support import require_cluster, sacct
+    from slurm_support import require_cluster, sacct_settles
 
     require_cluster()
     r = run_mltrain("job=script", "job.script=mpi_allreduce.py", *MPI2, "compute=slurm", "compute.poll_s=0.3",
                     cwd=project, timeout=180)
     assert r.rc == 0, r.out + r.err
     run = only_run(home)
-    assert sacct(run["slurm"]["job_id"]) == "COMPLETED"
+    assert sacct_settles(run["slurm"]["job_id"]) == "COMPLETED"
     logs = Path(run["dir"]) / "logs"
     for rank in (0, 1):
         assert f"mpi rank={rank} size=2 sum=3" in (logs / f"rank_{rank}.log").read_text()

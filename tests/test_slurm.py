@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from conftest import mltrain_exe, only_run, run_mltrain, runs, wait_for_checkpoint
-from slurm_support import require_cluster, sacct
+from slurm_support import require_cluster, sacct, sacct_settles
 from test_train_pytorch_model import FAST, data_args, epoch_metrics, write_digits
 
 pytestmark = pytest.mark.slow
@@ -32,7 +32,7 @@ def test_two_rank_ddp_script_on_slurm(home, project):
                     cwd=project, timeout=180)
     assert r.rc == 0, r.out + r.err
     run = only_run(home)
-    assert run["status"] == "Completed" and sacct(run["slurm"]["job_id"]) == "COMPLETED"
+    assert run["status"] == "Completed" and sacct_settles(run["slurm"]["job_id"]) == "COMPLETED"
     logs = Path(run["dir"]) / "logs"
     for rank in (0, 1):  # one log per rank in the run, not only in submitit's folder
         assert f"allreduce rank={rank} world=2 sum=3" in (logs / f"rank_{rank}.log").read_text()
@@ -48,7 +48,7 @@ def test_failing_rank_fails_the_slurm_job(home, project):
     assert "rank 1 exited with code 3" in r.out and "rank 1 failing on purpose" in r.out
     run = only_run(home)
     assert run["status"] == "Failed" and run["failed_rank"] == 1
-    assert sacct(run["slurm"]["job_id"]) == "FAILED"  # never COMPLETED (hydra #1928)
+    assert sacct_settles(run["slurm"]["job_id"]) == "FAILED"  # never COMPLETED (hydra #1928)
 
 
 def test_builtin_trainer_one_epoch_on_slurm(home, project, images):

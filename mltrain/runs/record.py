@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Tuple
 
 from mltrain.atomic import atomic_write
 from mltrain.errors import MltrainError
-from mltrain.runs.status import NOT_STARTED, RUNNING
+from mltrain.runs.status import NOT_STARTED, ORDER, RUNNING
 
 if TYPE_CHECKING:
     from mltrain.launch.job import FrozenJob
@@ -157,9 +157,15 @@ class RunRecord:
         start = phases.get(RUNNING, end)
         return end - start, start - min(phases.values())
 
+    def phase_order(self) -> List[str]:
+        """The phases in the order they happened (equal times in lifecycle order)."""
+        phases = self.data["phases"]
+        rank = {name: i for i, name in enumerate(ORDER)}
+        return sorted(phases, key=lambda name: (phases[name], rank.get(name, len(ORDER))))
+
     def durations(self) -> Dict[str, float]:
         """Seconds spent in each phase: where the time went."""
-        phases = sorted(self.data["phases"].items(), key=lambda kv: kv[1])
+        phases = [(name, self.data["phases"][name]) for name in self.phase_order()]
         out = {}
         for (name, start), (_, end) in zip(phases, phases[1:]):
             out[name] = end - start

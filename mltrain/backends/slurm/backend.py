@@ -69,12 +69,19 @@ class SlurmBackend(Backend):
     # ------------------------------------------------------------------ the run handle's view
     def refresh(self, records: List[RunRecord]) -> None:
         from mltrain.backends.slurm import driver
+        from mltrain.ranks import reports
 
         pending = [r for r in records if r.status not in TERMINAL and "slurm" in r.data]
-        states = accounting.query([r.data["slurm"]["job_id"] for r in pending])
+        finished = [r for r in pending if reports.ended_well(r.dir, r.data["world"]["world_size"])]
+        states = accounting.query([r.data["slurm"]["job_id"] for r in pending if r not in finished])
         for record in pending:
             record.reload()
-            if record.status not in TERMINAL:
+            if record.status in TERMINAL:
+                continue
+            if record in finished:  # the ranks' own report, with their own clocks
+                start, end = reports.span(record.dir)
+                driver.settle(record, accounting.JobState("COMPLETED", start, end))
+            else:
                 driver.settle(record, states[record.data["slurm"]["job_id"]])
 
     def cancel(self, record: RunRecord) -> None:

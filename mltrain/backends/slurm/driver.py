@@ -22,6 +22,9 @@ from mltrain.runs.lifecycle import finish
 from mltrain.runs.record import RunRecord
 from mltrain.runs.status import CANCELED, COMPLETED, FAILED, QUEUED, RUNNING, TERMINAL
 
+#: How often the driver looks at the ranks' reports and logs (cheap: a few small files).
+TICK_S = 0.1
+
 
 def submit(plans: List[Plan], records: List[RunRecord], consoles: List[Console]) -> List[str]:
     """Prepare and submit every run; returns their Slurm job ids in the same order."""
@@ -121,33 +124,51 @@ def _streams(plan: Plan, record: RunRecord, console: Console) -> List[_Stream]:
 
 def wait(plans: List[Plan], records: List[RunRecord], ids: List[str], consoles: List[Console],
          cancel: threading.Event) -> List[str]:
-    """Follow every run to its end; on cancel, scancel them all. Returns final statuses."""
+    """Follow every run to its end; on cancel, scancel them all. Returns final statuses.
+
+    The ranks' own reports say first that a run started and that every rank ended well (accounting
+    lags behind the job by up to seconds); they are looked at every tick. Accounting, asked every
+    compute.poll_s, settles everything else: cancel, timeout, node failure, requeue.
+    """
     streams = [_streams(p, r, c) for p, r, c in zip(plans, records, consoles)]
     poll = plans[0].job.compute.poll_s
+    tick = min(poll, TICK_S)
     open_ = set(range(len(plans)))
     canceled = False
+    next_query = 0.0
     while open_:
         if cancel.is_set() and not canceled:
             accounting.scancel([ids[i] for i in open_])
             canceled = True
-        states = accounting.query([ids[i] for i in open_])
+        states = {}
+        if time.monotonic() >= next_query:
+            states = accounting.query([ids[i] for i in open_])
+            next_query = time.monotonic() + poll
         for i in sorted(open_):
-            record, console = records[i], consoles[i]
-            state = states.get(ids[i], accounting.JobState("UNKNOWN"))
+            record, console, job = records[i], consoles[i], plans[i].job
+
+            def flush(i=i) -> None:
+                for s in streams[i]:
+                    s.pump(final=True)
+
+            shown = any(s.pump() for s in streams[i])
+            if (shown or reports.started(record.dir)) and RUNNING not in record.data["phases"]:
+                mark_running(record, console)  # the ranks say it runs before accounting does
+            if not canceled and reports.ended_well(record.dir, job.world_size):
+                settle(record, accounting.JobState("COMPLETED"), console, live=True, before_end=flush)
+                open_.discard(i)
+                continue
+            state = states.get(ids[i])
+            if state is None:
+                continue
             if canceled and state.state == "UNKNOWN":
                 state = accounting.JobState("CANCELLED")
-            if any(s.pump() for s in streams[i]) and RUNNING not in record.data["phases"]:
-                mark_running(record, console)  # output proves it runs, before accounting says so
             if state.status in TERMINAL:
-                def flush(i=i):
-                    for s in streams[i]:
-                        s.pump(final=True)
-
                 settle(record, state, console, live=True, before_end=flush,
                        canceled="canceled by the user" if canceled else None)
                 open_.discard(i)
             elif state.status == RUNNING:
                 mark_running(record, console)
         if open_:
-            time.sleep(poll)
+            time.sleep(tick)
     return [r.status for r in records]

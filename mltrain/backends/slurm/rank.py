@@ -103,7 +103,9 @@ class SlurmRank:
         if attempt:
             with open(log_path, "ab") as f:
                 f.write(f"--- attempt {attempt} (requeued) on {socket.gethostname()} ---\n".encode())
-        self._write_rank(place.rank, attempt, host=socket.gethostname(), started=time.time())
+        # exit_code/ended of an earlier attempt are cleared: the driver reads them as this attempt's end
+        self._write_rank(place.rank, attempt, host=socket.gethostname(), started=time.time(), exit_code=None,
+                         ended=None)
         previous = signal.getsignal(signal.SIGUSR2)
         signal.signal(signal.SIGUSR2, lambda s, f: self._checkpoint_signal(s, f, previous))
         from mltrain.ranks.process import describe_exit, run_program
