@@ -146,7 +146,8 @@ class SlurmComputeConf:
     container_runtime: str = "pyxis"
     # Any other submitit executor parameter, passed as is (submitit rejects unknown ones).
     submitit: Dict[str, Any] = field(default_factory=dict)
-    # Seconds between two looks at the queue while mltrain waits.
+    # Seconds between two looks at Slurm's accounting while mltrain waits and a run's own reports cannot
+    # tell how it is doing (a rank failed, a cancel); 5x that otherwise. The reports are read every 0.1 s.
     poll_s: float = 1.0
 
 

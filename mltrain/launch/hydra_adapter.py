@@ -32,9 +32,12 @@ def app_compute(params: dict):
     compute = params.get("compute")
     if compute is None and "kind" in params:
         compute = {k: v for k, v in params.items() if k not in ("_target_", "runs_root")}
-    if isinstance(compute, DictConfig):
+    if OmegaConf.is_config(compute):
         compute = OmegaConf.to_container(compute, resolve=True)
-    return dict(compute) if compute else None
+    if not compute:
+        return None
+    # Hydra hands nested values (srun_args, additional_parameters) over as OmegaConf containers.
+    return {k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v for k, v in compute.items()}
 
 
 def job_return(cfg: DictConfig, result: RunResult):

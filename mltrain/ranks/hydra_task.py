@@ -9,6 +9,16 @@ import sys
 from pathlib import Path
 
 
+def prepare():
+    """Import what the task needs, then return its entry point: a Slurm task calls this before it
+    forks the rank (mltrain.backends.slurm.rank), so the fork finds Hydra already loaded."""
+    import cloudpickle  # noqa: F401
+    import hydra.core.singleton  # noqa: F401
+    import hydra.core.utils  # noqa: F401
+
+    return main
+
+
 def main() -> None:
     import cloudpickle  # noqa: F401  (registers what unpickling the payload needs)
     from hydra.core.singleton import Singleton

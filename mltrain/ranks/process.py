@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from typing import Callable, List, Optional, Sequence
@@ -84,6 +85,90 @@ def run_program(argv: List[str], cwd: str, env: dict, log_path, on_start=None, o
                             kwargs={"on_chunk": on_chunk, "on_line": on_line}, daemon=True)
     pump.start()
     code = proc.wait()
+    pump.join(timeout=10)
+    return code
+
+
+class ForkedChild:
+    """A rank program run as a fork of this process (no new interpreter), with the part of
+    subprocess.Popen's interface the rank wrappers use: pid, poll, wait, send_signal, terminate."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: Optional[int] = None
+
+    def poll(self) -> Optional[int]:
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: Optional[float] = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(f"pid {self.pid}", timeout)
+            time.sleep(0.01)
+        return self.returncode  # type: ignore[return-value]
+
+    def send_signal(self, sig: int) -> None:
+        if self.returncode is None:
+            try:
+                os.kill(self.pid, sig)
+            except ProcessLookupError:
+                pass
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+
+def run_forked(target: Callable[[], None], cwd: str, env: dict, log_path, on_start=None, on_chunk=None,
+               on_line=None) -> int:
+    """run_program for a Python callable: the child is a fork of this process, so what this process
+    has imported is not imported again. The child gets `env` and `cwd`, default signal handlers and its
+    output on a pipe copied like a program's; its exit code is the callable's sys.exit code (0 when it
+    returns, 1 on an uncaught exception, whose traceback goes to the log)."""
+    read_fd, write_fd = os.pipe()
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        code = 1
+        try:
+            os.close(read_fd)
+            os.dup2(write_fd, 1)
+            os.dup2(write_fd, 2)
+            os.close(write_fd)
+            os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+            for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2):
+                signal.signal(sig, signal.SIG_DFL)
+            os.environ.clear()
+            os.environ.update(env)
+            os.chdir(cwd)
+            target()
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        except BaseException:  # noqa: B036 - the child must always end with an exit code
+            import traceback
+
+            traceback.print_exc()
+        finally:
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except Exception:
+                    pass
+            os._exit(code)
+    os.close(write_fd)
+    child = ForkedChild(pid)
+    if on_start is not None:
+        on_start(child)
+    pump = threading.Thread(target=copy_output, args=(os.fdopen(read_fd, "rb"), log_path),
+                            kwargs={"on_chunk": on_chunk, "on_line": on_line}, daemon=True)
+    pump.start()
+    code = child.wait()
     pump.join(timeout=10)
     return code
 

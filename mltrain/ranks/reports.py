@@ -27,32 +27,35 @@ def read(run_dir: str | Path) -> Dict[int, dict]:
     return out
 
 
-def ended_well(run_dir: str | Path, world_size: int) -> bool:
+def read_now(run_dir: str | Path) -> Dict[int, dict]:
+    """The reports as they are at this moment ({} while a rank is writing one for the first time)."""
+    try:
+        return read(run_dir)
+    except (OSError, ValueError):
+        return {}
+
+
+def ended_well(run_dir: str | Path, world_size: int, reports: Optional[Dict[int, dict]] = None) -> bool:
     """Whether every rank of the current attempt reported exit code 0: the run has Completed, whatever
     the cluster's accounting has caught up with. Never while a checkpoint/requeue is under way."""
-    if (Path(run_dir) / "checkpoint_requested").exists():
-        return False
-    try:
-        reports = read(run_dir)
-    except (OSError, ValueError):
-        return False
-    if len(reports) != world_size:
+    reports = read_now(run_dir) if reports is None else reports
+    if len(reports) != world_size or (Path(run_dir) / "checkpoint_requested").exists():
         return False
     attempts = {r.get("attempt") for r in reports.values()}
     return len(attempts) == 1 and all(r.get("exit_code") == 0 for r in reports.values())
 
 
+def any_failed(reports: Dict[int, dict]) -> bool:
+    """Whether a rank has reported a non-zero exit or an error."""
+    return any(r.get("exit_code") not in (0, None) or r.get("error") for r in reports.values())
+
+
 def span(run_dir: str | Path) -> Tuple[Optional[float], Optional[float]]:
     """(first rank's start, last rank's end) as the ranks' own clocks recorded them."""
-    reports = read(run_dir)
+    reports = read_now(run_dir)
     starts = [r["started"] for r in reports.values() if r.get("started")]
     ends = [r["ended"] for r in reports.values() if r.get("ended")]
     return (min(starts) if starts else None), (max(ends) if ends and len(ends) == len(reports) else None)
-
-
-def started(run_dir: str | Path) -> bool:
-    """Whether any rank has started its program."""
-    return any((Path(run_dir) / "ranks").glob("rank_*.json"))
 
 
 def failure(record: RunRecord) -> Tuple[Optional[int], Optional[str]]:

@@ -24,6 +24,8 @@ from mltrain.runs.status import CANCELED, COMPLETED, FAILED, QUEUED, RUNNING, TE
 
 #: How often the driver looks at the ranks' reports and logs (cheap: a few small files).
 TICK_S = 0.1
+#: Accounting is asked this many poll_s apart while the ranks' reports tell how the runs are doing.
+SAFETY_POLLS = 5
 
 
 def submit(plans: List[Plan], records: List[RunRecord], consoles: List[Console]) -> List[str]:
@@ -127,23 +129,29 @@ def wait(plans: List[Plan], records: List[RunRecord], ids: List[str], consoles: 
     """Follow every run to its end; on cancel, scancel them all. Returns final statuses.
 
     The ranks' own reports say first that a run started and that every rank ended well (accounting
-    lags behind the job by up to seconds); they are looked at every tick. Accounting, asked every
-    compute.poll_s, settles everything else: cancel, timeout, node failure, requeue.
+    lags behind the job by up to seconds); they are looked at every tick. Accounting settles the
+    rest: it is asked every compute.poll_s while the reports cannot tell (a rank failed, a cancel is
+    under way), and every SAFETY_POLLS x poll_s otherwise (a job cancelled from outside, a time
+    limit, a node failure, a requeue). Each `sacct` is a process and a database query; on a busy
+    node they compete with the ranks.
     """
     streams = [_streams(p, r, c) for p, r, c in zip(plans, records, consoles)]
     poll = plans[0].job.compute.poll_s
     tick = min(poll, TICK_S)
     open_ = set(range(len(plans)))
     canceled = False
-    next_query = 0.0
+    next_query = time.monotonic() + poll
     while open_:
         if cancel.is_set() and not canceled:
             accounting.scancel([ids[i] for i in open_])
             canceled = True
         states = {}
-        if time.monotonic() >= next_query:
+        now = time.monotonic()
+        seen = {i: reports.read_now(records[i].dir) for i in open_}
+        urgent = canceled or any(reports.any_failed(seen[i]) for i in open_)
+        if now >= next_query or (urgent and now >= next_query - (SAFETY_POLLS - 1) * poll):
             states = accounting.query([ids[i] for i in open_])
-            next_query = time.monotonic() + poll
+            next_query = now + SAFETY_POLLS * poll
         for i in sorted(open_):
             record, console, job = records[i], consoles[i], plans[i].job
 
@@ -152,9 +160,9 @@ def wait(plans: List[Plan], records: List[RunRecord], ids: List[str], consoles: 
                     s.pump(final=True)
 
             shown = any(s.pump() for s in streams[i])
-            if (shown or reports.started(record.dir)) and RUNNING not in record.data["phases"]:
+            if (shown or seen[i]) and RUNNING not in record.data["phases"]:
                 mark_running(record, console)  # the ranks say it runs before accounting does
-            if not canceled and reports.ended_well(record.dir, job.world_size):
+            if not canceled and reports.ended_well(record.dir, job.world_size, seen[i]):
                 settle(record, accounting.JobState("COMPLETED"), console, live=True, before_end=flush)
                 open_.discard(i)
                 continue

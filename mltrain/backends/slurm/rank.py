@@ -17,6 +17,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Optional
@@ -66,6 +67,14 @@ def rendezvous(run_dir: Path, job_id: str, attempt: int, rank: int, master: str)
     raise RuntimeError(f"rank {rank}: rank 0 published no rendezvous in {RENDEZVOUS_WAIT_S}s ({path})")
 
 
+def _is_hydra_task(argv) -> bool:
+    """Whether the rank program is a plain Hydra app's task run by this same interpreter."""
+    from mltrain.launch.job import HYDRA_TASK_MODULE
+
+    return (len(argv) == 3 and argv[1:] == ["-m", HYDRA_TASK_MODULE]
+            and os.path.realpath(argv[0]) == os.path.realpath(sys.executable))
+
+
 class SlurmRank:
     """Picklable callable; submitit runs one per task and calls checkpoint() on preemption."""
 
@@ -108,12 +117,20 @@ class SlurmRank:
                          ended=None)
         previous = signal.getsignal(signal.SIGUSR2)
         signal.signal(signal.SIGUSR2, lambda s, f: self._checkpoint_signal(s, f, previous))
-        from mltrain.ranks.process import describe_exit, run_program
+        from mltrain.ranks.process import describe_exit, run_forked, run_program
         from mltrain.runs.console import Console
 
         # every task's own output also goes to submitit's per-task log
-        code = run_program(argv, job.cwd, full, log_path, on_start=lambda p: setattr(self, "_proc", p),
-                           on_chunk=Console().raw)
+        keep = {"on_start": lambda p: setattr(self, "_proc", p), "on_chunk": Console().raw}
+        if _is_hydra_task(argv):
+            # A plain Hydra app's task: Hydra is imported here once and the task runs in a fork of this
+            # process, as hydra-submitit-launcher runs it in submitit's own, instead of paying for a
+            # second interpreter that imports it all again. It keeps its own process, log and exit code.
+            from mltrain.ranks import hydra_task
+
+            code = run_forked(hydra_task.prepare(), job.cwd, full, log_path, **keep)
+        else:
+            code = run_program(argv, job.cwd, full, log_path, **keep)
         self._write_rank(place.rank, attempt, exit_code=code, ended=time.time())
         if code != 0:
             raise RunFailed(f"rank {place.rank} {describe_exit(code)}")
