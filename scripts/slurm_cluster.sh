@@ -50,6 +50,14 @@ stop() {
     fi
     rm -f "$pidfile"
   done
+  # Daemons of an earlier start whose pidfiles went with its folder (test.sh starts afresh):
+  # found by the folder they were started with.
+  for pid in $(pgrep -x 'slurmctld|slurmd|slurmdbd|munged|mariadbd'); do
+    if { tr '\0' '\n' < "/proc/$pid/environ"; } 2>/dev/null | grep -q "^SLURM_CONF=$DIR/" \
+       || { tr '\0' ' ' < "/proc/$pid/cmdline"; } 2>/dev/null | grep -q -- "$DIR/"; then
+      kill -KILL "$pid" 2>/dev/null || true
+    fi
+  done
 }
 
 install_packages() {

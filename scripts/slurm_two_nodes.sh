@@ -41,7 +41,15 @@ stop() {
     fi
     rm -f "$pidfile"
   done
-  for i in 1 2; do ip netns del "mltn$i" 2>/dev/null || true; done
+  # Daemons of an earlier start whose pidfiles went with its folder: found by their network
+  # namespace or the config they were started with.
+  for i in 1 2; do ip netns pids "mltn$i" 2>/dev/null | xargs -r kill -KILL 2>/dev/null || true; done
+  for pid in $(pgrep -x 'slurmctld|slurmd'); do
+    { tr '\0' '\n' < "/proc/$pid/environ"; } 2>/dev/null | grep -qx "SLURM_CONF=$DIR/etc/slurm.conf" \
+      && kill -KILL "$pid" 2>/dev/null || true
+  done
+  sleep 0.5
+  for i in 1 2; do ip netns del "mltn$i" 2>/dev/null || true; ip link del "mltv$i" 2>/dev/null || true; done
   ip link del "$BR" 2>/dev/null || true
   hosts_block remove
   log "stopped"

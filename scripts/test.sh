@@ -17,7 +17,10 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
       || { apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends openmpi-bin libopenmpi-dev >>/tmp/mltrain-apt-mpi.log 2>&1; }
   fi
   SLURM_DIR=${MLTRAIN_SLURM_DIR:-/tmp/mltrain-slurm-test}
-  rm -rf "$SLURM_DIR"   # fresh state: job ids restart at 1, so nothing stale is reused
+  # fresh state: job ids restart at 1, so nothing stale is reused; a cluster left running is stopped first
+  bash scripts/slurm_two_nodes.sh stop "${MLTRAIN_SLURM2_DIR:-/tmp/mltrain-slurm2-test}" >/dev/null 2>&1 || true
+  bash scripts/slurm_cluster.sh stop "$SLURM_DIR" >/dev/null 2>&1 || true
+  rm -rf "$SLURM_DIR"
   bash scripts/slurm_cluster.sh start "$SLURM_DIR"
   SLURM2_DIR=${MLTRAIN_SLURM2_DIR:-/tmp/mltrain-slurm2-test}
   trap 'bash scripts/slurm_two_nodes.sh stop "$SLURM2_DIR" >/dev/null 2>&1 || true

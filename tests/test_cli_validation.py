@@ -41,6 +41,8 @@ INVALID = [
     (["run.console=some"], "run.console: 'some' is not supported (allowed: rank0, all, none)"),
     (["compute.max_concurrent_jobs=0"], "compute.max_concurrent_jobs: 0 is invalid"),
     (["trainer.epochs=[1"], "cannot parse override"),
+    (["+nonsense_key=1"], "nonsense_key: unknown key (allowed: experiment_name, job, environment"),
+    (["+trainr.epochs=2"], "trainr.epochs: unknown key; did you mean trainer?"),
 ]
 
 

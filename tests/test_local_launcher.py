@@ -177,3 +177,41 @@ def test_frozen_config_is_written_once_and_resolved(home, project):
     text = (Path(run["dir"]) / "config.yaml").read_text()
     assert "${" not in text  # nothing left to re-resolve in a rank or a requeue
     assert run["id"].startswith("frozen-")
+
+
+def test_concurrent_members_print_whole_lines_each_with_its_prefix(home, project):
+    (project / "chatty.py").write_text(
+        "import os, sys, time\n"
+        "me = os.environ['AML_PARAMETER_who']\n"
+        "for i in range(40):\n"
+        "    sys.stdout.write(f'line {i} of {me} '); sys.stdout.flush(); time.sleep(0.002)\n"
+        "    sys.stdout.write('end\\n'); sys.stdout.flush()\n")
+    r = run_mltrain("-m", "job=script", "job.script=chatty.py", "+job.params.who=aaa,bbb",
+                    "compute.max_concurrent_jobs=2", cwd=project, timeout=120)
+    assert r.rc == 0, r.err
+    lines = [l for l in r.out.splitlines() if "line " in l]
+    assert len(lines) == 80
+    for line in lines:  # never two members in one line, never a line without its member
+        assert line.startswith(("[#0] line ", "[#1] line ")) and line.endswith(" end"), line
+        assert ("aaa" in line) != ("bbb" in line) and (("aaa" in line) == line.startswith("[#0]"))
+    assert "mltrain: [#0] Queued" in r.out and "mltrain: [#1] Running" in r.out
+
+
+def test_run_root_inside_the_source_folder_is_never_snapshotted(home, project):
+    for _ in range(2):
+        r = run_mltrain("job=script", "job.script=show_env.py", f"run.root={project}/runs", cwd=project)
+        assert r.rc == 0, r.err
+    second = sorted((project / "runs").iterdir(), key=lambda p: p.stat().st_mtime)[-1]
+    snapshot = second / "snapshot"
+    assert (snapshot / "show_env.py").is_file() and not (snapshot / "runs").exists()
+
+
+def test_runs_show_tells_metrics_outputs_and_overrides(home, project):
+    r = run_mltrain("job=script", "job.script=train_like_azure.py", "job.arguments=[--lr,0.1]", cwd=project)
+    assert r.rc == 0, r.err
+    run = only_run(home)
+    shown = run_mltrain("runs", "show", run["id"], cwd=project)
+    assert shown.rc == 0
+    assert "overrides: job=script job.script=train_like_azure.py job.arguments=[--lr,0.1]" in shown.out
+    assert "  loss: 0.5, 0.5, 1 over 2" in shown.out  # last, lowest, highest
+    assert "outputs:   1 file(s)" in shown.out and "model.pt" in shown.out

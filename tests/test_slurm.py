@@ -177,3 +177,25 @@ def test_two_nodes_for_real(home, project):
     rendezvous = json.loads(next((Path(run["dir"]) / "ranks").glob("rendezvous_*.json")).read_text())
     assert rendezvous["master_addr"] == ranks["rank_0"]["host"]  # the allocation's first node
     assert "allreduce rank=1 world=2 sum=3" in (Path(run["dir"]) / "logs" / "rank_1.log").read_text()
+
+
+def test_sweep_members_each_print_under_their_own_prefix(home, project):
+    r = run_mltrain("-m", "job=command", "job.command=echo hello from $AML_PARAMETER_who", "+job.params.who=aaa,bbb",
+                    *SLURM, cwd=project, timeout=180)
+    assert r.rc == 0, r.out + r.err
+    found = sorted(runs(home), key=lambda x: x["sweep"]["index"])
+    for index, (who, run) in enumerate(zip(("aaa", "bbb"), found)):
+        assert f"mltrain: [#{index}] Queued: submitted as Slurm job {run['slurm']['job_id']}" in r.out
+        assert f"[#{index}] hello from {who}" in r.out  # every member's rank 0 is streamed
+        lines = r.out.splitlines()
+        pos = {s: next(i for i, l in enumerate(lines) if l.startswith(f"mltrain: [#{index}] {s}"))
+               for s in ("Queued", "Running", "Finalizing", "Completed")}
+        said = next(i for i, l in enumerate(lines) if l == f"[#{index}] hello from {who}")
+        assert pos["Queued"] < pos["Running"] < said < pos["Finalizing"] < pos["Completed"], r.out
+
+
+def test_console_all_on_slurm_shows_every_rank(home, project):
+    r = run_mltrain("job=command", "job.command=echo hi from $RANK", *SLURM, *TWO, "run.console=all",
+                    cwd=project, timeout=180)
+    assert r.rc == 0, r.out + r.err
+    assert "\nhi from 0" in r.out and "[rank 1] hi from 1" in r.out

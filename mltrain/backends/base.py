@@ -50,6 +50,8 @@ class Backend(ABC):
     name: ClassVar[str]
     # Whether environment.docker.base_image runs the ranks in a container here.
     containers: ClassVar[bool] = False
+    # How often the run handle's wait() looks again (each look may ask the backend).
+    wait_poll_s: ClassVar[float] = 0.1
 
     # ------------------------------------------------------------------ freezing
     def check(self, cfg: Any) -> Optional[str]:

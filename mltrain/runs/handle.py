@@ -106,8 +106,7 @@ class Run:
 
         deadline = None if timeout is None else time.monotonic() + timeout
         offset, last_status = 0, None
-        record = self.load()
-        poll = 0.5 if "slurm" in record.data else 0.1
+        poll = backend_of(RunRecord.load(self.run_dir)).wait_poll_s
         while True:
             status = self.load().status  # read before the log, so nothing written before the end is missed
             if show_output:

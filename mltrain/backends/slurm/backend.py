@@ -20,6 +20,7 @@ FIRST_NODE, JOB_PORT = "<first node>", "<from job id>"
 class SlurmBackend(Backend):
     name = "slurm"
     containers = True
+    wait_poll_s = 0.5
     no_gpus_reason = "compute.gpus_per_node is 0"
 
     def check(self, cfg: Any):

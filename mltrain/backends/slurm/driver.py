@@ -7,6 +7,7 @@ line come after its last one. A sweep's members are prefixed `[#N]`, whole line 
 """
 from __future__ import annotations
 
+import os
 import threading
 import time
 from pathlib import Path
@@ -103,6 +104,12 @@ class _Stream:
         self.path, self.on_chunk, self.on_line = path, on_chunk, on_line
         self.offset, self.pending = 0, b""
 
+    def has_new(self) -> bool:
+        try:
+            return os.stat(self.path).st_size > self.offset
+        except OSError:
+            return False
+
     def pump(self, final: bool = False) -> bool:
         chunk, self.offset = follow(self.path, self.offset)
         if self.on_chunk is not None and chunk:
@@ -159,9 +166,10 @@ def wait(plans: List[Plan], records: List[RunRecord], ids: List[str], consoles: 
                 for s in streams[i]:
                     s.pump(final=True)
 
-            shown = any(s.pump() for s in streams[i])
-            if (shown or seen[i]) and RUNNING not in record.data["phases"]:
+            if RUNNING not in record.data["phases"] and (seen[i] or any(s.has_new() for s in streams[i])):
                 mark_running(record, console)  # the ranks say it runs before accounting does
+            for s in streams[i]:
+                s.pump()
             if not canceled and reports.ended_well(record.dir, job.world_size, seen[i]):
                 settle(record, accounting.JobState("COMPLETED"), console, live=True, before_end=flush)
                 open_.discard(i)
