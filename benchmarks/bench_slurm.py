@@ -26,9 +26,9 @@ MARKS = {"trivial": "mark_start.py", "imports torch": "mark_start_torch.py"}
 def wait_marks(folder: Path, n: int, timeout: float = 120) -> float:
     deadline = time.time() + timeout
     while time.time() < deadline:
-        marks = list(folder.glob("start_*"))
-        if len(marks) == n:
-            return max(float(m.read_text()) for m in marks)
+        texts = [m.read_text().strip() for m in folder.glob("start_*")]
+        if len(texts) == n and all(texts):  # a marker may be caught while it is being written
+            return max(float(t) for t in texts)
         time.sleep(0.02)
     raise SystemExit(f"ranks did not start within {timeout}s in {folder}")
 

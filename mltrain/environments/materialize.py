@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import threading
 import time
 from pathlib import Path
 from typing import Callable, List, Optional, Tuple
@@ -163,8 +164,17 @@ def materialize(spec: EnvironmentSpec, containerized: bool, check_mode: str,
     return info
 
 
+_listed: dict = {}
+_listing_lock = threading.Lock()
+
+
 def record_packages(interpreter: str) -> Optional[List[str]]:
-    try:
-        return installed_packages(interpreter)
-    except (MltrainError, OSError, subprocess.TimeoutExpired):
-        return None
+    """The interpreter's packages for run.json, listed once per driver process: every member of a
+    sweep runs with the same interpreter, and a listing is a Python process of its own."""
+    with _listing_lock:
+        if interpreter not in _listed:
+            try:
+                _listed[interpreter] = installed_packages(interpreter)
+            except (MltrainError, OSError, subprocess.TimeoutExpired):
+                return None
+        return list(_listed[interpreter])

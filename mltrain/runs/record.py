@@ -47,7 +47,9 @@ class RunRecord:
         (run_dir / "metrics.jsonl").touch()
         import yaml
 
-        atomic_write(run_dir / "config.yaml", yaml.safe_dump(job.config, sort_keys=False))
+        # libyaml's dumper when PyYAML has it: the same YAML, written several times faster (a sweep writes one per member)
+        dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+        atomic_write(run_dir / "config.yaml", yaml.dump(job.config, Dumper=dumper, sort_keys=False))
         atomic_write(run_dir / "job.json", json.dumps(job.to_json(), indent=2))
         now = time.time()
         record = cls(
