@@ -31,9 +31,17 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     && export MLTRAIN_SLURM2_CONF="$SLURM2_DIR/etc/slurm.conf"
   # shellcheck disable=SC1091
   source "$SLURM_DIR/env.sh"
+  for tool in cmake g++; do
+    command -v "$tool" >/dev/null || { apt-get install -y -q --no-install-recommends "$tool" >/tmp/mltrain-apt-build.log 2>&1 \
+      || { apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends "$tool" >>/tmp/mltrain-apt-build.log 2>&1; }; }
+  done
+fi
+# Horovod against this torch: built once (a few minutes), then reused from $MLTRAIN_HOME/wheels.
+if command -v mpicxx >/dev/null; then
+  .venv/bin/mltrain horovod build || echo "Horovod was not built; its tests will say why"
 fi
 if [ "${CI:-}" = "true" ]; then
-  export MLTRAIN_REQUIRE_SLURM=1 MLTRAIN_REQUIRE_MPI=1
+  export MLTRAIN_REQUIRE_SLURM=1 MLTRAIN_REQUIRE_MPI=1 MLTRAIN_REQUIRE_HOROVOD=1
 fi
 # `pytest` (not `python -m pytest`) keeps the checkout off sys.path: tests use the installed wheel.
 .venv/bin/pytest -p no:cacheprovider -q "$@"

@@ -10,7 +10,7 @@ import os
 import sys
 from typing import List, Optional
 
-MANAGEMENT = {"runs": "mltrain.cli.runs", "env": "mltrain.cli.env"}
+MANAGEMENT = {"runs": "mltrain.cli.runs", "env": "mltrain.cli.env", "horovod": "mltrain.cli.horovod"}
 
 HELP = """\
 mltrain: Azure ML's PyTorch training, local-first and Slurm-native (Hydra + submitit).
@@ -18,6 +18,7 @@ mltrain: Azure ML's PyTorch training, local-first and Slurm-native (Hydra + subm
 usage: mltrain [-m] [GROUP=OPTION ...] [KEY=VALUE ...] [--dry-run] [--cfg job]
        mltrain runs list | runs show RUN | runs logs RUN [--rank N] | runs status|cancel|resume RUN
        mltrain env list | env show NAME | env save NAME DIR
+       mltrain horovod build [--force] | horovod check
 
 A job is composed from these config groups (pick one option each, e.g. model=resnet50):
 {groups}

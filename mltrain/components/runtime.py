@@ -27,6 +27,11 @@ class RankContext:
         return self.world_size > 1
 
     @property
+    def horovod(self) -> bool:
+        """distribution=mpi distribution.horovod=true: gradients go through Horovod, as Azure ran MPI jobs."""
+        return bool(self.cfg.distribution.get("horovod"))
+
+    @property
     def outputs_dir(self) -> Path:
         return Path(os.environ.get("MLTRAIN_OUTPUTS_DIR", self.run_dir / "outputs"))
 
@@ -45,7 +50,14 @@ def load_context() -> RankContext:
 
 
 def init_distributed(ctx: RankContext) -> None:
-    """torch.distributed from the env:// contract every backend sets (RANK, WORLD_SIZE, MASTER_*)."""
+    """torch.distributed from the env:// contract every backend sets (RANK, WORLD_SIZE, MASTER_*), and
+    Horovod (hvd.init over MPI) when the job asks for it."""
+    if ctx.horovod:
+        import horovod.torch as hvd
+
+        hvd.init()
+        if hvd.size() != ctx.world_size or hvd.rank() != ctx.rank:
+            raise RuntimeError(f"Horovod sees rank {hvd.rank()} of {hvd.size()}, mltrain {ctx.rank} of {ctx.world_size}")
     if not ctx.distributed:
         return
     import torch.distributed as dist
@@ -60,6 +72,10 @@ def init_distributed(ctx: RankContext) -> None:
 
 
 def shutdown_distributed(ctx: RankContext) -> None:
+    if ctx.horovod:
+        import horovod.torch as hvd
+
+        hvd.shutdown()
     if ctx.distributed:
         import torch.distributed as dist
 

@@ -68,8 +68,10 @@ class Trainer:
         if self.cuda:
             self.model = self.model.to(memory_format=torch.channels_last)
             torch.backends.cudnn.benchmark = True
+        # Gradients are averaged by DDP, or under Horovod by its DistributedOptimizer (set up below).
         self.ddp = nn.parallel.DistributedDataParallel(
-            self.model, device_ids=[self.device.index] if self.cuda else None) if ctx.distributed else None
+            self.model, device_ids=[self.device.index] if self.cuda else None) \
+            if ctx.distributed and not ctx.horovod else None
         self.sampler = DistributedSampler(train_ds, num_replicas=ctx.world_size, rank=ctx.rank, shuffle=True,
                                           seed=int(self.t.seed))
         workers = int(self.cfg.data.num_workers)
@@ -82,6 +84,10 @@ class Trainer:
         self.effective_lr = float(self.t.learning_rate) * ctx.world_size
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=self.effective_lr,
                                          momentum=float(self.t.momentum), weight_decay=float(self.t.weight_decay))
+        if ctx.horovod:
+            import horovod.torch as hvd
+
+            self.optimizer = hvd.DistributedOptimizer(self.optimizer, named_parameters=self.model.named_parameters())
         iters = len(self.train_loader)
         total, warmup = iters * int(self.t.epochs), iters * int(self.t.warmup_epochs)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda it: lr_factor(it, warmup, total))
@@ -195,9 +201,16 @@ class Trainer:
             images, labels = self._to_device(images, labels)
             with torch.autocast(self.device.type, dtype=torch.float16, enabled=self.amp):
                 loss = self.criterion(net(images), labels)
-            self.optimizer.zero_grad(set_to_none=True)
+            self.optimizer.zero_grad()  # None gradients: torch's default, and Horovod's zero_grad takes no argument
             self.scaler.scale(loss).backward()
-            self.scaler.step(self.optimizer)
+            if self.ctx.horovod and self.amp:
+                # Horovod's documented AMP order: reduce the gradients, unscale, then step without a second reduce
+                self.optimizer.synchronize()
+                self.scaler.unscale_(self.optimizer)
+                with self.optimizer.skip_synchronize():
+                    self.scaler.step(self.optimizer)
+            else:
+                self.scaler.step(self.optimizer)
             self.scaler.update()
             self.scheduler.step()
             loss_sum += loss.detach() * labels.size(0)
@@ -241,7 +254,14 @@ class Trainer:
         epochs = int(self.t.epochs)
         self.log(f"training {type(self.model).__name__} on {len(self.train_loader.dataset)} images, "
                  f"{len(self.class_names)} classes, {self.ctx.world_size} rank(s) on {self.device}, "
-                 f"effective learning rate {self.effective_lr:g}")
+                 f"effective learning rate {self.effective_lr:g}"
+                 + (" (gradients through Horovod)" if self.ctx.horovod else ""))
+        if self.ctx.horovod:
+            import horovod.torch as hvd
+
+            # Every rank starts from rank 0's weights and optimizer state (after a resume too).
+            hvd.broadcast_parameters(self.model.state_dict(), root_rank=0)
+            hvd.broadcast_optimizer_state(self.optimizer, root_rank=0)
         for epoch in range(start_epoch, epochs + 1):
             results = {**self.train_epoch(epoch), **self.validate(),
                        "learning_rate": self.scheduler.get_last_lr()[0]}

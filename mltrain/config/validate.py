@@ -101,20 +101,9 @@ def validate(cfg: Any) -> None:
             "distribution=none runs a single process; use distribution=pytorch for "
             f"{dist.node_count}x{dist.process_count_per_node} ranks",
         )
-    if dist.horovod:
-        _check_horovod()
-
-
-def _check_horovod() -> None:
-    import importlib.util
-
-    try:
-        found = importlib.util.find_spec("horovod.torch") is not None
-    except ModuleNotFoundError:
-        found = False
-    if not found:
-        raise ConfigError("distribution.horovod", "true, but Horovod is not installed; install it with "
-                          "`pip install 'mltrain[horovod]'` (Horovod 0.28.1 builds only against torch < 2.1)")
+    if dist.horovod and dist.kind != "mpi":
+        raise ConfigError("distribution.horovod", "true needs distribution=mpi (Horovod runs over MPI, as "
+                          "Azure ML's MpiConfiguration)")
 
 
 def check_added_keys(overrides: List[str], groups: Collection[str] = ()) -> None:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Dict, Optional
 
 from mltrain.config.compose import is_mltrain_config
 from mltrain.config.schema import compute_from_dict, distribution_from_dict
-from mltrain.errors import ConfigError
+from mltrain.errors import ConfigError, MltrainError
 from mltrain.launch.job import HYDRA_TASK_MODULE, FrozenJob, backend_for, new_run_id
 
 if TYPE_CHECKING:
@@ -67,6 +67,13 @@ def _freeze_mltrain(cfg, overrides, sweep_dir, sweep_index) -> FrozenJob:
     backend = backends.get(backend_for(str(cfg.compute.kind), str(cfg.distribution.kind)))
     process_group = backend.check(cfg)
     environment = _resolve_environment(cfg, backend.containers)
+    if cfg.distribution.horovod and not environment["containerized"]:
+        from mltrain.environments import horovod
+
+        try:  # the ranks' own interpreter must have a Horovod built with MPI for its torch
+            horovod.require(str(cfg.environment.python.interpreter))
+        except MltrainError as exc:
+            raise ConfigError("distribution.horovod", str(exc)) from None
     experiment = str(cfg.experiment_name)
     run_id = new_run_id(experiment) if not cfg.run.id else str(cfg.run.id)
     if cfg.run.id and sweep_index:
