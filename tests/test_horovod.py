@@ -82,6 +82,17 @@ def test_builtin_trainer_on_horovod_matches_ddp(home, project, tmp_path):
     assert results["horovod"] > 0.3 and abs(results["horovod"] - results["ddp"]) < 0.2, results
 
 
+def test_ranks_whose_interpreter_lacks_horovod_are_refused_in_one_line(home, project):
+    import os
+    import sys
+
+    bare = os.path.join(sys.base_prefix, "bin", "python3")  # this venv's base interpreter: no Horovod there
+    r = run_mltrain(*HVD2, "job.script=hvd_mnist.py", f"environment.python.interpreter={bare}", cwd=project)
+    assert r.rc == 2 and len(r.err.strip().splitlines()) == 1, r.err
+    assert "distribution.horovod: Horovod is not installed" in r.err and "`mltrain horovod build`" in r.err
+    assert not (home / "runs").exists() or not any((home / "runs").glob("*/run.json"))
+
+
 def test_horovod_needs_the_mpi_distribution(home, project):
     r = run_mltrain("job=script", "job.script=hvd_mnist.py", "distribution=pytorch", "distribution.horovod=true",
                     cwd=project)
