@@ -57,21 +57,21 @@ def _hydra_app() -> None:
 
 
 def _rewrite_argv(argv: List[str]) -> List[str]:
-    out = []
-    for arg in argv:
-        if arg == "--dry-run":
-            out.append("dry_run=true")
-        elif arg == "--detach":
-            out.append("run.detach=true")
-        else:
-            out.append(arg)
-    return out
+    """--dry-run and --detach become overrides, appended last: Hydra's parser takes overrides in one
+    run, so one left before `-m` would make it refuse those after."""
+    flags = {"--dry-run": "dry_run=true", "--detach": "run.detach=true"}
+    return [a for a in argv if a not in flags] + [flags[a] for a in argv if a in flags]
 
 
 def main(argv: Optional[List[str]] = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in MANAGEMENT:
         import importlib
+        import signal
+
+        # `mltrain runs list | head -1`: end quietly when the reader goes away, as Unix tools do. Only
+        # here: a driver killed by SIGPIPE would leave its ranks running.
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
 
         from mltrain.errors import MltrainError
 

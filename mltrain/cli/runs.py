@@ -24,8 +24,9 @@ def _handle(args) -> Run:
 
 
 def _list(args) -> int:
-    runs = list_runs(_root(args))
-    if not runs:
+    unreadable: List[Path] = []
+    runs = list_runs(_root(args), unreadable)
+    if not runs and not unreadable:
         print(f"no runs under {_root(args)}")
         return 0
     print(f"{'RUN':<48} {'STATUS':<10} {'RANKS':>5}  {'STARTED':<19}  DURATION")
@@ -34,6 +35,8 @@ def _list(args) -> int:
         end = max(r.data["phases"].values())
         print(f"{r.id:<48} {r.status:<10} {r.data['world']['world_size']:>5}  "
               f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(start))}  {end - start:7.1f}s")
+    for path in sorted(unreadable):
+        print(f"{path.name:<48} {'unreadable':<10}  (run.json cannot be read)")
     return 0
 
 

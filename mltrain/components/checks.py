@@ -29,6 +29,8 @@ def is_image(path: Path) -> bool:
 
 def labels_of(directory: str, key: str) -> List[str]:
     """Label folders of an ImageFolder directory, each holding at least one image."""
+    if directory is None:
+        raise ConfigError(key, f"a value is required (set {key}=...)")
     root = Path(directory).expanduser()
     if not root.is_dir():
         raise ConfigError(key, f"directory '{root}' does not exist")

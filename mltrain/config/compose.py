@@ -21,11 +21,37 @@ def compose_members(launcher: Any, job_overrides: Sequence[Sequence[str]], initi
     configs = []
     for i, overrides in enumerate(job_overrides):
         cfg = _compose_fast(launcher, loader, list(overrides), bases)
+        _check_optional_groups(cfg, loader, bases)
         with open_dict(cfg):
             cfg.hydra.job.id = f"{cfg.hydra.job.name}_{initial_job_idx + i}"
             cfg.hydra.job.num = initial_job_idx + i
         configs.append(cfg)
     return configs
+
+
+#: Groups the primary config lists as `optional`: Hydra skips a missing option there silently.
+OPTIONAL_GROUPS = ("experiment",)
+
+
+def _check_optional_groups(cfg: DictConfig, loader: Any, bases: dict) -> None:
+    """A named experiment that does not exist is refused (Hydra would run the defaults without it)."""
+    from mltrain.errors import ConfigError
+
+    choices = cfg.hydra.runtime.choices
+    for group in OPTIONAL_GROUPS:
+        chosen = choices.get(group)
+        if chosen in (None, "null") or not is_mltrain_config(cfg):
+            continue
+        options = bases.setdefault(f"options:{group}", sorted(loader.get_group_options(group)))
+        if chosen not in options:
+            import difflib
+
+            close = difflib.get_close_matches(str(chosen), options, n=3, cutoff=0.5)
+            if not options:
+                hint = f" (add {group}/{chosen}.yaml to ./.mltrain or ./conf)"
+            else:
+                hint = f" (closest: {', '.join(close)})" if close else ""
+            raise ConfigError(group, f"'{chosen}' is not a known {group}{hint}", options or None)
 
 
 def _compose_fast(launcher: Any, loader: Any, overrides: List[str], bases: dict) -> DictConfig:

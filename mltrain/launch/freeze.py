@@ -80,6 +80,8 @@ def _freeze_mltrain(cfg, overrides, sweep_dir, sweep_index) -> FrozenJob:
         run_id = f"{run_id}_{sweep_index}"
     root = Path(os.path.expanduser(str(cfg.run.root))).resolve()
     run_dir = str(root / run_id)
+    if os.path.exists(run_dir):
+        raise ConfigError("run.id", f"a run already exists at {run_dir}; run directories are never reused")
     program = programs.rank_program(cfg, run_dir)
     compute = compute_from_dict(OmegaConf.to_container(cfg.compute))
     argv = backend.argv_prefix(compute, environment, run_dir) + program.argv

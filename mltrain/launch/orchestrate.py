@@ -18,9 +18,10 @@ from typing import List, Optional
 
 from mltrain import backends
 from mltrain.atomic import atomic_write
-from mltrain.errors import MltrainError
+from mltrain.errors import ConfigError, MltrainError
 from mltrain.launch.job import FrozenJob
 from mltrain.runs.console import Console, RunLog
+from mltrain.runs.lifecycle import finish
 from mltrain.runs.record import RunRecord
 from mltrain.runs.status import CANCELED, FAILED, TERMINAL
 
@@ -61,10 +62,27 @@ class CancelOnSignal:
 
 def create_run(job: FrozenJob, console: Console, payload: Optional[bytes] = None) -> RunRecord:
     """The run's directory, its frozen config and, for script jobs, the source snapshot."""
+    from mltrain.backends.base import failure_text
+
+    try:
+        record = RunRecord.create(job)
+    except FileExistsError:
+        raise ConfigError("run.id", f"a run already exists at {job.run_dir}; run directories are never reused") from None
+    except OSError as exc:
+        raise ConfigError("run.root", f"cannot create {job.run_dir}: {exc.strerror}") from None
+    console.status(f"run {job.run_id}  {job.run_dir}")
+    try:
+        _fill(record, job, console, payload)
+    except Exception as exc:  # the directory exists: the run must end with a status, never stay NotStarted
+        reason = f"preparing the run failed: {failure_text(exc)}"
+        finish(record, FAILED, error=reason, console=console)
+        raise MltrainError(f"run {job.run_id} Failed: {reason}") from None
+    return record
+
+
+def _fill(record: RunRecord, job: FrozenJob, console: Console, payload: Optional[bytes]) -> None:
     from mltrain.launch import snapshot
 
-    record = RunRecord.create(job)
-    console.status(f"run {job.run_id}  {job.run_dir}")
     if payload is not None:  # a plain Hydra app's pickled task function, read by its ranks
         (record.dir / "task.pkl").write_bytes(payload)
     if job.snapshot_source:
@@ -76,7 +94,6 @@ def create_run(job: FrozenJob, console: Console, payload: Optional[bytes] = None
             f"{info.seconds:.2f}s" + (f" (ignore rules: {', '.join(info.ignore_files)})" if info.ignore_files else ""))
         if info.warning:
             console.status(f"warning: {info.warning}")
-    return record
 
 
 def consoles_for(jobs: List[FrozenJob]) -> List[Console]:
@@ -102,8 +119,14 @@ def execute(jobs: List[FrozenJob], records: List[RunRecord], consoles: List[Cons
 
 def run_all(jobs: List[FrozenJob], payloads: Optional[List[bytes]] = None) -> List[RunResult]:
     consoles = consoles_for(jobs)
-    records = [create_run(job, console, payload)
-               for job, console, payload in zip(jobs, consoles, payloads or [None] * len(jobs))]
+    records: List[RunRecord] = []
+    try:
+        for job, console, payload in zip(jobs, consoles, payloads or [None] * len(jobs)):
+            records.append(create_run(job, console, payload))
+    except MltrainError as exc:
+        for record, console in zip(records, consoles):  # members created before it never start
+            finish(record, CANCELED, error=f"not started: another member could not be created ({exc})", console=console)
+        raise
     return execute(jobs, records, consoles)
 
 

@@ -43,7 +43,12 @@ def _rules(directory: Path) -> Optional[pathspec.GitIgnoreSpec]:
     for name in IGNORE_FILES:
         path = directory / name
         if path.is_file():
-            return pathspec.GitIgnoreSpec.from_lines(path.read_text(encoding="utf-8", errors="replace").splitlines())
+            try:
+                return pathspec.GitIgnoreSpec.from_lines(path.read_text(encoding="utf-8", errors="replace").splitlines())
+            except ValueError as exc:  # pathspec's pattern errors are ValueErrors
+                from mltrain.errors import MltrainError
+
+                raise MltrainError(f"{path}: {exc} (gitignore patterns use '/', not '\\')") from None
     return None
 
 

@@ -41,9 +41,9 @@ def refresh(records: List[RunRecord]) -> None:
         backend.refresh(group)
 
 
-def list_runs(root: Path) -> List[RunRecord]:
-    """Every run under `root`, up to date, most recent first."""
-    records = list(iter_runs(root))
+def list_runs(root: Path, unreadable: Optional[List[Path]] = None) -> List[RunRecord]:
+    """Every run under `root`, up to date, most recent first (unreadable ones go to `unreadable`)."""
+    records = list(iter_runs(root, unreadable))
     refresh(records)
     return sorted(records, key=lambda r: r.created, reverse=True)
 

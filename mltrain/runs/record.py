@@ -91,6 +91,8 @@ class RunRecord:
                 return cls(run_dir, json.load(f))
         except FileNotFoundError:
             raise MltrainError(f"no run record at {path}") from None
+        except ValueError as exc:
+            raise MltrainError(f"{path} is unreadable ({exc}); the run's logs are in {Path(run_dir) / 'logs'}") from None
 
     # ------------------------------------------------------------------ updates
     def save(self) -> None:
@@ -174,15 +176,17 @@ class RunRecord:
         return out
 
 
-def iter_runs(root: Path) -> Iterator[RunRecord]:
+def iter_runs(root: Path, unreadable: Optional[List[Path]] = None) -> Iterator[RunRecord]:
+    """Every run under root; folders whose run.json cannot be read go to `unreadable` when given."""
     if not root.is_dir():
         return
     for entry in root.iterdir():
         if (entry / "run.json").is_file():
             try:
                 yield RunRecord.load(entry)
-            except (MltrainError, json.JSONDecodeError):
-                continue
+            except MltrainError:
+                if unreadable is not None:
+                    unreadable.append(entry)
 
 
 def find_run(root: Path, ref: str) -> RunRecord:

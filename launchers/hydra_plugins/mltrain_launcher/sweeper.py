@@ -1,10 +1,13 @@
 """`hydra/sweeper=mltrain`: Hydra's basic sweeper (same grammar, same batches) without its
-pre-launch composition of every member.
+pre-launch composition of every member, and without leaving a sweep folder behind for a command
+that started nothing.
 
 The mltrain launcher composes and validates every member of a batch before it starts any of them,
 so the basic sweeper's own check would compose each member a second time (about 0.1 s each).
 """
+import shutil
 from dataclasses import dataclass
+from pathlib import Path
 
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper, BasicSweeperConf
 from hydra.core.config_store import ConfigStore
@@ -21,3 +24,15 @@ ConfigStore.instance().store(group="hydra/sweeper", name="mltrain", node=Mltrain
 class MltrainSweeper(BasicSweeper):
     def validate_batch_is_legal(self, batch) -> None:
         """Left to the launcher, which composes and validates every member before launching."""
+
+    def sweep(self, arguments):
+        # BasicSweeper.sweep writes <sweep dir>/multirun.yaml before anything is validated. Rather than
+        # copy Hydra's loop, undo that when the launcher started no run (a refused config, a dry run).
+        sweep_dir = Path(str(self.config.hydra.sweep.dir))
+        existing = next(p for p in (sweep_dir, *sweep_dir.parents) if p.exists())
+        try:
+            return super().sweep(arguments)
+        finally:
+            if not getattr(self.launcher, "started", False) and sweep_dir != existing:
+                top = next(p for p in (sweep_dir, *sweep_dir.parents) if p.parent == existing)
+                shutil.rmtree(top, ignore_errors=True)

@@ -12,7 +12,7 @@ from mltrain.launch.job import FrozenJob
 from mltrain.ranks import contract
 from mltrain.runs.console import Console
 from mltrain.runs.record import RunRecord
-from mltrain.runs.status import QUEUED, TERMINAL
+from mltrain.runs.status import FAILED, QUEUED, TERMINAL
 
 FIRST_NODE, JOB_PORT = "<first node>", "<from job id>"
 
@@ -58,7 +58,17 @@ class SlurmBackend(Backend):
                cancel: threading.Event) -> List[str]:
         from mltrain.backends.slurm import driver
 
-        ids = driver.submit(plans, records, consoles)
+        try:
+            ids = driver.submit(plans, records, consoles)
+        except Exception as exc:  # no job reached the cluster (sbatch failed): every run ends Failed, here
+            from mltrain.backends.base import failure_text
+            from mltrain.runs.lifecycle import finish
+
+            said = str(exc) if type(exc).__module__.startswith("submitit") else failure_text(exc)
+            reason = f"submission to Slurm failed: {said}"
+            for record, console in zip(records, consoles):
+                finish(record, FAILED, error=" ".join(reason.split()), console=console)
+            return [FAILED] * len(plans)
         if plans[0].job.detach:
             for plan, record, console, job_id in zip(plans, records, consoles, ids):
                 record.update(detached=True)
