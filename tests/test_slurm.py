@@ -155,6 +155,7 @@ def test_unknown_submitit_parameter_is_one_line(home, project):
     r = run_mltrain("job=script", "job.script=show_env.py", *SLURM, "++compute.submitit={slurm_bogus: 1}", cwd=project)
     assert r.rc != 0 and len(r.err.strip().splitlines()) == 1
     assert "compute.submitit" in r.err and "bogus" in r.err and "Valid arguments" in r.err
+    assert not (home / "runs").exists(), "refused before any run or sweep folder exists"
 
 
 def test_two_nodes_for_real(home, project):

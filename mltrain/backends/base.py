@@ -82,6 +82,9 @@ class Backend(ABC):
         """A wrapper every rank program runs under (a container runtime)."""
         return []
 
+    def validate(self, job: FrozenJob) -> None:  # noqa: B027 - an optional hook: most backends need none
+        """Refuse a frozen job this backend would only fail on at submission (ConfigError)."""
+
     # ------------------------------------------------------------------ submission
     @abstractmethod
     def plan(self, job: FrozenJob) -> Plan:

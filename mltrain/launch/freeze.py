@@ -91,7 +91,7 @@ def _freeze_mltrain(cfg, overrides, sweep_dir, sweep_index) -> FrozenJob:
     env.update(backend.job_env(compute))
     if program.snapshot_source is not None:
         env.update(_azureml_shim_env())
-    return FrozenJob(
+    job = FrozenJob(
         run_id=run_id,
         run_dir=run_dir,
         experiment=experiment,
@@ -112,6 +112,8 @@ def _freeze_mltrain(cfg, overrides, sweep_dir, sweep_index) -> FrozenJob:
         sweep_index=sweep_index,
         config=OmegaConf.to_container(cfg),  # after the environment's interpreter was filled in
     )
+    backend.validate(job)
+    return job
 
 
 def _azureml_shim_env() -> Dict[str, str]:

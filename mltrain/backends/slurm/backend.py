@@ -38,6 +38,19 @@ class SlurmBackend(Backend):
 
         return container_flags(compute, environment, run_dir)[1]
 
+    def validate(self, job: FrozenJob) -> None:
+        """submitit's own check of the executor parameters (it names the valid ones), before anything
+        exists; a sweep's members usually share their parameters, so each set is checked once."""
+        from mltrain.backends.slurm.submission import executor_parameters, make_executor
+
+        params = executor_parameters(job)
+        key = repr(sorted(params.items()))
+        if key not in self._checked:
+            make_executor(params, Path(job.run_dir) / "submitit", job.compute.max_requeues)  # creates nothing
+            self._checked.add(key)
+
+    _checked: set = set()
+
     # ------------------------------------------------------------------ submission
     def plan(self, job: FrozenJob) -> Plan:
         from mltrain.backends.slurm.submission import executor_parameters
