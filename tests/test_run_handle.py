@@ -161,8 +161,9 @@ def test_attached_slurm_run_cancelled_through_the_handle(home, project):
     driver = subprocess.Popen(mltrain_exe() + ["job=script", "job.script=sleeper.py", *SLURM], cwd=project,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        run_dir = _until(lambda: next(iter((home / "runs").glob("script_*")), None) if (home / "runs").is_dir()
-                         else None, 60, "no run directory")
+        record = _until(lambda: next(iter((home / "runs").glob("script_*/run.json")), None)
+                        if (home / "runs").is_dir() else None, 60, "no run record")
+        run_dir = record.parent
         run = mltrain.Run(run_dir)
         _until(lambda: run.status == "Running", 60, "the Slurm job did not start")
         assert run.cancel() == "Canceled"
