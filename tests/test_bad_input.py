@@ -19,6 +19,8 @@ REFUSED = [
     (["data=image_directory"], "data.train_dir: a value is required (set data.train_dir=...)"),
     (["-m", "trainer.epochs=1,0"], "trainer.epochs: 0 is invalid"),
     (["distribution=pytorch", "distribution.horovod=true"], "distribution.horovod: true needs distribution=mpi"),
+    (["job=script", "job.script=show_env.py", "+job.params.lr-rate=1"],
+     "job.params.lr-rate: not a valid variable name (letters, digits and _; e.g. lr_rate)"),
 ]
 
 
@@ -106,3 +108,66 @@ def test_runs_list_into_head_ends_quietly(home, project):
     out = subprocess.run(" ".join(mltrain_exe()) + " runs list --limit 2000 | head -1", shell=True,
                          capture_output=True, text=True, cwd=project, env={**os.environ}, timeout=120)
     assert out.stdout.startswith("RUN") and "Traceback" not in out.stderr and "BrokenPipe" not in out.stderr
+
+
+def test_a_directory_named_as_the_script_is_called_a_directory(home, project):
+    (project / "pkg").mkdir()
+    r = run_mltrain("job=script", "job.script=pkg", cwd=project)
+    assert r.rc == 2 and r.err.strip().splitlines() == [
+        f"mltrain: error: job.script: 'pkg' in '{project}' is a directory; name the script file in it"]
+    assert _nothing_written(home)
+
+
+@pytest.mark.slow
+def test_a_diverged_validation_loss_fails_the_run_instead_of_completing(home, project, tmp_path):
+    """Weights whose BatchNorm running variance is NaN: training (batch statistics) stays finite, and
+    validation (running statistics) is NaN from the first epoch, as when a run diverges."""
+    import torch
+    from torchvision.models import resnet18
+
+    state = resnet18(weights=None).state_dict()
+    for name, value in state.items():
+        if name.endswith("running_var"):
+            value.fill_(float("nan"))
+    weights = tmp_path / "nan_bn.pt"
+    torch.save(state, weights)
+    r = run_mltrain("model.pretrained=true", f"model.weights={weights}", "trainer.epochs=2", "data.image_size=16",
+                    "trainer.batch_size=32", "trainer.print_frequency=1000", cwd=project, timeout=300)
+    assert r.rc == 1, r.out[-2000:] + r.err
+    run = only_run(home)
+    assert run["status"] == "Failed" and "NaNLossError: validation loss is nan after epoch 1" in run["error"]
+    assert not (home / "runs" / run["id"] / "outputs" / "model").exists(), "a diverged model is not saved"
+
+
+@pytest.mark.slow
+def test_a_corrupt_image_is_the_designers_dataset_error_naming_the_file(home, project, tmp_path):
+    from test_train_pytorch_model import FAST, data_args, write_digits
+
+    train = write_digits(tmp_path / "train", per_class=4)
+    val = write_digits(tmp_path / "val", per_class=2, offset=100)
+    broken = train / "1" / "broken.png"
+    broken.write_bytes(b"not a png at all")
+    r = run_mltrain(*data_args(train, val), *FAST, "trainer.epochs=1", cwd=project, timeout=300)
+    assert r.rc == 1 and "Traceback" not in r.err
+    run = only_run(home)
+    assert run["status"] == "Failed"
+    assert f"InvalidDatasetError: '{broken}' is not a readable image (UnidentifiedImageError)" in run["error"]
+
+
+@pytest.mark.slow
+def test_corrupt_weights_in_a_model_directory_are_the_designers_error(home, project, tmp_path):
+    from test_train_pytorch_model import write_digits
+
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "model_spec.json").write_text(json.dumps({"name": "resnet18", "class_names": ["0", "1", "2"],
+                                                       "num_classes": 3, "image_size": 16}))
+    (model / "weights.pt").write_bytes(b"\x80\x04garbage")
+    images = write_digits(tmp_path / "images", per_class=1)
+    r = run_mltrain("job=score_image_model", f"job.model_dir={model}", f"job.image_dir={images}", cwd=project,
+                    timeout=300)
+    assert r.rc == 1 and "Traceback" not in r.err
+    run = only_run(home)
+    assert run["status"] == "Failed"
+    assert f"InvalidModelDirectoryError: '{model / 'weights.pt'}' (job.model_dir) cannot be read as weights" \
+        in run["error"]

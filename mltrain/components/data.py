@@ -83,9 +83,23 @@ def datasets(cfg: Any):
 
     train_dir, val_dir = resolve_dirs(cfg)
     checks.check_label_sets(checks.labels_of(str(train_dir), "data.train_dir"), checks.labels_of(str(val_dir), "data.val_dir"))
-    train = ImageFolder(str(train_dir), transform=transforms(cfg, train=True))
-    val = ImageFolder(str(val_dir), transform=transforms(cfg, train=False))
+    train = ImageFolder(str(train_dir), transform=transforms(cfg, train=True), loader=load_image)
+    val = ImageFolder(str(val_dir), transform=transforms(cfg, train=False), loader=load_image)
     return train, val
+
+
+def load_image(path: str):
+    """torchvision's default image loader, with the Designer's error naming a file that is not an image."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with open(path, "rb") as f:
+            return Image.open(f).convert("RGB")
+    except (UnidentifiedImageError, OSError) as exc:
+        from mltrain.components.errors import InvalidDatasetError
+
+        raise InvalidDatasetError(f"'{path}' is not a readable image ({type(exc).__name__}); remove or replace "
+                                  "it") from None
 
 
 def list_images(directory: str) -> List[Path]:

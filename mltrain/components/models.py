@@ -86,7 +86,12 @@ def load_model_dir(directory: str, key: str = "job.model_dir"):
 
     spec = checks.read_model_spec(directory, key, trained=True)
     model = build({**spec, "pretrained": False}, len(spec["class_names"]))
-    state = torch.load(Path(directory).expanduser() / checks.WEIGHTS_FILE, map_location="cpu", weights_only=True)
+    path = Path(directory).expanduser() / checks.WEIGHTS_FILE
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # pickle, zip and torch's own errors alike: the file is not weights
+        first = (str(exc).splitlines() or [type(exc).__name__])[0]
+        raise InvalidModelDirectoryError(f"'{path}' ({key}) cannot be read as weights: {first}") from None
     try:
         model.load_state_dict(state)
     except RuntimeError as exc:

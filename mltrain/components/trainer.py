@@ -275,6 +275,10 @@ class Trainer:
         return self.state
 
     def _after_epoch(self, epoch: int, results: Dict[str, float]) -> None:
+        if not math.isfinite(results["val_loss"]):  # the reduced value: every rank stops here together
+            raise NaNLossError(
+                f"validation loss is {results['val_loss']} after epoch {epoch}: the model diverged; try a lower "
+                f"learning rate (trainer.learning_rate={self.t.learning_rate}, effective {self.effective_lr:g})")
         s = self.state
         s.epoch = epoch
         if results["val_loss"] < s.best_val_loss:

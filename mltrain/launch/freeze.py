@@ -86,7 +86,7 @@ def _freeze_mltrain(cfg, overrides, sweep_dir, sweep_index) -> FrozenJob:
     compute = compute_from_dict(OmegaConf.to_container(cfg.compute))
     argv = backend.argv_prefix(compute, environment, run_dir) + program.argv
     env = {str(k): str(v) for k, v in cfg.environment.environment_variables.items()}
-    env.update({f"AML_PARAMETER_{name}": str(value) for name, value in (cfg.job.get("params") or {}).items()})
+    env.update(_params_env(cfg.job.get("params") or {}))
     env["MLTRAIN_DIST_TIMEOUT_S"] = str(cfg.distribution.timeout_s)
     env.update(backend.job_env(compute))
     if program.snapshot_source is not None:
@@ -114,6 +114,16 @@ def _freeze_mltrain(cfg, overrides, sweep_dir, sweep_index) -> FrozenJob:
     )
     backend.validate(job)
     return job
+
+
+def _params_env(params: Dict[str, Any]) -> Dict[str, str]:
+    """job.params as AML_PARAMETER_<name>; a name no shell can read back is refused, not exported."""
+    for name in params:
+        if not str(name).isidentifier():
+            raise ConfigError(f"job.params.{name}", "not a valid variable name (letters, digits and _; e.g. "
+                              f"{''.join(c if c.isalnum() else '_' for c in str(name))}): it is exported as "
+                              f"AML_PARAMETER_{name}")
+    return {f"AML_PARAMETER_{name}": str(value) for name, value in params.items()}
 
 
 def _azureml_shim_env() -> Dict[str, str]:

@@ -49,6 +49,8 @@ def _source_dir(cfg: Any) -> Path:
 def _script(cfg: Any, run_dir: str) -> RankProgram:
     src = _source_dir(cfg)
     script = src / str(cfg.job.script)
+    if script.is_dir():
+        raise ConfigError("job.script", f"'{cfg.job.script}' in '{src}' is a directory; name the script file in it")
     if not script.is_file():
         raise ConfigError("job.script", f"file '{cfg.job.script}' does not exist in '{src}'")
     args = [_argument(a) for a in cfg.job.arguments]
