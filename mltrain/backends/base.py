@@ -149,12 +149,16 @@ def failure_text(exc: BaseException) -> str:
     return f"internal error in mltrain: {type(exc).__name__}: {exc}"
 
 
+def with_port(argv: List[str], env: Dict[str, str], port: int):
+    """(argv, env) with the rendezvous port the start was handed in place of PORT."""
+    return [a.replace(PORT, str(port)) for a in argv], {k: v.replace(PORT, str(port)) for k, v in env.items()}
+
+
 def bind(ranks: List[dict], port: int) -> List[dict]:
     """The plan's rank specs with the rendezvous port the start was handed."""
     out = []
     for spec in ranks:
-        env = {k: v.replace(PORT, str(port)) for k, v in spec["env"].items()}
-        argv = [a.replace(PORT, str(port)) for a in spec["argv"]]
+        argv, env = with_port(spec["argv"], spec["env"], port)
         out.append({**spec, "env": env, "argv": argv})
     return out
 

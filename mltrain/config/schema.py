@@ -268,12 +268,14 @@ COMPUTE_SCHEMAS: Dict[str, Any] = SCHEMAS["compute"]
 def compute_from_dict(values: Dict[str, Any], key: str = "compute") -> Any:
     """Typed compute settings from plain data (a frozen job, a Hydra app's launcher options).
 
-    Defaults live only in the dataclasses above; an unknown key raises ValueError naming the valid ones.
+    Defaults live only in the dataclasses above; an unknown key raises ConfigError naming the valid ones.
     """
     kind = str(values.get("kind", "local"))
     schema = COMPUTE_SCHEMAS.get(kind)
     if schema is None:
-        raise ValueError(f"{key}.kind: '{kind}' is not supported (allowed: {', '.join(COMPUTE_SCHEMAS)})")
+        from mltrain.errors import ConfigError
+
+        raise ConfigError(f"{key}.kind", f"'{kind}' is not supported", list(COMPUTE_SCHEMAS))
     return _build(schema, values, key)
 
 
@@ -287,5 +289,7 @@ def _build(schema: Any, values: Dict[str, Any], key: str) -> Any:
     names = [f.name for f in dataclasses.fields(schema)]
     unknown = sorted(k for k in values if k not in names)
     if unknown:
-        raise ValueError(f"{key}.{unknown[0]}: unknown key (allowed keys: {', '.join(names)})")
+        from mltrain.errors import ConfigError
+
+        raise ConfigError(f"{key}.{unknown[0]}", "unknown key", names)
     return schema(**values)

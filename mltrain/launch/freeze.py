@@ -162,11 +162,7 @@ def _freeze_hydra_app(sweep_config, resolved, overrides, runs_root, sweep_dir, s
     """Any Hydra app can use this launcher; its ranks run the task function via run_job."""
     from omegaconf import OmegaConf
 
-    try:
-        compute = compute_from_dict(dict(app_compute or {"kind": "local"}), key="hydra.launcher.compute")
-    except ValueError as exc:
-        key, _, problem = str(exc).partition(": ")
-        raise ConfigError(key, problem) from None
+    compute = compute_from_dict(dict(app_compute or {"kind": "local"}), key="hydra.launcher.compute")
     name = str(OmegaConf.select(sweep_config, "hydra.job.name", default="app"))
     run_id = new_run_id(name)
     return FrozenJob(

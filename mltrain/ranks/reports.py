@@ -45,14 +45,17 @@ def ended_well(run_dir: str | Path, world_size: int, reports: Optional[Dict[int,
     return len(attempts) == 1 and all(r.get("exit_code") == 0 for r in reports.values())
 
 
+def _failed(report: dict) -> bool:
+    return report.get("exit_code") not in (0, None) or bool(report.get("error"))
+
+
 def any_failed(reports: Dict[int, dict]) -> bool:
     """Whether a rank has reported a non-zero exit or an error."""
-    return any(r.get("exit_code") not in (0, None) or r.get("error") for r in reports.values())
+    return any(_failed(r) for r in reports.values())
 
 
-def span(run_dir: str | Path) -> Tuple[Optional[float], Optional[float]]:
+def span(reports: Dict[int, dict]) -> Tuple[Optional[float], Optional[float]]:
     """(first rank's start, last rank's end) as the ranks' own clocks recorded them."""
-    reports = read_now(run_dir)
     starts = [r["started"] for r in reports.values() if r.get("started")]
     ends = [r["ended"] for r in reports.values() if r.get("ended")]
     return (min(starts) if starts else None), (max(ends) if ends and len(ends) == len(reports) else None)
@@ -63,7 +66,7 @@ def failure(record: RunRecord) -> Tuple[Optional[int], Optional[str]]:
     reports = read(record.dir)
     for rank, data in reports.items():
         record.set_rank(rank, **{k: data.get(k) for k in ("exit_code", "host", "attempt", "pid") if k in data})
-    failed = sorted(r for r, d in reports.items() if d.get("exit_code") not in (0, None) or d.get("error"))
+    failed = sorted(r for r, d in reports.items() if _failed(d))
     if not failed:
         return None, None
     # A rank that failed on its own exits with a positive code; the ones stopped after it were killed.

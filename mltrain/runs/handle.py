@@ -107,13 +107,14 @@ class Run:
         deadline = None if timeout is None else time.monotonic() + timeout
         offset, last_status = 0, None
         poll = backend_of(RunRecord.load(self.run_dir)).wait_poll_s
+        log_path = self.log_path(0)
         while True:
             status = self.load().status  # read before the log, so nothing written before the end is missed
             if show_output:
                 if status != last_status:
                     print(f"mltrain: {self.id}: {status}", flush=True)
                     last_status = status
-                chunk, offset = follow(self.log_path(0), offset)
+                chunk, offset = follow(log_path, offset)
                 if chunk:
                     sys.stdout.write(chunk.decode("utf-8", "replace"))
                     sys.stdout.flush()

@@ -36,3 +36,16 @@ def test_old_submitit_pickle_still_names_a_class_that_exists():
     from mltrain.backends.slurm.rank import SlurmRank
 
     assert isinstance(delayed.function, SlurmRank) and delayed.function.run_dir.endswith("oldlayout_slurm")
+
+
+def test_compute_settings_with_an_unknown_key_name_the_key_and_the_valid_ones():
+    import pytest
+
+    from mltrain.config.schema import compute_from_dict
+    from mltrain.errors import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        compute_from_dict({"kind": "slurm", "partitoin": "debug"}, key="hydra.launcher.compute")
+    assert str(err.value).startswith("hydra.launcher.compute.partitoin: unknown key (allowed: kind, partition,")
+    with pytest.raises(ConfigError, match=r"hydra.launcher.compute.kind: 'k8s' is not supported \(allowed: local, slurm\)"):
+        compute_from_dict({"kind": "k8s"}, key="hydra.launcher.compute")

@@ -4,9 +4,9 @@ from __future__ import annotations
 import os
 import shutil
 import threading
-from typing import Any, List
+from typing import Any
 
-from mltrain.backends.base import PORT, Outcome, Plan
+from mltrain.backends.base import PORT, Outcome, Plan, with_port
 from mltrain.backends.local.backend import LocalBackend
 from mltrain.errors import ConfigError
 from mltrain.launch.job import FrozenJob
@@ -48,12 +48,7 @@ class MpiBackend(LocalBackend):
         from mltrain.backends.mpi.driver import MpiSupervisor
 
         with claim_port() as port:
-            argv = [a.replace(PORT, str(port.port)) for a in plan.details["mpirun"]]
-            env = {k: v.replace(PORT, str(port.port)) for k, v in plan.details["mpirun_env"].items()}
+            argv, env = with_port(plan.details["mpirun"], plan.details["mpirun_env"], port.port)
             record.update(world={**record.data["world"], "master_addr": "127.0.0.1", "master_port": port.port},
                           mpirun=argv)
             return MpiSupervisor(argv, env, plan.job, record, log, console, cancel).run()
-
-    def launch(self, plans: List[Plan], records: List[RunRecord], consoles: List[Console],
-               cancel: threading.Event) -> List[str]:
-        return super().launch(plans, records, consoles, cancel)

@@ -23,6 +23,9 @@ class SlurmBackend(Backend):
     wait_poll_s = 0.5
     no_gpus_reason = "compute.gpus_per_node is 0"
 
+    def __init__(self) -> None:
+        self._checked: set = set()  # executor parameter sets submitit has already accepted
+
     def check(self, cfg: Any):
         max_nodes = cfg.compute.max_nodes
         if max_nodes is not None and cfg.distribution.node_count > max_nodes:
@@ -48,8 +51,6 @@ class SlurmBackend(Backend):
         if key not in self._checked:
             make_executor(params, Path(job.run_dir) / "submitit", job.compute.max_requeues)  # creates nothing
             self._checked.add(key)
-
-    _checked: set = set()
 
     # ------------------------------------------------------------------ submission
     def plan(self, job: FrozenJob) -> Plan:
@@ -96,14 +97,15 @@ class SlurmBackend(Backend):
         from mltrain.ranks import reports
 
         pending = [r for r in records if r.status not in TERMINAL and "slurm" in r.data]
-        finished = [r for r in pending if reports.ended_well(r.dir, r.data["world"]["world_size"])]
+        seen = {id(r): reports.read_now(r.dir) for r in pending}
+        finished = [r for r in pending if reports.ended_well(r.dir, r.data["world"]["world_size"], seen[id(r)])]
         states = accounting.query([r.data["slurm"]["job_id"] for r in pending if r not in finished])
         for record in pending:
             record.reload()
             if record.status in TERMINAL:
                 continue
             if record in finished:  # the ranks' own report, with their own clocks
-                start, end = reports.span(record.dir)
+                start, end = reports.span(seen[id(record)])
                 driver.settle(record, accounting.JobState("COMPLETED", start, end))
             else:
                 driver.settle(record, states[record.data["slurm"]["job_id"]])

@@ -118,8 +118,8 @@ class _Stream:
             *lines, self.pending = (self.pending + chunk).split(b"\n")
             if final and self.pending:
                 lines, self.pending = lines + [self.pending], b""
-            for line in lines:
-                self.on_line(line.rsplit(b"\r", 1)[-1].decode("utf-8", "replace"))
+            for line in lines:  # the rank's wrapper wrote each line's final frame only (process.copy_output)
+                self.on_line(line.decode("utf-8", "replace"))
         return bool(chunk)
 
 
