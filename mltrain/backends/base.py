@@ -26,6 +26,23 @@ from mltrain.runs.status import PREPARING, TERMINAL
 PORT = "<port>"
 
 
+class Cancel(threading.Event):
+    """The cancel request a backend's launch() watches, with why it was made: a sweep's
+    early-termination policy says which rule stopped the run, and that reason is what its record keeps."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reason = "canceled by the user"
+
+    def request(self, reason: str) -> None:
+        self.reason = reason
+        self.set()
+
+
+def cancel_reason(cancel: threading.Event) -> str:
+    return getattr(cancel, "reason", None) or "canceled by the user"
+
+
 @dataclass
 class Outcome:
     status: str

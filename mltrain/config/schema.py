@@ -232,6 +232,48 @@ class RunConf:
 
 
 @dataclass
+class EarlyTerminationConf:
+    """Azure ML HyperDrive's early-termination policies (mltrain.sweeps.policies). Each logged value of
+    the primary metric is one interval; a policy is applied at every multiple of evaluation_interval
+    from delay_evaluation on."""
+
+    # none | bandit | median_stopping | truncation_selection
+    policy: str = "none"
+    evaluation_interval: int = 1
+    delay_evaluation: int = 0
+    # bandit: exactly one of the two
+    slack_factor: Optional[float] = None
+    slack_amount: Optional[float] = None
+    # truncation_selection: cancel the lowest X % (1-99) at each evaluation
+    truncation_percentage: Optional[int] = None
+    exclude_finished_runs: bool = False
+
+
+@dataclass
+class SweepConf:
+    """`mltrain -m` as Azure ML HyperDrive. Left at these defaults, `-m a=1,2 b=3,4` is Hydra's own
+    grid of every member; setting any key below makes it a sweep that samples, watches a metric and
+    may stop members early (mltrain.sweeps)."""
+
+    # grid | random | sobol | bayesian (null: grid when any other key here is set)
+    sampling: Optional[str] = None
+    # random, sobol and bayesian repeat with the same seed; null draws one (recorded in sweep.json)
+    seed: Optional[int] = None
+    # a metric the job logs (the trainer's top1_accuracy or val_loss, or mltrain.run.log in a script)
+    primary_metric: Optional[str] = None
+    # maximize | minimize
+    goal: str = "maximize"
+    max_total_runs: Optional[int] = None
+    # null: as many as the compute allows (compute.max_concurrent_jobs, compute.array_parallelism)
+    max_concurrent_runs: Optional[int] = None
+    max_duration_minutes: Optional[float] = None
+    early_termination: EarlyTerminationConf = field(default_factory=EarlyTerminationConf)
+    # The search space in Hydra's sweep grammar, besides the command line's own `-m key=...`:
+    # {trainer.learning_rate: "tag(log, interval(1e-4, 0.1))", model: "choice(resnet18, densenet121)"}
+    params: Dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
 class MltrainConf:
     experiment_name: str = "mltrain"
     job: Any = MISSING
@@ -242,6 +284,7 @@ class MltrainConf:
     data: DataConf = MISSING
     trainer: TrainerConf = MISSING
     run: RunConf = field(default_factory=RunConf)
+    sweep: SweepConf = field(default_factory=SweepConf)
     # Print what would be started (per rank: command line, working directory, environment); start nothing.
     dry_run: bool = False
 

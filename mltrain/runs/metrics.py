@@ -75,3 +75,23 @@ def last_and_best(records: List[Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
         entry = out.setdefault(r["name"], {"last": value, "min": value, "max": value, "count": 0})
         entry.update(last=value, min=min(entry["min"], value), max=max(entry["max"], value), count=entry["count"] + 1)
     return out
+
+
+def read_new(path: str | Path, offset: int) -> tuple:
+    """(records, new offset): the whole lines appended since `offset`, for following a run's metrics
+    while it runs (a line still being written is left for the next look)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            data = f.read()
+    except FileNotFoundError:
+        return [], offset
+    end = data.rfind(b"\n") + 1
+    records = []
+    for line in data[:end].splitlines():
+        if line.strip():
+            try:
+                records.append(json.loads(line))
+            except ValueError:  # a line damaged by a killed writer: skip it, keep following
+                continue
+    return records, offset + end

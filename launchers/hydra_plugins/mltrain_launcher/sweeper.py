@@ -1,6 +1,7 @@
 """`hydra/sweeper=mltrain`: Hydra's basic sweeper (same grammar, same batches) without its
 pre-launch composition of every member, and without leaving a sweep folder behind for a command
-that started nothing.
+that started nothing. When any `sweep.*` key of mltrain's config is set, the sweep is Azure ML
+HyperDrive's instead (mltrain.sweeps: sampled, metric-driven, with early termination).
 
 The mltrain launcher composes and validates every member of a batch before it starts any of them,
 so the basic sweeper's own check would compose each member a second time (about 0.1 s each).
@@ -31,6 +32,10 @@ class MltrainSweeper(BasicSweeper):
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         existing = next(p for p in (sweep_dir, *sweep_dir.parents) if p.exists())
         try:
+            from mltrain import sweeps
+
+            if sweeps.wanted(self.config):
+                return sweeps.run(self, arguments)
             return super().sweep(arguments)
         finally:
             if not getattr(self.launcher, "started", False) and sweep_dir != existing:

@@ -16,6 +16,7 @@ from mltrain.backends.base import (
     Backend,
     Outcome,
     Plan,
+    cancel_reason,
     driver_alive,
     failure_text,
     prepare_environment,
@@ -92,7 +93,7 @@ class LocalBackend(Backend):
         try:
             listing = prepare_environment(job, record, log)
             if cancel.is_set():
-                outcome = Outcome(CANCELED, error="canceled before start")
+                outcome = Outcome(CANCELED, error=f"{cancel_reason(cancel)} (before start)")
             else:
                 record.set_status(RUNNING)
                 layout = f"{job.world_size} rank(s)" + (f", {job.process_group}" if job.process_group else "")

@@ -15,7 +15,7 @@ import threading
 import time
 from typing import List, Optional
 
-from mltrain.backends.base import Outcome, Plan, bind
+from mltrain.backends.base import Outcome, Plan, bind, cancel_reason
 from mltrain.ranks.contract import RankPlace
 from mltrain.ranks.process import POLL_S, copy_output, describe_exit, stop_groups, tail
 from mltrain.runs.console import Console, RunLog
@@ -79,7 +79,7 @@ class LocalSupervisor:
         while True:
             if self.cancel.is_set():
                 self.log.info("cancel requested: stopping every rank")
-                return Outcome(CANCELED, error="canceled by the user")
+                return Outcome(CANCELED, error=cancel_reason(self.cancel))
             running = False
             for r in self.ranks:
                 code = r.proc.poll()

@@ -13,7 +13,7 @@ import threading
 import time
 from typing import Dict, List, Tuple, Union
 
-from mltrain.backends.base import Outcome
+from mltrain.backends.base import Outcome, cancel_reason
 from mltrain.launch.job import FrozenJob
 from mltrain.ranks import contract, reports
 from mltrain.ranks.process import POLL_S, copy_output, stop_groups
@@ -70,7 +70,7 @@ class MpiSupervisor:
             while proc.poll() is None:
                 if self.cancel.is_set():
                     stop_groups([proc], self.job.kill_grace_s)
-                    return Outcome(CANCELED, error="canceled by the user")
+                    return Outcome(CANCELED, error=cancel_reason(self.cancel))
                 time.sleep(POLL_S)
         finally:
             stop_groups([proc], self.job.kill_grace_s)

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Callable, List, Optional
 
-from mltrain.backends.base import Plan, prepare_environment
+from mltrain.backends.base import Plan, cancel_reason, prepare_environment
 from mltrain.backends.slurm import accounting
 from mltrain.backends.slurm.submission import make_executor
 from mltrain.ranks import reports
@@ -181,7 +181,7 @@ def wait(plans: List[Plan], records: List[RunRecord], ids: List[str], consoles: 
                 state = accounting.JobState("CANCELLED")
             if state.status in TERMINAL:
                 settle(record, state, console, live=True, before_end=flush,
-                       canceled="canceled by the user" if canceled else None)
+                       canceled=cancel_reason(cancel) if canceled else None)
                 open_.discard(i)
             elif state.status == RUNNING:
                 mark_running(record, console)

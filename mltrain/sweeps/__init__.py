@@ -1,0 +1,88 @@
+"""`mltrain -m` as Azure ML HyperDrive: a search space in Hydra's sweep grammar, sampled by Optuna
+(grid, random, sobol, bayesian), a primary metric and its goal, limits on total and concurrent runs
+and on time, and Azure's early-termination policies, on every backend.
+
+mltrain's Hydra sweeper (hydra/sweeper=mltrain) comes here when any `sweep.*` key is set; a plain
+`mltrain -m a=1,2` stays Hydra's own grid. Optuna and matplotlib are imported only here.
+"""
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any, List
+
+from mltrain.errors import ConfigError
+
+
+def wanted(config: Any) -> bool:
+    """Whether this `mltrain -m` is a HyperDrive sweep (cheap: no Optuna, no torch)."""
+    from omegaconf import OmegaConf
+
+    from mltrain.sweeps.settings import from_config, is_hyperdrive
+
+    node = OmegaConf.select(config, "sweep", default=None)
+    if node is None or not all(k in config for k in ("job", "compute", "run")):
+        return False
+    return is_hyperdrive(from_config(OmegaConf.to_container(node, resolve=True)))
+
+
+def run(sweeper: Any, arguments: List[str]) -> list:
+    """The body of MltrainSweeper.sweep() for a HyperDrive sweep."""
+    from omegaconf import OmegaConf
+
+    from mltrain.runs.console import Console
+    from mltrain.sweeps import controller, results, settings, space
+
+    cfg = sweeper.config
+    sweep = settings.check(settings.from_config(OmegaConf.to_container(cfg.sweep, resolve=True)))
+    search = space.parse(list(arguments), dict(sweep.params))
+    if not search.dimensions:
+        raise ConfigError("sweep.params", "a HyperDrive sweep needs a search space: -m key=interval(a,b) or "
+                                          "key=choice(a,b) on the command line, or sweep.params")
+    space.check_sampling(search, sweep.sampling)
+    if cfg.run.detach:
+        raise ConfigError("run.detach", "a HyperDrive sweep is followed by its controller and cannot be detached "
+                                        "(its members can run on Slurm; keep `mltrain -m` running, e.g. under nohup)")
+    controller.require_optuna()
+    seed = sweep.seed if sweep.seed is not None else random.SystemRandom().randrange(2**31)
+    if cfg.dry_run:
+        return _dry_run(sweeper, sweep, search, seed)
+    sweep_dir = Path(str(cfg.hydra.sweep.dir)).expanduser()
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    OmegaConf.save(cfg, sweep_dir / "multirun.yaml")
+    ctl = controller.Controller(sweeper, sweep, search, sweep_dir, seed)
+    ctl.run()
+    doc = results.write(ctl, final=True)
+    console = Console()
+    for line in results.summary_lines(doc):
+        console.write_line(line) if not line.startswith("sweep of") else console.status(line)
+    picture = results.chart(doc, sweep_dir / results.CHART_FILE)
+    console.status(f"sweep.json{' and ' + picture.name if picture else ''} in {sweep_dir}")
+    ctl.raise_for_outcome()
+    return []
+
+
+def _dry_run(sweeper: Any, sweep: Any, search: Any, seed: int) -> list:
+    """The sweep's plan and the first member's dry run, sampled from an in-memory study: nothing is
+    written, nothing starts."""
+    from mltrain.config.compose import compose_members
+    from mltrain.launch.dryrun import dry_run_text
+    from mltrain.launch.hydra_adapter import freeze_members
+    from mltrain.runs.console import Console
+    from mltrain.sweeps.controller import concurrent_runs, make_study, total_runs
+    from mltrain.sweeps.space import override_for
+
+    console = Console()
+    total = total_runs(sweep, search)
+    console.status(f"sweep (dry run): {sweep.sampling} sampling, seed {seed}, {total} runs, "
+                   f"{concurrent_runs(sweep, sweeper.config, total)} at a time, primary metric "
+                   f"{sweep.primary_metric or '-'} ({sweep.goal}), early termination {sweep.early_termination.policy}")
+    for key, text in search.describe().items():
+        console.write_line(f"  {key} = {text}")
+    trial = make_study(sweep, search, None, seed).ask(search.distributions())
+    overrides = search.fixed + [override_for(d.key, trial.params[d.key]) for d in search.dimensions]
+    console.status("first member: " + " ".join(overrides))
+    config = compose_members(sweeper.launcher, [overrides], 0)[0]
+    job = freeze_members([config], str(sweeper.launcher.params.get("runs_root") or "~/.mltrain/runs"))[0]
+    console.write_line(dry_run_text(job))
+    return []

@@ -1,0 +1,321 @@
+"""The HyperDrive controller: Optuna samples, mltrain runs each member as an ordinary run, and
+mltrain's policies stop members that fall behind.
+
+Optuna (ask-and-tell, its file journal in the sweep directory, no database server) picks each
+member's parameters; every member is composed, frozen and created like any run, then handed to its
+backend in a thread of its own, at most max_concurrent_runs at a time. The controller follows each
+member's metrics.jsonl as it grows; every value of the primary metric is one interval, reported to
+Optuna and, at evaluation intervals, judged by the policy (mltrain.sweeps.policies). A member the
+policy stops is cancelled through its backend (its ranks stopped, or scancel) with the rule that
+stopped it as its recorded reason.
+"""
+from __future__ import annotations
+
+import math
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from mltrain.config.schema import SweepConf
+from mltrain.errors import ConfigError, MltrainError, RunCanceled, RunFailed
+from mltrain.runs.console import Console
+from mltrain.runs.status import CANCELED, COMPLETED, FAILED
+from mltrain.sweeps import policies
+from mltrain.sweeps.space import Space
+
+POLL_S = 0.2
+
+
+@dataclass
+class Member:
+    index: int
+    params: Dict[str, Any]
+    overrides: List[str]
+    trial: Any = None
+    job: Any = None
+    record: Any = None
+    console: Optional[Console] = None
+    cancel: Any = None
+    thread: Optional[threading.Thread] = None
+    status: str = "NotStarted"
+    values: List[float] = field(default_factory=list)
+    offset: int = 0
+    reason: Optional[str] = None       # why the policy (or the sweep) stopped it
+    error: Optional[str] = None
+    started: Optional[float] = None
+    ended: Optional[float] = None
+    config: Any = None
+
+    @property
+    def running(self) -> bool:
+        return self.thread is not None and self.ended is None
+
+    @property
+    def run_id(self) -> Optional[str]:
+        return self.job.run_id if self.job is not None else None
+
+
+class Controller:
+    def __init__(self, sweeper: Any, settings: SweepConf, space: Space, sweep_dir: Path, seed: int) -> None:
+        self.sweeper, self.settings, self.space = sweeper, settings, space
+        self.sweep_dir, self.seed = sweep_dir, seed
+        self.members: List[Member] = []
+        self.console = Console()
+        self.total = total_runs(settings, space)
+        self.concurrent = concurrent_runs(settings, sweeper.config, self.total)
+        self.goal = settings.goal
+        self.started = time.time()
+        self.stop_reason: Optional[str] = None
+        self.interrupted = False
+
+    # ------------------------------------------------------------------ the loop
+    def run(self) -> List[Member]:
+        from mltrain.launch.orchestrate import CancelOnSignal
+        from mltrain.sweeps import results
+
+        self.study = make_study(self.settings, self.space, self.sweep_dir, self.seed)
+        interrupt = threading.Event()
+        deadline = (self.started + self.settings.max_duration_minutes * 60) if self.settings.max_duration_minutes else None
+        self._say_plan()
+        with CancelOnSignal(interrupt):
+            while True:
+                if interrupt.is_set() and self.stop_reason is None:
+                    self.interrupted = True
+                    self._stop_all("the sweep was canceled")
+                if deadline is not None and time.time() >= deadline and self.stop_reason is None:
+                    self._stop_all(f"sweep.max_duration_minutes ({self.settings.max_duration_minutes:g}) was reached")
+                while self.stop_reason is None and len(self.members) < self.total and self._in_flight() < self.concurrent:
+                    self._launch_next()
+                changed = self._follow()
+                if changed:
+                    results.write(self)
+                if not self._in_flight() and (self.stop_reason is not None or len(self.members) >= self.total):
+                    break
+                time.sleep(POLL_S)
+        results.write(self, final=True)
+        return self.members
+
+    def _in_flight(self) -> int:
+        return sum(1 for m in self.members if m.running)
+
+    def _say_plan(self) -> None:
+        s, p = self.settings, self.settings.early_termination
+        space = ", ".join(f"{k}={v}" for k, v in self.space.describe().items())
+        policy = "none" if p.policy == "none" else (
+            f"{p.policy} (evaluation_interval {p.evaluation_interval}, delay_evaluation {p.delay_evaluation})")
+        self.console.status(f"sweep: {s.sampling} sampling (seed {self.seed}) of {space}; {self.total} runs, "
+                            f"{self.concurrent} at a time; primary metric {s.primary_metric or '-'} ({s.goal}); "
+                            f"early termination {policy}")
+        self.console.status(f"sweep directory {self.sweep_dir}")
+
+    # ------------------------------------------------------------------ members
+    def _launch_next(self) -> None:
+        from mltrain.sweeps.space import override_for
+
+        trial = self.study.ask(self.space.distributions())
+        params = {d.key: trial.params[d.key] for d in self.space.dimensions}
+        member = Member(index=len(self.members), params=params, trial=trial,
+                        overrides=self.space.fixed + [override_for(k, v) for k, v in params.items()])
+        self.members.append(member)
+        member.console = Console(prefix=f"[#{member.index}] ")
+        self.console.status(f"#{member.index}: " + " ".join(override_for(k, v) for k, v in params.items()))
+        try:
+            self._start(member)
+        except MltrainError as exc:
+            if member.index == 0 and member.record is None:
+                raise  # the sweep's own config is wrong: nothing has run, say it as any refused command does
+            member.status, member.error, member.ended = FAILED, str(exc), time.time()
+            member.console.status(f"{FAILED}: {exc}")
+            self._tell(member)
+
+    def _start(self, member: Member) -> None:
+        from hydra.core.utils import setup_globals
+
+        from mltrain import backends
+        from mltrain.backends.base import Cancel
+        from mltrain.config.compose import compose_members
+        from mltrain.launch.hydra_adapter import freeze_members
+        from mltrain.launch.orchestrate import create_run
+
+        launcher = self.sweeper.launcher
+        setup_globals()
+        config = compose_members(launcher, [member.overrides], member.index)[0]
+        job = freeze_members([config], str(launcher.params.get("runs_root") or "~/.mltrain/runs"))[0]
+        member.config, member.job = config, job
+        launcher.started = True  # from here on runs exist: mltrain's sweeper keeps the sweep folder
+        member.record = create_run(job, member.console)
+        backend = backends.get(job.backend)
+        plan = backend.plan(job)
+        member.cancel = Cancel()
+        member.started = time.time()
+
+        def body() -> None:
+            try:
+                member.status = backend.launch([plan], [member.record], [member.console], member.cancel)[0]
+            except Exception as exc:  # launch() records its own failures; this is mltrain's fault, kept visible
+                member.status, member.error = FAILED, f"internal error: {type(exc).__name__}: {exc}"
+
+        member.thread = threading.Thread(target=body, name=f"sweep-member-{member.index}", daemon=True)
+        member.thread.start()
+
+    def _follow(self) -> bool:
+        """Read what running members logged, apply the policy, and settle members that ended."""
+        changed = False
+        for member in self.members:
+            if not member.running:
+                continue
+            done = not member.thread.is_alive()  # looked at before reading, so no value written before the end is missed
+            for value in self._new_values(member):
+                member.values.append(value)
+                changed = True
+                interval = len(member.values)
+                if math.isfinite(value):
+                    member.trial.report(value, interval)
+                self._evaluate(interval)
+            if done:
+                self._settle(member)
+                changed = True
+        return changed
+
+    def _new_values(self, member: Member) -> List[float]:
+        from mltrain.runs.metrics import read_new
+
+        metric = self.settings.primary_metric
+        if not metric:
+            return []
+        records, member.offset = read_new(Path(member.job.run_dir) / "metrics.jsonl", member.offset)
+        out = []
+        for r in records:
+            if r.get("name") != metric or r.get("kind", "scalar") != "scalar" or int(r.get("rank") or 0) != 0:
+                continue
+            out.append(self._number(r.get("value")))
+        return out
+
+    def _number(self, value: Any) -> float:
+        """A NaN or unreadable value counts as the worst possible one (a diverged member)."""
+        try:
+            x = float(value)
+        except (TypeError, ValueError):
+            x = math.nan
+        if math.isnan(x):
+            return -math.inf if self.goal == "maximize" else math.inf
+        return x
+
+    def _evaluate(self, interval: int) -> None:
+        policy = self.settings.early_termination
+        if not policies.is_evaluation(policy, interval):
+            return
+        curves = {m.index: policies.Curve(m.values, m.running and m.reason is None) for m in self.members if m.values}
+        for index, reason in policies.decide(policy, self.goal, self.settings.primary_metric, curves, interval).items():
+            member = self.members[index]
+            member.reason = reason
+            member.console.status(f"canceled by {reason}")
+            member.cancel.request(reason)
+
+    def _settle(self, member: Member) -> None:
+        member.ended = time.time()
+        if member.record is not None:
+            member.record.reload()
+            member.status = member.record.status
+            member.error = member.record.data.get("error") or member.error
+        if member.status != CANCELED:
+            member.reason = None if member.reason and member.status == COMPLETED else member.reason
+        self._tell(member)
+
+    def _tell(self, member: Member) -> None:
+        from optuna.trial import TrialState
+
+        state, value = TrialState.FAIL, None
+        if member.status == COMPLETED:
+            if not self.settings.primary_metric:
+                # random, sobol and grid learn nothing from the value; Optuna wants one for a finished trial
+                state, value = TrialState.COMPLETE, 0.0
+            elif member.values:
+                state, value = TrialState.COMPLETE, policies.best_of(member.values, self.goal)
+            else:
+                member.error = f"the run Completed without logging {self.settings.primary_metric}"
+                self.console.status(f"#{member.index}: warning: {member.error}")
+        elif member.status == CANCELED and member.reason and member.values:
+            state = TrialState.PRUNED
+        if value is not None and not math.isfinite(value):
+            state, value = TrialState.FAIL, None
+        try:
+            self.study.tell(member.trial, value if state == TrialState.COMPLETE else None, state=state)
+        except RuntimeError:
+            # Optuna's GridSampler calls study.stop() once the grid is used up, which Optuna allows only
+            # inside study.optimize(); the trial's result is stored before that (optuna/study/_tell.py).
+            pass
+
+    def _stop_all(self, reason: str) -> None:
+        self.stop_reason = reason
+        self.console.status(f"{reason}: canceling {self._in_flight()} member(s) in flight")
+        for member in self.members:
+            if member.running:
+                member.reason = member.reason or reason
+                member.cancel.request(reason)
+
+    # ------------------------------------------------------------------ the end
+    def raise_for_outcome(self) -> None:
+        """Exit as `mltrain -m` does: non-zero when the sweep was canceled or members failed.
+        Members stopped by the policy are the policy working, not a failure."""
+        if self.interrupted:
+            raise RunCanceled(f"sweep canceled: {sum(1 for m in self.members if m.status == CANCELED)} member(s) canceled")
+        failed = [m for m in self.members if m.status == FAILED]
+        if failed:
+            raise RunFailed(f"{len(failed)} of {len(self.members)} run(s) {FAILED}: "
+                            + ", ".join(m.run_id or f"#{m.index}" for m in failed))
+
+
+def total_runs(settings: SweepConf, space: Space) -> int:
+    if settings.sampling == "grid":
+        return min(settings.max_total_runs or space.grid_size(), space.grid_size())
+    return int(settings.max_total_runs)
+
+
+def concurrent_runs(settings: SweepConf, cfg: Any, total: int) -> int:
+    """max_concurrent_runs, or what the compute allows: local runs compute.max_concurrent_jobs at a
+    time, a Slurm cluster compute.array_parallelism."""
+    if settings.max_concurrent_runs:
+        return min(settings.max_concurrent_runs, total)
+    compute = cfg.compute
+    limit = compute.get("max_concurrent_jobs") if compute.get("kind") == "local" else compute.get("array_parallelism")
+    return max(1, min(int(limit or 1), total))
+
+
+def make_study(settings: SweepConf, space: Space, sweep_dir: Optional[Path], seed: int):
+    """The Optuna study: the sampler for the sampling method, its journal in the sweep directory
+    (in memory for a dry run)."""
+    import warnings
+
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    samplers = optuna.samplers
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        if settings.sampling == "grid":
+            sampler = samplers.GridSampler({d.key: d.grid_values() for d in space.dimensions}, seed=seed)
+        elif settings.sampling == "random":
+            sampler = samplers.RandomSampler(seed=seed)
+        elif settings.sampling == "sobol":
+            sampler = samplers.QMCSampler(qmc_type="sobol", seed=seed)
+        else:
+            sampler = samplers.TPESampler(seed=seed)
+    storage = None
+    if sweep_dir is not None:
+        from optuna.storages import JournalStorage
+        from optuna.storages.journal import JournalFileBackend
+
+        storage = JournalStorage(JournalFileBackend(str(sweep_dir / "optuna.journal")))
+    direction = settings.goal if settings.primary_metric else "maximize"
+    return optuna.create_study(storage=storage, sampler=sampler, direction=direction,
+                               study_name=sweep_dir.name if sweep_dir else "dry-run")
+
+
+def require_optuna() -> None:
+    try:
+        import optuna  # noqa: F401
+    except ImportError:
+        raise ConfigError("sweep.sampling", "HyperDrive sweeps need Optuna: pip install 'mltrain[sweep]'") from None
