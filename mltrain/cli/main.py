@@ -17,6 +17,7 @@ mltrain: Azure ML's PyTorch training, local-first and Slurm-native (Hydra + subm
 
 usage: mltrain [-m] [GROUP=OPTION ...] [KEY=VALUE ...] [--dry-run] [--cfg job]
        mltrain runs list | runs show RUN | runs logs RUN [--rank N] | runs status|cancel|resume RUN
+       mltrain runs best [SWEEP] [--id|--json]
        mltrain env list | env show NAME | env save NAME DIR
        mltrain horovod build [--force] | horovod check
 
@@ -27,6 +28,8 @@ Examples:
   mltrain model=densenet121 trainer.epochs=2 distribution=pytorch distribution.process_count_per_node=2
   mltrain job=script job.source_directory=./my-proj job.script=train.py 'job.arguments=[--lr,0.1]'
   mltrain -m trainer.learning_rate=0.1,0.01 trainer.batch_size=16,32     # a sweep, one run each
+  mltrain -m 'trainer.learning_rate=tag(log,interval(1e-4,0.1))' sweep.sampling=random sweep.max_total_runs=8 \
+      sweep.primary_metric=top1_accuracy sweep.early_termination.policy=bandit sweep.early_termination.slack_factor=0.1
   mltrain experiment=my_exp                            # an experiment file from ./.mltrain or ./conf
   mltrain ... --dry-run                                # each rank's command and environment; starts nothing
 

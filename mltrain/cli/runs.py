@@ -1,4 +1,4 @@
-"""`mltrain runs list|show|logs|status|cancel|resume`: every look goes through the run handle
+"""`mltrain runs list|show|logs|status|cancel|resume|best`: every look goes through the run handle
 (mltrain.runs.handle), so what is shown is what the run's backend knows now. Never imports torch."""
 from __future__ import annotations
 
@@ -110,6 +110,26 @@ def _resume(args) -> int:
     return exit_code(result.status)
 
 
+def _best(args) -> int:
+    from mltrain.sweeps import results
+
+    doc = results.load(args.sweep, _root(args))
+    if args.json:
+        keys = ("sweep_dir", "status", "primary_metric", "goal", "best_run_id", "best_value", "best_params")
+        print(json.dumps({k: doc.get(k) for k in keys}, indent=2))
+        return 0
+    if not doc.get("best_run_id"):
+        print(f"no member of {doc['sweep_dir']} has logged {doc.get('primary_metric') or 'a primary metric'} yet",
+              file=sys.stderr)
+        return 1
+    if args.id:
+        print(doc["best_run_id"])
+        return 0
+    for line in results.summary_lines(doc):
+        print(line)
+    return 0
+
+
 def main(argv: List[str]) -> int:
     parser = argparse.ArgumentParser(prog="mltrain runs", description="Inspect mltrain runs.")
     parser.add_argument("--root", help="runs directory (default: $MLTRAIN_HOME/runs)")
@@ -136,5 +156,10 @@ def main(argv: List[str]) -> int:
     p.add_argument("run")
     p.add_argument("--detach", action="store_true", help="return once a Slurm run is queued again")
     p.set_defaults(func=_resume)
+    p = sub.add_parser("best", help="a HyperDrive sweep's members by primary metric, best marked (newest sweep by default)")
+    p.add_argument("sweep", nargs="?", help="sweep directory, or its name under <runs>/_sweeps")
+    p.add_argument("--id", action="store_true", help="print only the best run's id (for scripts)")
+    p.add_argument("--json", action="store_true", help="best_run_id, best_value and best_params as JSON")
+    p.set_defaults(func=_best)
     args = parser.parse_args(argv)
     return args.func(args)

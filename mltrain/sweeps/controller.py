@@ -42,6 +42,8 @@ class Member:
     status: str = "NotStarted"
     values: List[float] = field(default_factory=list)
     offset: int = 0
+    judged: int = 0                    # the last interval the policy has judged it at
+    cut_at: Optional[int] = None       # the interval the policy cut it at
     reason: Optional[str] = None       # why the policy (or the sweep) stopped it
     error: Optional[str] = None
     started: Optional[float] = None
@@ -162,22 +164,53 @@ class Controller:
 
     def _follow(self) -> bool:
         """Read what running members logged, apply the policy, and settle members that ended."""
-        changed = False
+        changed, ended = False, []
         for member in self.members:
             if not member.running:
                 continue
-            done = not member.thread.is_alive()  # looked at before reading, so no value written before the end is missed
+            if not member.thread.is_alive():  # looked at before reading: no value written before the end is missed
+                ended.append(member)
             for value in self._new_values(member):
                 member.values.append(value)
                 changed = True
-                interval = len(member.values)
                 if math.isfinite(value):
-                    member.trial.report(value, interval)
-                self._evaluate(interval)
-            if done:
-                self._settle(member)
-                changed = True
-        return changed
+                    member.trial.report(value, len(member.values))
+        if changed:
+            self._judge()
+        for member in ended:
+            self._settle(member)
+        return changed or bool(ended)
+
+    def _judge(self) -> None:
+        """Apply the policy at every interval that all members still running have reached.
+
+        Waiting for the slowest running member means the comparison at interval i always holds every
+        running member's value at i, so which members are cut does not depend on who logged first;
+        a member is judged once per evaluation interval."""
+        policy = self.settings.early_termination
+        if policy.policy == "none":
+            return
+        while True:
+            live = [m for m in self.members if m.running and m.reason is None]
+            if not live:
+                return
+            frontier = min(len(m.values) for m in live)
+            interval = min(m.judged for m in live) + 1
+            if interval > frontier:
+                return
+            pending = {m.index for m in live if m.judged < interval}
+            if policies.is_evaluation(policy, interval):
+                # what a cut member logged while it was being stopped is not compared: it stopped at its cut
+                curves = {m.index: policies.Curve(m.values[: m.cut_at or None], m.index in pending, finished=not m.running)
+                          for m in self.members if m.values}
+                cuts = policies.decide(policy, self.goal, self.settings.primary_metric, curves, interval)
+                for index, reason in cuts.items():
+                    member = self.members[index]
+                    member.reason, member.cut_at = reason, interval
+                    member.console.status(f"canceled by {reason}")
+                    member.cancel.request(reason)
+            for m in live:
+                m.judged = max(m.judged, interval)
 
     def _new_values(self, member: Member) -> List[float]:
         from mltrain.runs.metrics import read_new
@@ -202,17 +235,6 @@ class Controller:
         if math.isnan(x):
             return -math.inf if self.goal == "maximize" else math.inf
         return x
-
-    def _evaluate(self, interval: int) -> None:
-        policy = self.settings.early_termination
-        if not policies.is_evaluation(policy, interval):
-            return
-        curves = {m.index: policies.Curve(m.values, m.running and m.reason is None) for m in self.members if m.values}
-        for index, reason in policies.decide(policy, self.goal, self.settings.primary_metric, curves, interval).items():
-            member = self.members[index]
-            member.reason = reason
-            member.console.status(f"canceled by {reason}")
-            member.cancel.request(reason)
 
     def _settle(self, member: Member) -> None:
         member.ended = time.time()

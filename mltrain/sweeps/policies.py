@@ -3,7 +3,8 @@
 Each value a member logs of the primary metric is one interval. A policy is applied at interval i
 when i is a multiple of evaluation_interval and i >= delay_evaluation; it compares the members that
 have reached interval i (finished ones included, unless truncation_selection's
-exclude_finished_runs says otherwise) and cancels the running ones it names:
+exclude_finished_runs says otherwise) and cancels the running ones it names. A NaN counts as the
+worst value (the controller turns it into -inf or +inf):
 
 - bandit: a member whose best value up to i falls outside the slack of the best value any member
   reached up to i. Maximize: best_self * (1 + slack_factor) < best_all, or best_self < best_all -
@@ -28,8 +29,9 @@ from mltrain.config.schema import EarlyTerminationConf
 
 @dataclass
 class Curve:
-    values: List[float]  # the primary metric, one value per interval, in the order logged
-    running: bool        # still running: only running members can be cancelled
+    values: List[float]     # the primary metric, one value per interval, in the order logged
+    running: bool           # this evaluation may cancel it (running, and not yet judged at this interval)
+    finished: bool = False  # ended (Completed, Failed or Canceled): left out by exclude_finished_runs
 
 
 def is_evaluation(policy: EarlyTerminationConf, interval: int) -> bool:
@@ -48,7 +50,7 @@ def worse(a: float, b: float, goal: str) -> bool:
 
 def decide(policy: EarlyTerminationConf, goal: str, metric: str, curves: Dict[int, Curve], interval: int) -> Dict[int, str]:
     """The running members to cancel at an evaluation at `interval`, each with the reason."""
-    reached = {m: c for m, c in curves.items() if len(c.values) >= interval and all(map(math.isfinite, c.values[:interval]))}
+    reached = {m: c for m, c in curves.items() if len(c.values) >= interval}
     if not reached:
         return {}
     if policy.policy == "bandit":
@@ -104,7 +106,7 @@ def _median(goal, metric, reached, i) -> Dict[int, str]:
 
 
 def _truncation(policy, goal, metric, reached, i) -> Dict[int, str]:
-    pool = {m: c for m, c in reached.items() if c.running or not policy.exclude_finished_runs}
+    pool = {m: c for m, c in reached.items() if not (c.finished and policy.exclude_finished_runs)}
     cut = math.floor(len(pool) * policy.truncation_percentage / 100)
     if cut == 0:
         return {}

@@ -37,6 +37,7 @@ def member_row(member: Any, goal: str) -> Dict[str, Any]:
         "intervals": len(values),
         "values": [_json_number(v) for v in values],
         "canceled_by": member.reason if member.status == CANCELED or member.running else None,
+        "canceled_at_interval": member.cut_at if member.status == CANCELED or member.running else None,
         "error": member.error,
         "started": member.started,
         "ended": member.ended,
