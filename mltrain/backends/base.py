@@ -104,8 +104,9 @@ class Backend(ABC):
 
     # ------------------------------------------------------------------ submission
     @abstractmethod
-    def plan(self, job: FrozenJob) -> Plan:
-        """What would be started; starts nothing, creates nothing."""
+    def plan(self, job: FrozenJob, share: int = 1) -> Plan:
+        """What would be started; starts nothing, creates nothing. `share` is how many runs will run
+        side by side on the same machine (a local sweep), so each gets its part of the cores."""
 
     def describe(self, plan: Plan) -> List[str]:
         """The backend's own lines of the dry run (rank lines are common to all)."""

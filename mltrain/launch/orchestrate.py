@@ -108,7 +108,8 @@ def execute(jobs: List[FrozenJob], records: List[RunRecord], consoles: List[Cons
     backend = backends.get(jobs[0].backend)
     cancel = threading.Event()
     with CancelOnSignal(cancel) as guard:
-        statuses = backend.launch([backend.plan(job) for job in jobs], records, consoles, cancel)
+        share = max(1, min(getattr(jobs[0].compute, "max_concurrent_jobs", 1), len(jobs)))
+        statuses = backend.launch([backend.plan(job, share) for job in jobs], records, consoles, cancel)
     results = [RunResult(job, status, record.data.get("error")) for job, status, record in zip(jobs, statuses, records)]
     if guard.signum is not None:
         for r in results:

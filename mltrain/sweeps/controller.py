@@ -149,7 +149,7 @@ class Controller:
         launcher.started = True  # from here on runs exist: mltrain's sweeper keeps the sweep folder
         member.record = create_run(job, member.console)
         backend = backends.get(job.backend)
-        plan = backend.plan(job)
+        plan = backend.plan(job, share=self.concurrent)
         member.cancel = Cancel()
         member.started = time.time()
 
@@ -282,12 +282,16 @@ class Controller:
     def raise_for_outcome(self) -> None:
         """Exit as `mltrain -m` does: non-zero when the sweep was canceled or members failed.
         Members stopped by the policy are the policy working, not a failure."""
-        if self.interrupted:
-            raise RunCanceled(f"sweep canceled: {sum(1 for m in self.members if m.status == CANCELED)} member(s) canceled")
+        error = None
         failed = [m for m in self.members if m.status == FAILED]
-        if failed:
-            raise RunFailed(f"{len(failed)} of {len(self.members)} run(s) {FAILED}: "
-                            + ", ".join(m.run_id or f"#{m.index}" for m in failed))
+        if self.interrupted:
+            error = RunCanceled(f"sweep canceled: {sum(1 for m in self.members if m.status == CANCELED)} member(s) canceled")
+        elif failed:
+            error = RunFailed(f"{len(failed)} of {len(self.members)} run(s) {FAILED}: "
+                              + ", ".join(m.run_id or f"#{m.index}" for m in failed))
+        if error is not None:
+            self.console.status(str(error))  # `mltrain` exits with the error's code without printing it again
+            raise error
 
 
 def total_runs(settings: SweepConf, space: Space) -> int:

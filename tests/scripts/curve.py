@@ -16,12 +16,12 @@ CURVES = {
 p = argparse.ArgumentParser()
 p.add_argument("--curve", default="a")
 p.add_argument("--pause", type=float, default=0.4)
-p.add_argument("--fail", action="store_true", help="exit 3 after the first value")
+p.add_argument("--mode", default="ok", choices=["ok", "fail"], help="fail: exit 3 after the first value")
 a = p.parse_args()
 values = CURVES.get(a.curve) or [float(v) for v in a.curve.split(",")]
 for i, value in enumerate(values, start=1):
     run.log("score", value, step=i)
-    if a.fail:
+    if a.mode == "fail":
         raise SystemExit(3)
     time.sleep(a.pause)
 print("logged", len(values), "values")

@@ -66,8 +66,8 @@ class LocalBackend(Backend):
         return {"CUDA_VISIBLE_DEVICES": ",".join(devices[: int(compute.gpus)])}
 
     # ------------------------------------------------------------------ submission
-    def plan(self, job: FrozenJob) -> Plan:
-        return Plan(job, contract.plan(job, "127.0.0.1", PORT, os.cpu_count() or 1),
+    def plan(self, job: FrozenJob, share: int = 1) -> Plan:
+        return Plan(job, contract.plan(job, "127.0.0.1", PORT, max(1, (os.cpu_count() or 1) // share)),
                     notes=[f"MASTER_PORT ({PORT}) is handed out by the OS when the run starts"])
 
     def launch(self, plans: List[Plan], records: List[RunRecord], consoles: List[Console],

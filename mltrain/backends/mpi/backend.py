@@ -33,11 +33,11 @@ class MpiBackend(LocalBackend):
                               "set distribution.oversubscribe=true to allow it")
         return super().check(cfg)
 
-    def plan(self, job: FrozenJob) -> Plan:
+    def plan(self, job: FrozenJob, share: int = 1) -> Plan:
         from mltrain.backends.mpi.driver import mpirun_command
 
         argv, env = mpirun_command(job, PORT)
-        return Plan(job, contract.plan(job, "127.0.0.1", PORT, os.cpu_count() or 1),
+        return Plan(job, contract.plan(job, "127.0.0.1", PORT, max(1, (os.cpu_count() or 1) // share)),
                     notes=[f"MASTER_PORT ({PORT}) is handed out by the OS when the run starts",
                            "mpirun: " + " ".join(argv)],
                     details={"mpirun": argv, "mpirun_env": env})

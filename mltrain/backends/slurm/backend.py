@@ -53,7 +53,7 @@ class SlurmBackend(Backend):
             self._checked.add(key)
 
     # ------------------------------------------------------------------ submission
-    def plan(self, job: FrozenJob) -> Plan:
+    def plan(self, job: FrozenJob, share: int = 1) -> Plan:
         from mltrain.backends.slurm.submission import executor_parameters
 
         return Plan(job, contract.plan(job, FIRST_NODE, JOB_PORT),
