@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -175,6 +177,38 @@ def test_resume_continues_from_the_saved_epoch(home, project, images):
     rows = [json.loads(l) for l in (Path(run["dir"]) / "metrics.jsonl").read_text().splitlines()]
     steps = [row["step"] for row in rows if row["name"] == "val_loss"]
     assert steps == sorted(set(steps)) == [1, 2, 3], "an epoch was trained twice or skipped"
+
+
+def test_a_run_killed_right_after_logging_an_epoch_does_not_train_it_again(home, project, images):
+    """The epoch's checkpoint is saved before its metrics are logged: killed the moment epoch 1's
+    metrics appear, the resumed run goes on with epoch 2 and every epoch is logged once. (With the
+    metrics written first, the kill fell before the checkpoint and epoch 1 was trained and logged twice.)"""
+    args = [*data_args(*images), *FAST, "trainer.epochs=2", "trainer.patience=5"]
+    driver = subprocess.Popen(mltrain_exe() + args, cwd=project, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            found = runs(home)
+            metrics = Path(found[0]["dir"]) / "metrics.jsonl" if found else None
+            if metrics and metrics.is_file() and '"val_loss"' in metrics.read_text():
+                os.killpg(int(json.loads((metrics.parent / "run.json").read_text())["ranks"]["0"]["pid"]), signal.SIGKILL)
+                break
+            time.sleep(0.005)
+        else:
+            raise AssertionError("epoch 1 was never logged")
+        driver.communicate(timeout=60)
+    finally:
+        driver.kill()
+    run = only_run(home)
+    assert run["status"] == "Failed"
+    r = run_mltrain("runs", "resume", run["id"], cwd=project, timeout=300)
+    assert r.rc == 0, r.out + r.err
+    assert "1 epoch(s) already done" in r.out
+    rows = [json.loads(l) for l in (Path(run["dir"]) / "metrics.jsonl").read_text().splitlines()]
+    for name in ("val_loss", "top1_accuracy", "learning_rate"):
+        assert [row["step"] for row in rows if row["name"] == name] == [1, 2], name
+    ckpts = sorted(p.name for p in (Path(run["dir"]) / "checkpoints").glob("*.pt"))
+    assert len([c for c in ckpts if c.startswith("best_epoch_")]) == 1, ckpts  # one file per best, not a copy per epoch
 
 
 # ----------------------------------------------------------------------------- scoring

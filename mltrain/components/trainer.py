@@ -133,16 +133,28 @@ class Trainer:
         sys.stdout.flush()
 
     # ---------------------------------------------------------------------------- checkpoints
+    def _best_path(self, epoch: int) -> Path:
+        return self.ckpt_dir / f"best_epoch_{epoch}.pt"
+
+    def save_best(self) -> None:
+        """Rank 0 keeps the best weights in a file of their own, written only when validation
+        improves (not a second full copy of the model inside every epoch's checkpoint)."""
+        if not self.ctx.is_main or self.best_weights is None:
+            return
+        self.ckpt_dir.mkdir(exist_ok=True)
+        torch.save(self.best_weights, self.ckpt_dir / ".best.tmp.pt")
+        os.replace(self.ckpt_dir / ".best.tmp.pt", self._best_path(self.state.best_epoch))
+
     def checkpoint(self) -> None:
-        """Rank 0 saves the full training state; written to a temporary name, then renamed."""
+        """Rank 0 saves the full training state; written to a temporary name, then renamed. Best
+        weights of earlier improvements are removed once this checkpoint no longer names them."""
         if not self.ctx.is_main:
             return
         self.ckpt_dir.mkdir(exist_ok=True)
         payload = {
             "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(), "scaler": self.scaler.state_dict(),
-            "state": self.state.__dict__, "best_weights": self.best_weights,
-            "rng": torch.get_rng_state(), "class_names": self.class_names,
+            "state": self.state.__dict__, "rng": torch.get_rng_state(), "class_names": self.class_names,
         }
         path = self.ckpt_dir / f"epoch_{self.state.epoch}.pt"
         torch.save(payload, self.ckpt_dir / ".tmp.pt")
@@ -152,6 +164,9 @@ class Trainer:
             tmp_link.unlink()
         tmp_link.symlink_to(path.name)
         os.replace(tmp_link, self.ckpt_dir / LATEST)
+        for old in self.ckpt_dir.glob("best_epoch_*.pt"):
+            if old != self._best_path(self.state.best_epoch):
+                old.unlink(missing_ok=True)
 
     def resume(self) -> int:
         """Load the latest checkpoint of this run, if any, on this rank. Returns the next epoch (1-based).
@@ -169,10 +184,27 @@ class Trainer:
         self.scheduler.load_state_dict(payload["scheduler"])
         self.scaler.load_state_dict(payload["scaler"])
         self.state = TrainState(**payload["state"])
-        self.best_weights = payload["best_weights"]
+        if "best_weights" in payload:  # checkpoints of 0.2.0 carried a copy of the best weights
+            self.best_weights = payload["best_weights"]
+        elif self._best_path(self.state.best_epoch).is_file():
+            self.best_weights = torch.load(self._best_path(self.state.best_epoch), map_location="cpu", weights_only=True)
         torch.set_rng_state(payload["rng"])
         self.log(f"resumed from {path.resolve().name}: {self.state.epoch} epoch(s) already done")
+        self._log_missing_epoch()
         return self.state.epoch + 1
+
+    def _log_missing_epoch(self) -> None:
+        """An epoch is checkpointed before its metrics are logged: if the run stopped in between, the
+        resumed run logs that epoch's metrics now (once), instead of training the epoch again."""
+        if not self.ctx.is_main or not self.state.history:
+            return
+        from mltrain.runs.metrics import iter_metrics
+
+        last = self.state.history[-1]
+        epoch = last["epoch"]
+        if any(r.get("step") == epoch and r.get("rank", 0) == 0 for r in iter_metrics(self.metrics.path)):
+            return
+        self.metrics.log_many({k: v for k, v in last.items() if k != "epoch"}, step=epoch)
 
     # ---------------------------------------------------------------------------- loop
     def _to_device(self, images, labels):
@@ -285,16 +317,19 @@ class Trainer:
             s.best_val_loss, s.best_epoch, s.epochs_without_improvement = results["val_loss"], epoch, 0
             if self.ctx.is_main:
                 self.best_weights = copy.deepcopy({k: v.cpu() for k, v in self.model.state_dict().items()})
+                self.save_best()
         else:
             s.epochs_without_improvement += 1
         s.history.append({"epoch": epoch, **results})
+        # The checkpoint first, then the metrics: a run stopped between the two resumes after this
+        # epoch and logs its metrics then (_log_missing_epoch); the other order trained it twice.
+        self.checkpoint()
         self.log(f"epoch {epoch}: " + "  ".join(f"{k} {v:.4f}" for k, v in results.items()))
         if self.ctx.is_main:
             self.metrics.log_many(results, step=epoch)
             if self.tb is not None:
                 for name, value in results.items():
                     self.tb.add_scalar(name, value, epoch)
-        self.checkpoint()
 
 
 def write_summary(path: Path, state: TrainState) -> None:
