@@ -5,8 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from conftest import require
 from mpi_support import require_mpi
+from support import require
 
 
 def horovod_problem() -> str | None:

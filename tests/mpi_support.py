@@ -5,7 +5,7 @@ import shutil
 import subprocess
 import sys
 
-from conftest import require
+from support import require
 
 
 def mpi_problem() -> str | None:

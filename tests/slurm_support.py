@@ -9,7 +9,7 @@ import os
 import shutil
 import subprocess
 
-from conftest import require
+from support import require
 
 
 def cluster_problem() -> str | None:

@@ -9,7 +9,7 @@ import shutil
 import subprocess
 
 import pytest
-from conftest import mltrain_exe, only_run, run_mltrain, runs
+from support import mltrain_exe, only_run, run_mltrain, runs
 
 REFUSED = [
     (["experiment=nosuch"], "experiment: 'nosuch' is not a known experiment"),
@@ -141,7 +141,7 @@ def test_a_diverged_validation_loss_fails_the_run_instead_of_completing(home, pr
 
 @pytest.mark.slow
 def test_a_corrupt_image_is_the_designers_dataset_error_naming_the_file(home, project, tmp_path):
-    from test_train_pytorch_model import FAST, data_args, write_digits
+    from train_support import FAST, data_args, write_digits
 
     train = write_digits(tmp_path / "train", per_class=4)
     val = write_digits(tmp_path / "val", per_class=2, offset=100)
@@ -156,7 +156,7 @@ def test_a_corrupt_image_is_the_designers_dataset_error_naming_the_file(home, pr
 
 @pytest.mark.slow
 def test_corrupt_weights_in_a_model_directory_are_the_designers_error(home, project, tmp_path):
-    from test_train_pytorch_model import write_digits
+    from train_support import write_digits
 
     model = tmp_path / "model"
     model.mkdir()

@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import run_mltrain, runs
+from support import run_mltrain, runs
 
 SCRIPT = ["job=script", "job.script=show_env.py"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-from conftest import mltrain_exe, only_run, run_mltrain, runs
+from support import mltrain_exe, only_run, run_mltrain, runs
 
 from mltrain.environments import CURATED, from_config, load
 from mltrain.errors import ConfigError

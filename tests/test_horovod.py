@@ -8,9 +8,9 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import only_run, run_mltrain
 from horovod_support import require_horovod
-from test_train_pytorch_model import FAST, data_args, epoch_metrics, write_digits
+from support import only_run, run_mltrain
+from train_support import FAST, data_args, epoch_metrics, write_digits
 
 pytestmark = pytest.mark.slow
 HVD2 = ["job=script", "distribution=mpi", "distribution.process_count_per_node=2", "distribution.horovod=true"]
@@ -107,7 +107,7 @@ def test_the_build_is_cached_and_the_installed_horovod_checks_out():
     find it in the cache instead of compiling for minutes."""
     import subprocess
 
-    from conftest import mltrain_exe
+    from support import mltrain_exe
 
     start = time.monotonic()
     out = subprocess.run(mltrain_exe() + ["horovod", "build", "--no-install"], capture_output=True, text=True,

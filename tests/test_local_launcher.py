@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import mltrain_exe, only_run, pid_alive, run_mltrain, runs
+from support import mltrain_exe, only_run, pid_alive, run_mltrain, runs
 
 SEED_001_ARGS = "job.arguments=[--dist-backend,gloo,--dist-url,$AZ_BATCHAI_PYTORCH_INIT_METHOD,--rank,$AZ_BATCHAI_TASK_INDEX,--world-size,2]"
 DDP = ["job=script", "job.script=allreduce.py", "distribution=pytorch", "distribution.process_count_per_node=2",

@@ -5,9 +5,9 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import only_run, run_mltrain, runs
 from mpi_support import require_mpi
-from test_train_pytorch_model import FAST, data_args, epoch_metrics, write_digits
+from support import only_run, run_mltrain, runs
+from train_support import FAST, data_args, epoch_metrics, write_digits
 
 MPI2 = ["distribution=mpi", "distribution.process_count_per_node=2"]
 

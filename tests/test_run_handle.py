@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import mltrain_exe, only_run, pid_alive, run_mltrain
+from support import mltrain_exe, only_run, pid_alive, run_mltrain
 
 import mltrain
 

@@ -1,7 +1,7 @@
 """`mltrain runs list|show|logs` read what the launcher recorded."""
 from __future__ import annotations
 
-from conftest import only_run, run_mltrain
+from support import only_run, run_mltrain
 
 
 def test_runs_list_show_logs(home, project):

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import only_run, run_mltrain, runs
+from support import metric_rows, only_run, run_mltrain, runs
 
 import mltrain
 from mltrain.errors import MltrainError, RunFailed
@@ -21,7 +21,7 @@ def test_azure_style_script_runs_unmodified(home, project):
     out = Path(run["dir"]) / "outputs" / "model.pt"
     assert out.is_file(), "./outputs in the job is the run's outputs/"
     assert {"path": "model.pt", "bytes": out.stat().st_size} in run["outputs"]
-    rows = [json.loads(l) for l in (Path(run["dir"]) / "metrics.jsonl").read_text().splitlines()]
+    rows = metric_rows(run["dir"])
     assert [x["value"] for x in rows if x["name"] == "loss"] == [1.0, 0.5]  # through azureml.core.Run
     assert [x["step"] for x in rows if x["name"] == "accuracy"] == [0, 1]  # through mltrain.run
     assert all(x["rank"] == 0 and x["time"] > 0 for x in rows)

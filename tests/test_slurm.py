@@ -7,9 +7,9 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import mltrain_exe, only_run, run_mltrain, runs, wait_for_checkpoint
 from slurm_support import require_cluster, sacct, sacct_settles
-from test_train_pytorch_model import FAST, data_args, epoch_metrics, write_digits
+from support import metric_rows, mltrain_exe, only_run, run_mltrain, runs, wait_for_checkpoint
+from train_support import FAST, data_args, epoch_metrics, write_digits
 
 pytestmark = pytest.mark.slow
 SLURM = ["compute=slurm", "compute.poll_s=0.3"]
@@ -17,8 +17,10 @@ TWO = ["distribution=pytorch", "distribution.process_count_per_node=2"]
 
 
 @pytest.fixture(autouse=True)
-def _cluster():
-    require_cluster()
+def _cluster(request):
+    # dry runs and parameter checks talk to no cluster, so they run (and must pass) without one
+    if request.node.get_closest_marker("no_cluster") is None:
+        require_cluster()
 
 
 @pytest.fixture
@@ -114,10 +116,47 @@ def test_requeue_resumes_from_checkpoint_without_repeating_epochs(home, project,
     assert run["status"] == "Completed"
     log = (Path(run["dir"]) / "logs" / "rank_0.log").read_text()
     assert "attempt 1 (requeued)" in log and "epoch(s) already done" in log
-    rows = [json.loads(l) for l in (Path(run["dir"]) / "metrics.jsonl").read_text().splitlines()]
+    rows = metric_rows(run["dir"])
     steps = [row["step"] for row in rows if row["name"] == "val_loss"]
     assert sorted(steps) == [1, 2, 3, 4] and len(steps) == len(set(steps)), steps
     assert run["ranks"]["0"]["attempt"] == 1
+
+
+def _wait_for_log(run_dir: Path, text: str, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    log = run_dir / "logs" / "rank_0.log"
+    while time.monotonic() < deadline:
+        if log.is_file() and text in log.read_text():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"{text!r} never reached {log}")
+
+
+def test_usr2_requeues_then_too_many_timeouts_fail_saying_so(home, project):
+    """Slurm's USR2 (as sent before the time limit) reaches the rank as SIGUSR1 with checkpoint_requested;
+    submitit requeues; once compute.max_requeues is used up the run is Failed and says it timed out too
+    many times. The signal is sent with scancel, as slurmctld would (it may send it up to a minute early)."""
+    driver = subprocess.Popen(mltrain_exe() + ["job=script", "job.script=usr1_note.py", *SLURM, "compute.max_requeues=1",
+                                               "compute.timeout_min=5"],
+                              cwd=project, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not runs(home) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        run_dir = Path(runs(home)[0]["dir"])
+        for attempt in (0, 1):
+            _wait_for_log(run_dir, f"waiting attempt={attempt}")
+            job_id = json.loads((run_dir / "run.json").read_text())["slurm"]["job_id"]
+            subprocess.run(["scancel", "--signal=USR2", job_id], check=True)
+            _wait_for_log(run_dir, f"got SIGUSR1 attempt={attempt} checkpoint_requested=True")
+        out, err = driver.communicate(timeout=180)
+    finally:
+        driver.kill()
+    assert driver.returncode == 1, out[-3000:] + err
+    run = only_run(home)
+    assert run["status"] == "Failed"
+    assert "timed out too many times (compute.max_requeues=1" in run["error"], run["error"]
+    assert "timed out too many times" in out + err
 
 
 def test_resume_a_canceled_slurm_run_on_the_cluster(home, project):
@@ -142,6 +181,7 @@ def test_resume_a_canceled_slurm_run_on_the_cluster(home, project):
     assert "went" in (Path(run["dir"]) / "logs" / "rank_0.log").read_text()
 
 
+@pytest.mark.no_cluster
 def test_dry_run_prints_the_batch_script(home, project):
     r = run_mltrain("--dry-run", "job=script", "job.script=show_env.py", *SLURM, *TWO, "compute.partition=debug",
                     "++compute.additional_parameters={exclusive: true}", cwd=project)
@@ -151,6 +191,7 @@ def test_dry_run_prints_the_batch_script(home, project):
     assert "MASTER_ADDR=<first node>" in r.out and runs(home) == []
 
 
+@pytest.mark.no_cluster
 def test_unknown_submitit_parameter_is_one_line(home, project):
     r = run_mltrain("job=script", "job.script=show_env.py", *SLURM, "++compute.submitit={slurm_bogus: 1}", cwd=project)
     assert r.rc != 0 and len(r.err.strip().splitlines()) == 1
@@ -162,7 +203,7 @@ def test_two_nodes_for_real(home, project):
     """node_count=2 on a cluster of two Slurm nodes (network namespaces n1, n2: scripts/slurm_two_nodes.sh)."""
     import os
 
-    from conftest import require
+    from support import require
 
     conf = os.environ.get("MLTRAIN_SLURM2_CONF")
     require(None if conf and Path(conf).is_file() else "no two-node cluster: run scripts/slurm_two_nodes.sh start",

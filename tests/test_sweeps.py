@@ -11,8 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import mltrain_exe, pid_alive, run_mltrain, runs
 from slurm_support import require_cluster, sacct_settles
+from support import mltrain_exe, pid_alive, run_mltrain, runs
 
 pytestmark = pytest.mark.slow
 

@@ -9,42 +9,13 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import mltrain_exe, only_run, run_mltrain, runs, wait_for_checkpoint
+from support import metric_rows, mltrain_exe, only_run, run_mltrain, runs, wait_for_checkpoint
+from train_support import FAST, data_args, epoch_metrics, write_digits
 
 pytestmark = pytest.mark.slow
-FAST = ["trainer.batch_size=8", "trainer.print_frequency=2", "data.image_size=16", "data.min_crop_scale=0.8"]
-
-
-def write_digits(root: Path, classes=(0, 1, 2), per_class: int = 16, offset: int = 0, relabel=None) -> Path:
-    """A small ImageFolder directory of real scans from scikit-learn's digits."""
-    import numpy as np
-    from PIL import Image
-    from sklearn.datasets import load_digits
-
-    digits = load_digits()
-    for c in classes:
-        out = root / str(relabel[c] if relabel else c)
-        out.mkdir(parents=True, exist_ok=True)
-        for j, i in enumerate(np.flatnonzero(digits.target == c)[offset:offset + per_class]):
-            Image.fromarray((digits.images[i] * 15).astype("uint8"), mode="L").save(out / f"{j}.png")
-    return root
-
-
 @pytest.fixture
 def images(tmp_path):
     return (write_digits(tmp_path / "train", per_class=24), write_digits(tmp_path / "val", per_class=8, offset=100))
-
-
-def data_args(train: Path, val: Path) -> list:
-    return ["data=image_directory", f"data.train_dir={train}", f"data.val_dir={val}", "data.num_workers=0"]
-
-
-def epoch_metrics(run: dict) -> dict:
-    rows = [json.loads(l) for l in (Path(run["dir"]) / "metrics.jsonl").read_text().splitlines()]
-    out: dict = {}
-    for r in rows:
-        out.setdefault(r["step"], {})[r["name"]] = r["value"]
-    return out
 
 
 # ----------------------------------------------------------------------------- Designer errors
@@ -117,7 +88,7 @@ def test_ddp_two_ranks_trains_and_rank0_model_loads(home, project, images):
     for name in ("train_loss", "train_images_per_second", "val_loss", "top1_accuracy", "top5_accuracy"):
         assert name in metrics
     # only rank 0 wrote the metrics
-    rows = [json.loads(l) for l in (Path(run["dir"]) / "metrics.jsonl").read_text().splitlines()]
+    rows = metric_rows(run["dir"])
     assert {row["rank"] for row in rows} == {0}
 
 
@@ -174,7 +145,7 @@ def test_resume_continues_from_the_saved_epoch(home, project, images):
     assert "epoch(s) already done" in r.out
     after = json.loads((Path(run["dir"]) / "run.json").read_text())
     assert after["status"] == "Completed" and after["attempts"][0]["status"] == "Canceled"
-    rows = [json.loads(l) for l in (Path(run["dir"]) / "metrics.jsonl").read_text().splitlines()]
+    rows = metric_rows(run["dir"])
     steps = [row["step"] for row in rows if row["name"] == "val_loss"]
     assert steps == sorted(set(steps)) == [1, 2, 3], "an epoch was trained twice or skipped"
 
@@ -204,7 +175,7 @@ def test_a_run_killed_right_after_logging_an_epoch_does_not_train_it_again(home,
     r = run_mltrain("runs", "resume", run["id"], cwd=project, timeout=300)
     assert r.rc == 0, r.out + r.err
     assert "1 epoch(s) already done" in r.out
-    rows = [json.loads(l) for l in (Path(run["dir"]) / "metrics.jsonl").read_text().splitlines()]
+    rows = metric_rows(run["dir"])
     for name in ("val_loss", "top1_accuracy", "learning_rate"):
         assert [row["step"] for row in rows if row["name"] == name] == [1, 2], name
     ckpts = sorted(p.name for p in (Path(run["dir"]) / "checkpoints").glob("*.pt"))

@@ -79,10 +79,13 @@ def run_program(argv: List[str], cwd: str, env: dict, log_path, on_start=None, o
     copied to log_path and handed on; returns its exit code. on_start gets the process (signals)."""
     proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT)
-    if on_start is not None:
-        on_start(proc)
     pump = threading.Thread(target=copy_output, args=(proc.stdout, log_path),
                             kwargs={"on_chunk": on_chunk, "on_line": on_line}, daemon=True)
+    # a wrapper that ends the task from a signal handler (a Slurm requeue) joins it first, so the
+    # program's last lines reach its log
+    proc.pump = pump  # type: ignore[attr-defined]
+    if on_start is not None:
+        on_start(proc)
     pump.start()
     code = proc.wait()
     pump.join(timeout=10)
@@ -132,6 +135,8 @@ def run_forked(target: Callable[[], None], cwd: str, env: dict, log_path, on_sta
     read_fd, write_fd = os.pipe()
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
+    # an ignored signal stays ignored, as it would through exec (the Slurm wrapper ignores USR2 for its program)
+    ignored = [sig for sig in (signal.SIGUSR2,) if signal.getsignal(sig) == signal.SIG_IGN]
     pid = os.fork()
     if pid == 0:  # the child: never returns
         code = 1
@@ -142,7 +147,7 @@ def run_forked(target: Callable[[], None], cwd: str, env: dict, log_path, on_sta
             os.close(write_fd)
             os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
             for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2):
-                signal.signal(sig, signal.SIG_DFL)
+                signal.signal(sig, signal.SIG_IGN if sig in ignored else signal.SIG_DFL)
             os.environ.clear()
             os.environ.update(env)
             os.chdir(cwd)
@@ -163,10 +168,11 @@ def run_forked(target: Callable[[], None], cwd: str, env: dict, log_path, on_sta
             os._exit(code)
     os.close(write_fd)
     child = ForkedChild(pid)
-    if on_start is not None:
-        on_start(child)
     pump = threading.Thread(target=copy_output, args=(os.fdopen(read_fd, "rb"), log_path),
                             kwargs={"on_chunk": on_chunk, "on_line": on_line}, daemon=True)
+    child.pump = pump  # type: ignore[attr-defined]
+    if on_start is not None:
+        on_start(child)
     pump.start()
     code = child.wait()
     pump.join(timeout=10)

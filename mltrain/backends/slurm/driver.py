@@ -16,6 +16,7 @@ from typing import Callable, List, Optional
 from mltrain.backends.base import Plan, cancel_reason, prepare_environment
 from mltrain.backends.slurm import accounting
 from mltrain.backends.slurm.submission import make_executor
+from mltrain.launch.job import FrozenJob
 from mltrain.ranks import reports
 from mltrain.ranks.process import follow
 from mltrain.runs.console import Console, RunLog
@@ -63,8 +64,28 @@ def final_status(record: RunRecord, state: str):
         if status == COMPLETED:
             status = FAILED
     elif status != COMPLETED:
-        error = f"Slurm job {record.data['slurm']['job_id']} ended {state}"
+        error = f"Slurm job {record.data['slurm']['job_id']} ended {state}" + _why_not_requeued(record)
     return status, error, failed_rank
+
+
+def _why_not_requeued(record: RunRecord) -> str:
+    """What submitit said when it stopped requeuing (it logs the reason in the task's own log), in
+    mltrain's words: the bare Slurm state hides that a preempted or timed-out job ran out of requeues."""
+    import re
+
+    for log in sorted((record.dir / "submitit").glob("*_log.*")):
+        try:
+            text = log.read_text(errors="replace")
+        except OSError:
+            continue
+        found = re.findall(r"Job not requeued because: ([^\n]*?)\.?$", text, re.MULTILINE)
+        if found:
+            reason = found[-1]
+            if "too many times" in reason:
+                limit = FrozenJob.load(record.dir).compute.max_requeues
+                return f": it timed out too many times (compute.max_requeues={limit} requeue(s) used up; submitit: {reason})"
+            return f": not requeued ({reason})"
+    return ""
 
 
 def backend_time(when: Optional[float], record: RunRecord, live: bool) -> Optional[float]:

@@ -116,12 +116,21 @@ class SlurmRank:
         self._write_rank(place.rank, attempt, host=socket.gethostname(), started=time.time(), exit_code=None,
                          ended=None)
         previous = signal.getsignal(signal.SIGUSR2)
-        signal.signal(signal.SIGUSR2, lambda s, f: self._checkpoint_signal(s, f, previous))
+        # Slurm sends the USR2 of `--signal` (and `scancel --signal`) to every process of the step, the
+        # rank program too, whose default action for it is to die. The program is started with USR2
+        # ignored (an ignored signal stays ignored through fork and exec) and gets the documented
+        # SIGUSR1 + checkpoint_requested from this wrapper instead, which handles USR2 once it has started.
+        signal.signal(signal.SIGUSR2, signal.SIG_IGN)
+
+        def started(proc) -> None:
+            self._proc = proc
+            signal.signal(signal.SIGUSR2, lambda s, f: self._checkpoint_signal(s, f, previous))
+
         from mltrain.ranks.process import describe_exit, run_forked, run_program
         from mltrain.runs.console import Console
 
         # every task's own output also goes to submitit's per-task log
-        keep = {"on_start": lambda p: setattr(self, "_proc", p), "on_chunk": Console().raw}
+        keep = {"on_start": started, "on_chunk": Console().raw}
         if _is_hydra_task(argv):
             # A plain Hydra app's task: Hydra is imported here once and the task runs in a fork of this
             # process, as hydra-submitit-launcher runs it in submitit's own, instead of paying for a
@@ -158,4 +167,7 @@ class SlurmRank:
                 self._proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 self._proc.terminate()
+            pump = getattr(self._proc, "pump", None)
+            if pump is not None:  # submitit ends this process right after: the program's last lines first
+                pump.join(timeout=5)
         return submitit.helpers.DelayedSubmission(SlurmRank(self.run_dir))

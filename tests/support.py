@@ -1,0 +1,94 @@
+"""Helpers shared by the test modules (fixtures stay in conftest.py): running the installed
+`mltrain`, reading run records and metrics, and the CI switch that turns a missing cluster into a failure."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+SCRIPTS = Path(__file__).parent / "scripts"
+
+
+def mltrain_exe() -> list:
+    exe = shutil.which("mltrain", path=str(Path(sys.executable).parent))
+    return [exe] if exe else [sys.executable, "-m", "mltrain"]
+
+
+class Result:
+    def __init__(self, proc: subprocess.CompletedProcess):
+        self.rc = proc.returncode
+        self.out = proc.stdout
+        self.err = proc.stderr
+
+
+def run_mltrain(*args: str, cwd: Path, timeout: float = 120, env: dict | None = None) -> Result:
+    """The installed `mltrain` with a deadline: a job stuck pending fails the test instead of hanging CI."""
+    proc = subprocess.run(
+        mltrain_exe() + list(args), cwd=cwd, capture_output=True, text=True, timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
+    return Result(proc)
+
+
+def runs(home: Path) -> list:
+    root = home / "runs"
+    if not root.is_dir():
+        return []
+    out = [json.loads((d / "run.json").read_text()) | {"dir": str(d)} for d in root.iterdir() if (d / "run.json").is_file()]
+    return sorted(out, key=lambda r: r.get("created") or r["phases"]["Queued"])
+
+
+def only_run(home: Path) -> dict:
+    found = runs(home)
+    assert len(found) == 1, f"expected one run, found {len(found)}"
+    return found[0]
+
+
+def metric_rows(run_dir) -> list:
+    """Every record of a run's metrics.jsonl, in the order written (the one metrics reader of the suite)."""
+    path = Path(run_dir) / "metrics.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie is dead for our purposes.
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def ci() -> bool:
+    """Whether this is a CI run (CI set to any true value, as CI services set it)."""
+    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def require(problem: str | None, env_var: str, what: str) -> None:
+    """Skip with one line when `what` is missing, unless CI demands it (env_var=1, or CI true): then fail."""
+    if problem is None:
+        return
+    if os.environ.get(env_var) == "1" or ci():
+        pytest.fail(f"{what} is required here ({env_var}=1): {problem}")
+    pytest.skip(problem)
+
+
+def wait_for_checkpoint(home: Path, epoch: int = 1, timeout: float = 120) -> dict:
+    """The first run's record once the trainer has written the checkpoint of `epoch`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = runs(home)
+        if found and (Path(found[0]["dir"]) / "checkpoints" / f"epoch_{epoch}.pt").exists():
+            return found[0]
+        time.sleep(0.1)
+    raise AssertionError(f"no checkpoint of epoch {epoch} within {timeout}s")
