@@ -78,6 +78,7 @@ def test_curated_pins_impossible_here_fail_fast(home, project):
     assert runs(home) == [] and not (home / "envs").exists()  # nothing was built
 
 
+@pytest.mark.slow
 def test_user_managed_unsatisfiable_pin_fails_before_any_rank(home, project):
     r = run_mltrain("job=script", "job.script=show_env.py", 'environment.pip=["hydra-core==0.0.1", "not-a-real-pkg-xyz"]',
                     cwd=project)
@@ -116,6 +117,7 @@ def test_concurrent_runs_build_the_environment_once(home, project):
     assert sum(o[0].count("building environment") for o in outs) == 1
 
 
+@pytest.mark.slow
 def test_failed_build_is_not_marked_usable(home, project):
     bad = SIX[:-1] + ['environment.pip=["mltrain-no-such-package-xyz==9.9"]']
     r = run_mltrain(*bad, cwd=project, timeout=300)

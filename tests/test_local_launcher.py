@@ -16,6 +16,7 @@ DDP = ["job=script", "job.script=allreduce.py", "distribution=pytorch", "distrib
        "distribution.backend=gloo", SEED_001_ARGS]
 
 
+@pytest.mark.slow
 def test_two_rank_gloo_allreduce_without_multirun_flag(home, project):
     r = run_mltrain(*DDP, cwd=project)
     assert r.rc == 0, r.err
@@ -36,6 +37,7 @@ def test_two_rank_gloo_allreduce_without_multirun_flag(home, project):
     assert phases["Queued"] <= phases["Preparing"] <= phases["Running"] <= phases["Finalizing"] <= phases["Completed"]
 
 
+@pytest.mark.slow
 def test_console_all_prefixes_other_ranks(home, project):
     r = run_mltrain(*DDP, "run.console=all", cwd=project)
     assert r.rc == 0, r.err
@@ -127,6 +129,7 @@ def test_signal_on_driver_cancels_every_rank(home, project, sig):
     assert not any(pid_alive(p) for p in pids), "a rank outlived the cancel"
 
 
+@pytest.mark.slow
 def test_concurrent_runs_get_distinct_ports(home, project):
     drivers = [_start_driver(project, *DDP) for _ in range(2)]
     outs = [d.communicate(timeout=180) for d in drivers]
@@ -206,6 +209,7 @@ def test_run_root_inside_the_source_folder_is_never_snapshotted(home, project):
     assert (snapshot / "show_env.py").is_file() and not (snapshot / "runs").exists()
 
 
+@pytest.mark.slow
 def test_runs_show_tells_metrics_outputs_and_overrides(home, project):
     r = run_mltrain("job=script", "job.script=train_like_azure.py", "job.arguments=[--lr,0.1]", cwd=project)
     assert r.rc == 0, r.err

@@ -27,6 +27,7 @@ def test_mpi4py_allreduce_two_ranks(home, project):
     assert "mpirun" in run["mpirun"][0] and "-np" in run["mpirun"]
 
 
+@pytest.mark.slow
 def test_torch_distributed_from_mpi_variables_only(home, project):
     r = run_mltrain("job=script", "job.script=torch_from_mpi_vars.py", *MPI2, cwd=project)
     assert r.rc == 0, r.out + r.err
@@ -44,6 +45,7 @@ def test_builtin_trainer_under_mpi(home, project, tmp_path):
     assert (Path(run["dir"]) / "outputs" / "model" / "weights.pt").is_file()
 
 
+@pytest.mark.slow
 def test_failing_rank_ends_the_mpi_job(home, project):
     r = run_mltrain("job=script", "job.script=fail_rank.py", *MPI2, "+job.params.FAIL_AFTER=1", cwd=project, timeout=120)
     assert r.rc == 1
@@ -64,6 +66,7 @@ def test_dry_run_prints_the_mpirun_line(home, project):
     assert "AZ_BATCHAI_TASK_INDEX=1" in r.out and runs(home) == []
 
 
+@pytest.mark.slow
 def test_validation_before_launch(home, project):
     too_many = str((os.cpu_count() or 1) + 1)
     r = run_mltrain("job=script", "job.script=mpi_allreduce.py", "distribution=mpi",

@@ -62,6 +62,7 @@ time.sleep(1.5)   # hold the claim while the others try
 """
 
 
+@pytest.mark.slow
 def test_concurrent_port_claims_never_share_a_port(tmp_path):
     candidates = []
     for _ in range(6):
@@ -130,6 +131,7 @@ def test_local_runs_status_and_cancel_from_the_cli_and_python(home, project):
     assert run_mltrain("runs", "status", second.id, cwd=project).out.strip() == f"{second.id} Canceled"
 
 
+@pytest.mark.slow
 def test_the_azureml_stand_in_gives_way_to_a_real_installation(home, project, tmp_path):
     """A stand-in for an installed azureml-core (a package of that name on the path): jobs import it,
     not mltrain's shim."""

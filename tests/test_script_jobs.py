@@ -13,6 +13,7 @@ import mltrain
 from mltrain.errors import MltrainError, RunFailed
 
 
+@pytest.mark.slow
 def test_azure_style_script_runs_unmodified(home, project):
     r = run_mltrain("job=script", "job.script=train_like_azure.py", "job.arguments=[--lr,0.1]",
                     "+job.params.team=vision", cwd=project)
@@ -39,6 +40,7 @@ def test_metrics_from_several_ranks_do_not_interleave(home, project):
     assert len(records) == 600 and {x["rank"] for x in records} == {0, 1}
 
 
+@pytest.mark.slow
 def test_seed_001_ddp_arguments_through_the_python_api(home, project):
     run = mltrain.submit("script", [
         f"job.source_directory={project}", "job.script=allreduce.py", "distribution=pytorch",
@@ -50,6 +52,7 @@ def test_seed_001_ddp_arguments_through_the_python_api(home, project):
     assert run.outputs_dir == run.run_dir / "outputs"
 
 
+@pytest.mark.slow
 def test_python_api_wait_metrics_download(home, project, tmp_path, capsys):
     run = mltrain.submit("script", [f"job.source_directory={project}", "job.script=train_like_azure.py",
                                     "job.arguments=[--lr,0.2]"])
@@ -67,6 +70,7 @@ def test_python_api_wait_metrics_download(home, project, tmp_path, capsys):
         run.download_file("outputs/nope.pt")
 
 
+@pytest.mark.slow
 def test_python_api_raises_on_bad_config_and_failed_run(home, project):
     with pytest.raises(MltrainError, match="job.script: file 'nope.py' does not exist"):
         mltrain.submit("script", [f"job.source_directory={project}", "job.script=nope.py"])
@@ -98,6 +102,7 @@ def test_amlignore_and_negation_shape_the_snapshot(home, project):
     assert len(run["snapshot"]["hash"]) == 64 and run["snapshot"]["ignore_files"] == [".amlignore", "sub/.gitignore"]
 
 
+@pytest.mark.slow
 def test_editing_the_source_during_a_run_changes_nothing(home, project):
     (project / "delay.txt").write_text("3")
     run = mltrain.submit("script", [f"job.source_directory={project}", "job.script=read_later.py"])
@@ -111,6 +116,7 @@ def test_editing_the_source_during_a_run_changes_nothing(home, project):
     assert "message: original" in log
 
 
+@pytest.mark.slow
 def test_snapshot_hash_follows_content(home, project):
     for text in ("one", "one", "two"):
         (project / "message.txt").write_text(text)
