@@ -44,6 +44,13 @@ def runs(home: Path) -> list:
     return sorted(out, key=lambda r: r.get("created") or r["phases"]["Queued"])
 
 
+def leftovers(home: Path) -> list:
+    """Everything under the runs folder: a refused command must leave none of it (not only no run.json:
+    no sweep folder, no half-made run directory)."""
+    root = home / "runs"
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*")) if root.is_dir() else []
+
+
 def only_run(home: Path) -> dict:
     found = runs(home)
     assert len(found) == 1, f"expected one run, found {len(found)}"

@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import pytest
-from support import run_mltrain, runs
+from support import leftovers, run_mltrain, runs
 
 SCRIPT = ["job=script", "job.script=show_env.py"]
 
@@ -55,13 +55,13 @@ def test_invalid_input_gives_one_clear_line(home, project, overrides, expected):
     assert lines[0].startswith("mltrain: error: ")
     assert expected in lines[0]
     assert "Traceback" not in r.err + r.out
-    assert runs(home) == []  # nothing was queued
+    assert leftovers(home) == []  # nothing was queued
 
 
 def test_invalid_member_stops_the_whole_sweep_before_anything_runs(home, project):
     r = run_mltrain("-m", *SCRIPT, "trainer.epochs=1,0", cwd=project)
     assert r.rc != 0 and "trainer.epochs: 0 is invalid" in r.err
-    assert runs(home) == []
+    assert leftovers(home) == []
 
 
 def _modules_after(args: list, cwd) -> tuple:
@@ -104,7 +104,7 @@ def test_dry_run_prints_every_rank_and_starts_nothing(home, project):
         assert f"'--rank', '{rank}'" in r.out
     assert "WORLD_SIZE=2" in r.out and "MASTER_ADDR=127.0.0.1" in r.out
     assert "ENV {" not in r.out  # the script never ran
-    assert runs(home) == []
+    assert leftovers(home) == []
 
 
 def test_help_lists_groups_and_options(home, project):
@@ -120,7 +120,7 @@ def test_cfg_job_shows_the_designer_defaults(home, project):
     for line in ("epochs: 5", "batch_size: 16", "warmup_epochs: 0", "learning_rate: 0.001", "seed: 1",
                  "patience: 3", "print_frequency: 10", "kind: train_pytorch_model"):
         assert line in r.out
-    assert runs(home) == []
+    assert leftovers(home) == []
 
 
 def test_user_config_folder_composes_with_builtin_groups(home, project):

@@ -4,7 +4,7 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-from support import mltrain_exe, only_run, run_mltrain, runs
+from support import leftovers, mltrain_exe, only_run, run_mltrain, runs
 
 from mltrain.environments import CURATED, from_config, load
 from mltrain.errors import ConfigError
@@ -69,13 +69,13 @@ def test_unknown_curated_name_lists_close_matches(home, project):
 
 def test_reserved_prefix_refused_for_custom_names(home, project):
     r = run_mltrain("job=script", "job.script=show_env.py", "environment.name=AzureML-mine", cwd=project)
-    assert r.rc != 0 and "'AzureML' prefix is reserved" in r.err and runs(home) == []
+    assert r.rc != 0 and "'AzureML' prefix is reserved" in r.err and leftovers(home) == []
 
 
 def test_curated_pins_impossible_here_fail_fast(home, project):
     r = run_mltrain("job=script", "job.script=show_env.py", "environment=AzureML-PyTorch-1.6-GPU", cwd=project)
     assert r.rc != 0 and "torch==1.6.0 has no build for Python" in r.err
-    assert runs(home) == [] and not (home / "envs").exists()  # nothing was built
+    assert leftovers(home) == [] and not (home / "envs").exists()  # nothing was built
 
 
 @pytest.mark.slow
@@ -84,7 +84,7 @@ def test_user_managed_unsatisfiable_pin_fails_before_any_rank(home, project):
                     cwd=project)
     assert r.rc != 0 and len(r.err.strip().splitlines()) == 1
     assert "hydra-core==0.0.1 (installed: 1." in r.err and "not-a-real-pkg-xyz (not installed)" in r.err
-    assert runs(home) == []
+    assert leftovers(home) == []
     warned = run_mltrain("job=script", "job.script=show_env.py", 'environment.pip=["hydra-core==0.0.1"]',
                          "environment.check=warn", cwd=project)
     assert warned.rc == 0 and "warning: environment mismatches" in warned.out

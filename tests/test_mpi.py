@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from mpi_support import require_mpi
-from support import only_run, run_mltrain, runs
+from support import leftovers, only_run, run_mltrain
 from train_support import FAST, data_args, epoch_metrics, write_digits
 
 MPI2 = ["distribution=mpi", "distribution.process_count_per_node=2"]
@@ -63,7 +63,7 @@ def test_dry_run_prints_the_mpirun_line(home, project):
     line = next(l for l in r.out.splitlines() if l.strip().startswith("mpirun:"))
     assert "mpirun -np 2 --bind-to none --map-by slot" in line and "--report-bindings" in line
     assert "-x MASTER_PORT" in line and "mltrain.backends.mpi.rank" in line
-    assert "AZ_BATCHAI_TASK_INDEX=1" in r.out and runs(home) == []
+    assert "AZ_BATCHAI_TASK_INDEX=1" in r.out and leftovers(home) == []
 
 
 @pytest.mark.slow

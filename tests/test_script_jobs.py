@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support import metric_rows, only_run, run_mltrain, runs
+from support import leftovers, metric_rows, only_run, run_mltrain, runs
 
 import mltrain
 from mltrain.errors import MltrainError, RunFailed
@@ -148,7 +148,7 @@ def test_bad_script_job_input_one_line(home, project, overrides, expected):
     assert r.rc != 0
     lines = r.err.strip().splitlines()
     assert len(lines) == 1 and expected in lines[0], r.err
-    assert runs(home) == []
+    assert leftovers(home) == []
 
 
 def test_command_job_with_parameters(home, project):

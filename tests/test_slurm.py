@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from slurm_support import require_cluster, sacct, sacct_settles
-from support import metric_rows, mltrain_exe, only_run, run_mltrain, runs, wait_for_checkpoint
+from support import leftovers, metric_rows, mltrain_exe, only_run, run_mltrain, runs, wait_for_checkpoint
 from train_support import FAST, data_args, epoch_metrics, write_digits
 
 pytestmark = pytest.mark.slow
@@ -188,7 +188,7 @@ def test_dry_run_prints_the_batch_script(home, project):
     assert r.rc == 0, r.err
     assert "#SBATCH --ntasks-per-node=2" in r.out and "#SBATCH --partition=debug" in r.out
     assert "--kill-on-bad-exit=1" in r.out and "#SBATCH --exclusive" in r.out
-    assert "MASTER_ADDR=<first node>" in r.out and runs(home) == []
+    assert "MASTER_ADDR=<first node>" in r.out and leftovers(home) == []
 
 
 @pytest.mark.no_cluster

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support import metric_rows, mltrain_exe, only_run, run_mltrain, runs, wait_for_checkpoint
+from support import leftovers, metric_rows, mltrain_exe, only_run, run_mltrain, runs, wait_for_checkpoint
 from train_support import FAST, data_args, epoch_metrics, write_digits
 
 pytestmark = pytest.mark.slow
@@ -27,7 +27,7 @@ def test_not_labeled_dataset(home, project, tmp_path, images):
     (images[0] / "0" / "0.png").rename(flat / "x.png")
     r = run_mltrain(*data_args(flat, images[1]), cwd=project)
     assert r.rc != 0 and "NotLabeledDatasetError" in r.err and "data.train_dir" in r.err
-    assert len(r.err.strip().splitlines()) == 1 and runs(home) == []
+    assert len(r.err.strip().splitlines()) == 1 and leftovers(home) == []
 
 
 def test_invalid_dataset_when_label_sets_differ(home, project, tmp_path, images):
