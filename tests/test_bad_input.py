@@ -21,6 +21,9 @@ REFUSED = [
     (["distribution=pytorch", "distribution.horovod=true"], "distribution.horovod: true needs distribution=mpi"),
     (["job=script", "job.script=show_env.py", "+job.params.lr-rate=1"],
      "job.params.lr-rate: not a valid variable name (letters, digits and _; e.g. lr_rate)"),
+    (["=3"], "cannot parse override '=3': the key before '=' is missing"),
+    (["trainer=typo"], "trainer.epoch: unknown key in trainer/typo (allowed keys: epochs, batch_size,"),
+    (["trainer=broken"], "{project}/.mltrain/trainer/broken.yaml: invalid YAML at line 5, column 1: expected ',' or ']'"),
 ]
 
 
@@ -30,10 +33,15 @@ def _nothing_written(home) -> bool:
 
 @pytest.mark.parametrize("args, expected", REFUSED, ids=[" ".join(a) for a, _ in REFUSED])
 def test_refused_before_anything_is_written(home, project, args, expected):
+    presets = project / ".mltrain" / "trainer"  # the user's own presets: one misspelt key, one broken YAML
+    presets.mkdir(parents=True)
+    (presets / "typo.yaml").write_text("defaults:\n  - trainer_schema\n  - _self_\nepoch: 3\n")
+    (presets / "broken.yaml").write_text("defaults:\n  - trainer_schema\n  - _self_\nepochs: [1, 2\n")
     r = run_mltrain(*args, cwd=project, timeout=60)
     assert r.rc == 2, r.out + r.err
     assert "Traceback" not in r.out + r.err
     lines = r.err.strip().splitlines()
+    expected = expected.replace("{project}", str(project))
     assert len(lines) == 1 and lines[0].startswith(f"mltrain: error: {expected}"), r.err
     assert _nothing_written(home), "a refused command left a folder behind"
 
@@ -171,3 +179,15 @@ def test_corrupt_weights_in_a_model_directory_are_the_designers_error(home, proj
     assert run["status"] == "Failed"
     assert f"InvalidModelDirectoryError: '{model / 'weights.pt'}' (job.model_dir) cannot be read as weights" \
         in run["error"]
+
+
+def test_env_save_keeps_a_spec_already_there(home, project, tmp_path):
+    out = tmp_path / "env"
+    first = run_mltrain("env", "save", "current", str(out), cwd=project)
+    assert first.rc == 0, first.err
+    before = (out / "azureml_environment.json").read_bytes()
+    again = run_mltrain("env", "save", "AzureML-PyTorch-1.6-GPU", str(out), cwd=project)
+    assert again.rc == 2 and again.err.count("\n") == 1 and "already exists; nothing was written" in again.err
+    assert (out / "azureml_environment.json").read_bytes() == before
+    forced = run_mltrain("env", "save", "AzureML-PyTorch-1.6-GPU", str(out), "--overwrite", cwd=project)
+    assert forced.rc == 0 and "AzureML-PyTorch-1.6-GPU" in (out / "azureml_environment.json").read_text()

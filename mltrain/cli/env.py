@@ -46,6 +46,7 @@ def main(argv: List[str]) -> int:
     p = sub.add_parser("save", help="write the spec to a directory (azureml_environment.json, conda_dependencies.yml)")
     p.add_argument("name")
     p.add_argument("directory")
+    p.add_argument("--overwrite", action="store_true", help="replace a spec already saved there (Azure: overwrite=True)")
     args = parser.parse_args(argv)
     if args.cmd == "list":
         for name in _names():
@@ -56,6 +57,6 @@ def main(argv: List[str]) -> int:
         print(json.dumps(spec.to_json(), indent=2, sort_keys=True))
         print(f"cache key: {spec.cache_key()}")
         return 0
-    folder = spec.save(Path(args.directory))
+    folder = spec.save(Path(args.directory), overwrite=args.overwrite)
     print(f"saved {spec.name} to {folder}")
     return 0

@@ -85,6 +85,9 @@ def main(argv: Optional[List[str]] = None) -> None:
     if argv and argv[0] in ("-h", "--help", "help"):
         sys.stdout.write(_help_text())
         return
+    for arg in argv:
+        if arg.startswith("="):  # Hydra's parser takes it and then fails deep inside with a traceback
+            _die(f"cannot parse override '{arg}': the key before '=' is missing", 2)
     sys.argv = [sys.argv[0] if sys.argv else "mltrain"] + _rewrite_argv(argv)
     # Let Hydra's exceptions reach us: Hydra would print several lines and a hint; we print one.
     os.environ["HYDRA_FULL_ERROR"] = "1"
@@ -101,6 +104,12 @@ def main(argv: Optional[List[str]] = None) -> None:
             # The launcher has already printed the failure and the summary.
             sys.exit(exc.exit_code)
         code = exc.exit_code if isinstance(exc, MltrainError) else 2
+        import yaml
+
+        if isinstance(exc, yaml.YAMLError):  # one of the user's own presets does not parse
+            from mltrain.errors import yaml_error_line
+
+            _die(yaml_error_line(exc), 2)
         if not _is_user_error(exc):
             raise
         _die(one_line(exc), code)

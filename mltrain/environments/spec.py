@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from mltrain.environments.catalog import CURATED
-from mltrain.errors import ConfigError
+from mltrain.errors import ConfigError, MltrainError
 
 RESERVED_PREFIX = "AzureML"
 SPEC_FILE = "azureml_environment.json"
@@ -61,13 +61,16 @@ class EnvironmentSpec:
     def to_json(self) -> Dict[str, Any]:
         return asdict(self)
 
-    def save(self, directory: str | Path) -> Path:
-        """Azure's save_to_directory: the spec as JSON and its conda dependencies as YAML."""
+    def save(self, directory: str | Path, overwrite: bool = False) -> Path:
+        """Azure's save_to_directory: the spec as JSON and its conda dependencies as YAML. A spec
+        already saved there is kept unless overwrite is asked for (Azure's default, too)."""
         import yaml
 
         from mltrain.atomic import atomic_write
 
         folder = Path(directory)
+        if not overwrite and (folder / SPEC_FILE).exists():
+            raise MltrainError(f"{folder / SPEC_FILE} already exists; nothing was written (pass --overwrite to replace it)")
         folder.mkdir(parents=True, exist_ok=True)
         atomic_write(folder / SPEC_FILE, json.dumps(self.to_json(), indent=2, sort_keys=True))
         if self.conda:
