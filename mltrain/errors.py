@@ -36,7 +36,7 @@ class RunCanceled(MltrainError):
     exit_code = 130
 
 
-def _first_line(text: str) -> str:
+def first_line(text: str) -> str:
     for line in str(text).splitlines():
         if line.strip():
             return line.strip()
@@ -76,13 +76,13 @@ def one_line(exc: BaseException) -> str:
             close = difflib.get_close_matches(name, options, n=3, cutoff=0.5)
             hint = f"closest: {', '.join(close)}; " if close else ""
             return f"{group}={name} is not a known option ({hint}allowed: {', '.join(options) or 'none found'})"
-        return _first_line(str(exc))
+        return first_line(str(exc))
     if isinstance(exc, OverrideParseException):
-        return f"cannot parse override: {_first_line(str(exc))}"
+        return f"cannot parse override: {first_line(str(exc))}"
     cause = exc.__cause__ if isinstance(exc, ConfigCompositionException) else exc
     if isinstance(cause, OmegaConfBaseException):
         key = getattr(cause, "full_key", None) or getattr(cause, "key", None) or "?"
-        msg = _first_line(getattr(cause, "msg", None) or str(cause))
+        msg = first_line(getattr(cause, "msg", None) or str(cause))
         if isinstance(cause, MissingMandatoryValue):
             return f"{key}: a value is required (set {key}=...)"
         if isinstance(cause, (ConfigKeyError, ConfigAttributeError)):
@@ -96,47 +96,17 @@ def one_line(exc: BaseException) -> str:
             return f"{key}: {msg} (write $VAR, not ${{VAR}}, for a variable expanded in each rank)"
         return f"{key}: {msg}"
     if isinstance(exc, ConfigCompositionException):
-        composed = _composition_error(str(exc))
-        if composed:
-            return composed
-        text = _first_line(str(exc))
+        text = first_line(str(exc))
         if "Could not override" in str(exc) and "+" in str(exc):
             text += " (the key does not exist; check its spelling)"
         return text
-    return f"{type(exc).__name__}: {_first_line(str(exc))}"
-
-
-def _composition_error(text: str) -> Optional[str]:
-    """Hydra reports an error inside a preset as "In 'group/option': KeyError raised while composing
-    config:" followed by OmegaConf's lines, with no exception attached: read the key and the schema."""
-    import re
-
-    m = re.match(r"In '([^']+)': (\w+) raised while composing config:\n(.*)", text, re.S)
-    if not m:
-        return None
-    where, kind, rest = m.groups()
-    key = re.search(r"full_key: (\S+)", rest)
-    if kind in ("ConfigKeyError", "ConfigAttributeError") and key:
-        ref = re.search(r"(?:reference|object)_type=(\w+)", rest)
-        allowed = _schema_fields(ref.group(1)) if ref else []
-        extra = f" (allowed keys: {', '.join(allowed)})" if allowed else ""
-        return f"{key.group(1)}: unknown key in {where}{extra}"
-    return f"{where}: {_first_line(rest)}" + (f" ({key.group(1)})" if key else "")
-
-
-def _schema_fields(name: str) -> list:
-    import dataclasses
-
-    from mltrain.config import schema
-
-    cls = getattr(schema, name, None)
-    return [f.name for f in dataclasses.fields(cls)] if dataclasses.is_dataclass(cls) else []
+    return f"{type(exc).__name__}: {first_line(str(exc))}"
 
 
 def yaml_error_line(exc: BaseException) -> Optional[str]:
     """A preset that is not valid YAML: its file, line and column, and what the parser expected."""
     mark = getattr(exc, "problem_mark", None)
-    problem = getattr(exc, "problem", None) or _first_line(str(exc))
+    problem = getattr(exc, "problem", None) or first_line(str(exc))
     if mark is None:
         return f"invalid YAML: {problem}"
     return f"{mark.name}: invalid YAML at line {mark.line + 1}, column {mark.column + 1}: {problem}"

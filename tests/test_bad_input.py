@@ -92,6 +92,19 @@ def test_sbatch_failing_ends_the_run_failed(home, project, tmp_path):
     assert run["status"] == "Failed" and run["error"].startswith("submission to Slurm failed: sbatch")
 
 
+def test_without_slurm_a_slurm_run_is_refused_and_its_dry_run_still_shown(home, project, tmp_path):
+    no_tools = {"PATH": str(tmp_path / "empty-bin")}  # a laptop: no srun, no sbatch
+    r = run_mltrain("job=command", "job.command=true", "compute=slurm", cwd=project, env=no_tools)
+    assert r.rc == 2 and r.err.strip().splitlines() == [
+        "mltrain: error: compute=slurm: no Slurm here: srun and sbatch are not on PATH (run on a Slurm login node, "
+        "or use --dry-run to see the batch script)"]
+    assert _nothing_written(home)
+    r = run_mltrain("job=command", "job.command=true", "compute=slurm", "distribution=pytorch", "distribution.node_count=2", "--dry-run", cwd=project,
+                    env=no_tools)
+    assert r.rc == 0 and "#SBATCH --nodes=2" in r.out, r.err
+    assert _nothing_written(home)
+
+
 def test_a_truncated_run_record_is_reported_not_a_traceback(home, project):
     assert run_mltrain("job=command", "job.command=true", cwd=project).rc == 0
     run = only_run(home)

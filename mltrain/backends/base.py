@@ -102,6 +102,10 @@ class Backend(ABC):
     def validate(self, job: FrozenJob) -> None:  # noqa: B027 - an optional hook: most backends need none
         """Refuse a frozen job this backend would only fail on at submission (ConfigError)."""
 
+    def preflight(self) -> None:  # noqa: B027 - an optional hook: most backends need none
+        """Refuse a real submission this machine cannot make (ConfigError), before any run folder
+        exists; a dry run does not call it, so it still shows the submission where nothing could run."""
+
     # ------------------------------------------------------------------ submission
     @abstractmethod
     def plan(self, job: FrozenJob, share: int = 1) -> Plan:

@@ -112,7 +112,12 @@ def main(argv: Optional[List[str]] = None) -> None:
             _die(yaml_error_line(exc), 2)
         if not _is_user_error(exc):
             raise
-        _die(one_line(exc), code)
+        from hydra.errors import ConfigCompositionException
+
+        from mltrain.config.messages import composition_error_line
+
+        inside_preset = isinstance(exc, ConfigCompositionException) and composition_error_line(str(exc))
+        _die(inside_preset or one_line(exc), code)
 
 
 def _is_user_error(exc: BaseException) -> bool:

@@ -77,6 +77,10 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
         for job in jobs:
             console.write_line(dry_run_text(job))
         return [job_return(c, RunResult(j, COMPLETED)) for c, j in zip(configs, jobs)]
+    from mltrain import backends
+
+    for name in sorted({job.backend for job in jobs}):
+        backends.get(name).preflight()
     launcher.started = True  # runs are created from here on (mltrain's sweeper keeps their sweep folder)
     if not is_mltrain_config(configs[0]):
         from mltrain.launch import hydra_app

@@ -47,6 +47,10 @@ def run(sweeper: Any, arguments: List[str]) -> list:
     seed = sweep.seed if sweep.seed is not None else random.SystemRandom().randrange(2**31)
     if cfg.dry_run:
         return _dry_run(sweeper, sweep, search, seed)
+    from mltrain import backends
+    from mltrain.launch.job import backend_for
+
+    backends.get(backend_for(str(cfg.compute.kind), str(cfg.distribution.kind))).preflight()
     sweep_dir = Path(str(cfg.hydra.sweep.dir)).expanduser()
     sweep_dir.mkdir(parents=True, exist_ok=True)
     OmegaConf.save(cfg, sweep_dir / "multirun.yaml")

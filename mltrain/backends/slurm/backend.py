@@ -49,8 +49,15 @@ class SlurmBackend(Backend):
         params = executor_parameters(job)
         key = repr(sorted(params.items()))
         if key not in self._checked:
-            make_executor(params, Path(job.run_dir) / "submitit", job.compute.max_requeues)  # creates nothing
+            make_executor(params, Path(job.run_dir) / "submitit", job.compute.max_requeues, offline=True)  # creates nothing
             self._checked.add(key)
+
+    def preflight(self) -> None:
+        import shutil
+
+        if shutil.which("sbatch") is None or shutil.which("srun") is None:
+            raise ConfigError("compute=slurm", "no Slurm here: srun and sbatch are not on PATH (run on a Slurm "
+                              "login node, or use --dry-run to see the batch script)")
 
     # ------------------------------------------------------------------ submission
     def plan(self, job: FrozenJob, share: int = 1) -> Plan:

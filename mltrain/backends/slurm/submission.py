@@ -45,9 +45,21 @@ def executor_parameters(job: FrozenJob) -> Dict[str, Any]:
     return params
 
 
-def make_executor(params: Dict[str, Any], folder: Path, max_requeues: int):
+def make_executor(params: Dict[str, Any], folder: Path, max_requeues: int, offline: bool = False):
+    """submitit's executor for these parameters. `offline` (the parameter check and the dry run) builds it
+    where no Slurm is installed too: submitit refuses to build one unless srun is on PATH, but checking the
+    parameters and writing the batch script need no cluster, and a dry run on a laptop must still show them."""
+    import shutil
+
     import submitit
 
+    if offline and shutil.which("srun") is None:  # a real submission was refused earlier (Backend.preflight)
+        from unittest import mock
+
+        from submitit.slurm.slurm import SlurmExecutor
+
+        with mock.patch.object(SlurmExecutor, "affinity", classmethod(lambda cls: 2)):
+            return make_executor(params, folder, max_requeues)
     executor = submitit.AutoExecutor(folder=str(folder), cluster="slurm", slurm_max_num_timeout=max_requeues)
     try:
         executor.update_parameters(**params)
@@ -58,6 +70,6 @@ def make_executor(params: Dict[str, Any], folder: Path, max_requeues: int):
 
 def sbatch_script(params: Dict[str, Any], folder: Path, max_requeues: int) -> str:
     """The batch script submitit writes for these parameters (submitit builds it; nothing is submitted)."""
-    executor = make_executor(params, folder, max_requeues)
+    executor = make_executor(params, folder, max_requeues, offline=True)
     inner = executor._executor  # the SlurmExecutor behind AutoExecutor: it owns the script template
     return inner._make_submission_file_text(inner._submitit_command_str, uid="DRYRUN")
