@@ -21,6 +21,8 @@ REFUSED = [
     (["distribution=pytorch", "distribution.horovod=true"], "distribution.horovod: true needs distribution=mpi"),
     (["job=script", "job.script=show_env.py", "+job.params.lr-rate=1"],
      "job.params.lr-rate: not a valid variable name (letters, digits and _; e.g. lr_rate)"),
+    (["compute=slurm", "job=command", "job.command=true", "compute.submitit.commnt=x"],
+     "compute.submitit.commnt: not a submitit parameter; closest: comment (allowed: account,"),
     (["=3"], "cannot parse override '=3': the key before '=' is missing"),
     (["trainer=typo"], "trainer.epoch: unknown key in trainer/typo (allowed keys: epochs, batch_size,"),
     (["trainer=broken"], "{project}/.mltrain/trainer/broken.yaml: invalid YAML at line 5, column 1: expected ',' or ']'"),
@@ -204,3 +206,11 @@ def test_env_save_keeps_a_spec_already_there(home, project, tmp_path):
     assert (out / "azureml_environment.json").read_bytes() == before
     forced = run_mltrain("env", "save", "AzureML-PyTorch-1.6-GPU", str(out), "--overwrite", cwd=project)
     assert forced.rc == 0 and "AzureML-PyTorch-1.6-GPU" in (out / "azureml_environment.json").read_text()
+
+
+def test_a_lone_run_keeps_its_record_and_leaves_no_sweep_folder(home, project):
+    home.rmdir()  # the runs root is made by this run: cleaning up must not take the run with it
+    r = run_mltrain("job=command", "job.command=false", cwd=project)
+    assert r.rc == 1 and "Failed" in r.out
+    assert only_run(home)["status"] == "Failed"
+    assert not (home / "runs" / "_sweeps").exists(), "a run without -m is not a sweep"

@@ -95,13 +95,16 @@ def test_built_environment_is_cached_and_reused(home, project):
     first = run_mltrain(*SIX, cwd=project, timeout=300)
     assert first.rc == 0, first.out + first.err
     assert "building environment six-env" in first.out
-    second = run_mltrain(*SIX, cwd=project, timeout=300)
-    assert second.rc == 0 and "building environment" not in second.out
+    # job=command finds the environment's python first on PATH, as in an activated venv
+    command = 'job.command="python -c \'import six, sys; print(sys.executable, six.__version__)\'"'
+    second = run_mltrain("job=command", command, *SIX[2:], cwd=project, timeout=300)
+    assert second.rc == 0 and "building environment" not in second.out, second.out + second.err
     a, b = runs(home)
     assert a["environment"]["materialized"] == "built" and b["environment"]["materialized"] == "reused"
     assert a["environment"]["cache_key"] == b["environment"]["cache_key"]
     exe = a["environment"]["interpreter"]
     assert exe.startswith(str(home / "envs")) and f"exe {exe} six 1.16.0" in first.out
+    assert f"{exe} 1.16.0" in second.out
     assert "six==1.16.0" in b["environment"]["packages"]  # the exact packages that ran
 
 

@@ -12,6 +12,8 @@ import pytest
 from support import leftovers, metric_rows, mltrain_exe, only_run, run_mltrain, runs, wait_for_checkpoint
 from train_support import FAST, data_args, epoch_metrics, write_digits
 
+from mltrain.launch.job import FrozenJob
+
 pytestmark = pytest.mark.slow
 @pytest.fixture
 def images(tmp_path):
@@ -186,11 +188,16 @@ def test_a_run_killed_right_after_logging_an_epoch_does_not_train_it_again(home,
 
 
 def test_score_image_model_one_prediction_per_image(home, project, tmp_path, images):
-    r = run_mltrain(*data_args(*images), *FAST, "trainer.epochs=1", cwd=project)
+    # Relative paths, as the README writes them, mean the folder mltrain was started in (the ranks run elsewhere).
+    rel = [os.path.relpath(p, project) for p in images]
+    r = run_mltrain(*data_args(*rel), *FAST, "trainer.epochs=1", cwd=project)
     assert r.rc == 0, r.err
-    model_dir = Path(only_run(home)["dir"]) / "outputs" / "model"
-    r = run_mltrain("job=score_image_model", f"job.model_dir={model_dir}", f"job.image_dir={images[1]}",
-                    "distribution=pytorch", "distribution.process_count_per_node=2", cwd=project)
+    trained = only_run(home)
+    assert FrozenJob.load(trained["dir"]).config["data"]["train_dir"] == str(images[0])  # recorded absolute
+    model_dir = Path(trained["dir"]) / "outputs" / "model"
+    r = run_mltrain("job=score_image_model", f"job.model_dir={os.path.relpath(model_dir, project)}",
+                    f"job.image_dir={rel[1]}", "distribution=pytorch", "distribution.process_count_per_node=2",
+                    cwd=project)
     assert r.rc == 0, r.out[-3000:] + r.err
     scored = [x for x in runs(home) if x["id"].startswith("score")][0]
     lines = (Path(scored["dir"]) / "outputs" / "predictions.csv").read_text().splitlines()

@@ -169,6 +169,9 @@ class DistributionConf:
     mpirun_args: List[str] = field(default_factory=list)
     oversubscribe: bool = False
     slurm_mpi: str = "pmix"
+    # Scripts and commands: destroy a torch.distributed process group the program left open when it
+    # exits (an exit hook on PYTHONPATH); a group left open can abort the rank in gloo's teardown.
+    close_process_group: bool = True
 
 
 # ----------------------------------------------------------------------- model / data / trainer

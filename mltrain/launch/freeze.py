@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from mltrain.config.compose import is_mltrain_config
 from mltrain.config.schema import compute_from_dict, distribution_from_dict
@@ -51,11 +51,28 @@ def freeze(sweep_config: DictConfig, runs_root: str, sweep_index: Optional[int] 
             resolved[key] = OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
     cfg = OmegaConf.create(resolved)
     aliases.apply(cfg)
+    _absolute_paths(cfg)
     missing = sorted(OmegaConf.missing_keys(cfg))
     if missing:
         raise ConfigError(missing[0], f"a value is required (set {missing[0]}=...)")
     validate.validate(cfg)
     return _freeze_mltrain(cfg, overrides, sweep_dir, sweep_index)
+
+
+#: Keys that name a file or folder on the submitting machine. The ranks run in their run directory, so a
+#: relative path is made absolute here, once, against the folder mltrain was started in: the checks
+#: before launch and the ranks then read the same path, and run.json records it.
+PATH_KEYS = ("data.train_dir", "data.val_dir", "model.weights", "job.untrained_model_dir", "job.model_dir",
+             "job.image_dir")
+
+
+def _absolute_paths(cfg) -> None:
+    from omegaconf import OmegaConf
+
+    for key in PATH_KEYS:
+        value = OmegaConf.select(cfg, key, default=None)
+        if isinstance(value, str) and value and value != "???":
+            OmegaConf.update(cfg, key, os.path.abspath(os.path.expanduser(value)), force_add=False)
 
 
 def _freeze_mltrain(cfg, overrides, sweep_dir, sweep_index) -> FrozenJob:
@@ -85,12 +102,14 @@ def _freeze_mltrain(cfg, overrides, sweep_dir, sweep_index) -> FrozenJob:
     program = programs.rank_program(cfg, run_dir)
     compute = compute_from_dict(OmegaConf.to_container(cfg.compute))
     argv = backend.argv_prefix(compute, environment, run_dir) + program.argv
-    env = {str(k): str(v) for k, v in cfg.environment.environment_variables.items()}
+    env = _interpreter_env(cfg, environment)
+    env.update({str(k): str(v) for k, v in cfg.environment.environment_variables.items()})
     env.update(_params_env(cfg.job.get("params") or {}))
     env["MLTRAIN_DIST_TIMEOUT_S"] = str(cfg.distribution.timeout_s)
     env.update(backend.job_env(compute))
-    if program.snapshot_source is not None:
-        env.update(_azureml_shim_env())
+    if program.snapshot_source is not None:  # the user's own program: a script or a command
+        hooks = [_RANK_SITE] if cfg.distribution.close_process_group and cfg.distribution.kind != "none" else []
+        env.update(_pythonpath_env(hooks, _azureml_shim()))
     job = FrozenJob(
         run_id=run_id,
         run_dir=run_dir,
@@ -126,7 +145,10 @@ def _params_env(params: Dict[str, Any]) -> Dict[str, str]:
     return {f"AML_PARAMETER_{name}": str(value) for name, value in params.items()}
 
 
-def _azureml_shim_env() -> Dict[str, str]:
+_RANK_SITE = str(Path(__file__).resolve().parent.parent / "_rank_site")
+
+
+def _azureml_shim() -> List[str]:
     """Scripts doing `from azureml.core.run import Run` get mltrain's stand-in, unless the real one exists."""
     import importlib.util
 
@@ -134,11 +156,29 @@ def _azureml_shim_env() -> Dict[str, str]:
         real = importlib.util.find_spec("azureml.core") is not None
     except ModuleNotFoundError:
         real = False
-    if real:
+    return [] if real else [str(Path(__file__).resolve().parent.parent / "_azureml_shim")]
+
+
+def _pythonpath_env(first: List[str], last: List[str]) -> Dict[str, str]:
+    """The rank's PYTHONPATH: the exit hook ahead of the user's entries (a sitecustomize is found first
+    on the path; it runs the one it shadows), the stand-ins after them (they never shadow anything)."""
+    if not first and not last:
         return {}
-    shim = str(Path(__file__).resolve().parent.parent / "_azureml_shim")
     existing = os.environ.get("PYTHONPATH")
-    return {"PYTHONPATH": os.pathsep.join(p for p in (existing, shim) if p)}
+    return {"PYTHONPATH": os.pathsep.join(first + ([existing] if existing else []) + last)}
+
+
+def _interpreter_env(cfg, environment: Dict[str, Any]) -> Dict[str, str]:
+    """A built environment first on the ranks' PATH, as an activated venv would be, so that `job=command`
+    and anything a script starts by name (python, pip, a console script) run in it, not in mltrain's."""
+    interpreter = str(cfg.environment.python.interpreter or "")
+    if environment["containerized"] or not interpreter or interpreter == sys.executable:
+        return {}
+    bin_dir = os.path.dirname(interpreter)
+    env = {"PATH": os.pathsep.join(p for p in (bin_dir, os.environ.get("PATH", "")) if p)}
+    if not environment["spec"].get("user_managed"):  # mltrain builds a venv (interpreter in <env>/bin)
+        env["VIRTUAL_ENV"] = os.path.dirname(bin_dir)
+    return env
 
 
 def _resolve_environment(cfg, backend_runs_containers: bool) -> Dict[str, Any]:

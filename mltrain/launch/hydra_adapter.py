@@ -82,6 +82,12 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
     for name in sorted({job.backend for job in jobs}):
         backends.get(name).preflight()
     launcher.started = True  # runs are created from here on (mltrain's sweeper keeps their sweep folder)
+    # A lone run is not a sweep: no sweep folder beside it (mltrain's sweeper removes the one Hydra made).
+    launcher.single_run = initial_job_idx == 0 and len(jobs) == 1 and is_mltrain_config(configs[0])
+    if launcher.single_run:
+        import dataclasses
+
+        jobs = [dataclasses.replace(jobs[0], sweep_dir=None, sweep_index=None)]
     if not is_mltrain_config(configs[0]):
         from mltrain.launch import hydra_app
 

@@ -39,6 +39,16 @@ def test_apptainer_wraps_the_rank_program_instead():
     assert prefix[:3] == ["apptainer", "exec", "--nv"] and prefix[-1] == "docker://img:1"
 
 
+def test_submitit_parameters_in_submitit_own_spelling_with_or_without_the_slurm_prefix():
+    from mltrain.backends.slurm.submission import submitit_names
+
+    assert submitit_names({"comment": "x", "slurm_mail_user": "a@b", "mem_gb": 4}) == {
+        "slurm_comment": "x", "slurm_mail_user": "a@b", "mem_gb": 4}
+    with pytest.raises(ConfigError) as err:
+        submitit_names({"exclusiv": True})
+    assert str(err.value).startswith("compute.submitit.exclusiv: not a submitit parameter; closest: exclusive")
+
+
 def test_batch_script_matches_the_golden_file():
     backend = get("slurm")
     plan = backend.plan(frozen_job("slurm", nodes=2, per_node=2))
@@ -54,4 +64,4 @@ def test_an_unknown_submitit_parameter_is_refused_naming_the_valid_ones():
     backend = get("slurm")
     with pytest.raises(ConfigError) as err:
         backend.describe(backend.plan(job))
-    assert str(err.value).startswith("compute.submitit:") and "Valid arguments: " in str(err.value) and "partition" in str(err.value)
+    assert str(err.value).startswith("compute.submitit.slurm_bogus: not a submitit parameter") and "partition" in str(err.value)

@@ -28,7 +28,8 @@ class MltrainSweeper(BasicSweeper):
 
     def sweep(self, arguments):
         # BasicSweeper.sweep writes <sweep dir>/multirun.yaml before anything is validated. Rather than
-        # copy Hydra's loop, undo that when the launcher started no run (a refused config, a dry run).
+        # copy Hydra's loop, undo that when the launcher started no run (a refused config, a dry run) or
+        # a lone run (`mltrain` without -m is a sweep of one to Hydra, not to the user).
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         existing = next(p for p in (sweep_dir, *sweep_dir.parents) if p.exists())
         try:
@@ -38,6 +39,13 @@ class MltrainSweeper(BasicSweeper):
                 return sweeps.run(self, arguments)
             return super().sweep(arguments)
         finally:
-            if not getattr(self.launcher, "started", False) and sweep_dir != existing:
+            if sweep_dir != existing and not getattr(self.launcher, "started", False):
                 top = next(p for p in (sweep_dir, *sweep_dir.parents) if p.parent == existing)
                 shutil.rmtree(top, ignore_errors=True)
+            elif sweep_dir != existing and getattr(self.launcher, "single_run", False):
+                # the run itself may live beside it: remove the sweep folder and only the parents left empty
+                shutil.rmtree(sweep_dir, ignore_errors=True)
+                for parent in sweep_dir.parents:
+                    if parent == existing or any(parent.iterdir()):
+                        break
+                    parent.rmdir()

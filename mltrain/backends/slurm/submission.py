@@ -41,8 +41,34 @@ def executor_parameters(job: FrozenJob) -> Dict[str, Any]:
     setup = list((job.environment.get("spec") or {}).get("setup") or [])
     if setup:
         params["slurm_setup"] = setup
-    params.update(c.submitit)
+    params.update(submitit_names(dict(c.submitit)))
     return params
+
+
+def submitit_names(extra: Dict[str, Any]) -> Dict[str, Any]:
+    """compute.submitit in AutoExecutor's spelling. Users write submitit's own names: the generic ones
+    (timeout_min, mem_gb, ...) and SlurmExecutor's with or without the `slurm_` prefix AutoExecutor
+    wants (`comment` or `slurm_comment`); anything else is refused naming the closest and the valid
+    ones (submitit itself would only say the prefix is missing)."""
+    import difflib
+
+    from submitit.auto.auto import AutoExecutor
+    from submitit.slurm.slurm import SlurmExecutor
+
+    generic, slurm = AutoExecutor._valid_parameters(), SlurmExecutor._valid_parameters()
+    out: Dict[str, Any] = {}
+    for key, value in extra.items():
+        name = key[len("slurm_"):] if key.startswith("slurm_") else key
+        if key in generic:
+            out[key] = value
+        elif name in slurm:
+            out[f"slurm_{name}"] = value
+        else:
+            valid = sorted(generic | slurm)
+            close = difflib.get_close_matches(name, valid, n=1, cutoff=0.6)
+            hint = f"; closest: {close[0]}" if close else ""
+            raise ConfigError(f"compute.submitit.{key}", f"not a submitit parameter{hint}", valid)
+    return out
 
 
 def make_executor(params: Dict[str, Any], folder: Path, max_requeues: int, offline: bool = False):

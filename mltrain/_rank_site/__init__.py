@@ -1,0 +1,1 @@
+"""mltrain's exit hook for script ranks (sitecustomize); see sitecustomize.py."""

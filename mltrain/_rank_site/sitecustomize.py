@@ -1,0 +1,40 @@
+"""Put first on a script rank's PYTHONPATH by mltrain (distribution.close_process_group=true, the default).
+
+A script that initializes torch.distributed and never calls destroy_process_group() can abort at exit
+("terminate called without an active exception", SIGABRT) when gloo's connections are torn down during
+interpreter shutdown after a peer has already gone; fail-fast then kills the other ranks and a run whose
+work was done ends Failed (torchrun has the same flaw). Destroying a process group the script left open,
+from an exit hook that runs before that teardown, removes the race.
+
+This file must stay importable without mltrain and must not import torch: it runs in every Python the
+rank starts. It shadows any other sitecustomize on the path, so it runs that one too.
+"""
+import atexit
+import importlib.machinery
+import importlib.util
+import os
+import sys
+
+
+def _close_process_group() -> None:
+    dist = sys.modules.get("torch.distributed")  # never import torch here: only close what the script opened
+    if dist is None:
+        return
+    try:
+        if dist.is_available() and dist.is_initialized():
+            dist.destroy_process_group()
+    except Exception:  # noqa: BLE001 - exiting anyway; a failed close must not change the exit status
+        pass
+
+
+def _run_shadowed_sitecustomize() -> None:
+    here = os.path.dirname(os.path.abspath(__file__))
+    path = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", path)
+    if spec is not None and spec.loader is not None:
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+
+
+atexit.register(_close_process_group)
+_run_shadowed_sitecustomize()
