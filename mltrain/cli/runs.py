@@ -20,6 +20,14 @@ def _root(args) -> Path:
 
 
 def _handle(args) -> Run:
+    if args.run is None:  # show, logs, status: the newest run, as `runs best` takes the newest sweep
+        from mltrain.errors import MltrainError
+        from mltrain.runs.record import iter_runs
+
+        newest = max(iter_runs(_root(args)), key=lambda r: r.created, default=None)
+        if newest is None:
+            raise MltrainError(f"no runs under {_root(args)}")
+        return Run(newest.dir)
     return Run(find_run(_root(args), args.run).dir)
 
 
@@ -138,16 +146,16 @@ def main(argv: List[str]) -> int:
     p.add_argument("--limit", type=int, default=50)
     p.set_defaults(func=_list)
     p = sub.add_parser("show", help="status, phases, ranks, metrics, outputs and error of one run")
-    p.add_argument("run", help="run id, unique id prefix, or run directory")
+    p.add_argument("run", nargs="?", help="run id, unique id prefix, or run directory (default: the newest run)")
     p.add_argument("--json", action="store_true", help="print run.json")
     p.set_defaults(func=_show)
     p = sub.add_parser("logs", help="a rank's log (rank 0 by default) or the launcher's")
-    p.add_argument("run")
+    p.add_argument("run", nargs="?", help="default: the newest run")
     p.add_argument("--rank", type=int)
     p.add_argument("--launcher", action="store_true", help="the launcher's own log")
     p.set_defaults(func=_logs)
     p = sub.add_parser("status", help="the run's status (asks Slurm for a detached cluster run)")
-    p.add_argument("run")
+    p.add_argument("run", nargs="?", help="default: the newest run")
     p.set_defaults(func=_status)
     p = sub.add_parser("cancel", help="stop every rank of a run (scancel on Slurm); the run ends Canceled")
     p.add_argument("run")

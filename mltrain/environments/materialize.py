@@ -161,6 +161,11 @@ def materialize(spec: EnvironmentSpec, containerized: bool, check_mode: str,
         return info
     _, built = build(spec, log)
     info["materialized"] = "built" if built else "reused"
+    skipped = spec.conda_only_packages()
+    if skipped:  # a virtual environment takes pip packages only: say what it does not have
+        info["not_installed"] = skipped
+        log(f"warning: environment {spec.name}: conda packages not installed (a built environment is a "
+            f"virtual environment of pip packages; use a docker base_image for conda): {', '.join(skipped)}")
     return info
 
 

@@ -46,6 +46,12 @@ class EnvironmentSpec:
                 out += [str(p) for p in dep.get("pip", [])]
         return out + [p for p in self.pip if p not in out]
 
+    def conda_only_packages(self) -> List[str]:
+        """The conda spec's own packages (not python, pip or its pip section): what only conda installs."""
+        deps = (self.conda or {}).get("dependencies", [])
+        return [str(d) for d in deps if isinstance(d, str) and d.split("=")[0].split(">")[0].split("<")[0].strip()
+                not in ("python", "pip")]
+
     def cache_key(self) -> str:
         """Environments with the same content share one built virtual environment."""
         content = {"python": self.python_version or "", "packages": sorted(self.python_packages())}

@@ -1,0 +1,229 @@
+"""Every code block of the README, run as printed, in the README's order, in a user's project folder
+that holds the files the README prints (`# my-proj/train.py`, `# .mltrain/...` headers) and the data
+folders it names. Three kinds of change only, each listed in COMMANDS with its reason: training made
+short by overrides appended to the command, a dry run for what this machine cannot run (GPUs, a GPU
+partition, a container runtime), and the set-up and test commands, which are the test command itself.
+A README command COMMANDS does not list fails the test: the README and this table change together.
+
+HOME is the test's own folder, so `~/.mltrain` in the README is this test's, as it is a user's."""
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from support import SCRIPTS, ci, require
+from train_support import write_digits
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+pytestmark = pytest.mark.slow
+
+SHORT = ["trainer.epochs=1", "data.image_size=16"]  # the built-in trainer, a few seconds instead of minutes
+SETUP = "set-up: scripts/test.sh runs it before the tests"
+TESTS = "the test command itself"
+NO_GPU = "dry run: needs GPUs / a GPU partition this machine lacks"
+NO_CONTAINER = "dry run: needs pyxis (a container runtime) on the cluster"
+
+#: command as the README prints it (quotes as the shell reads them, comment removed) -> how it is run.
+#: ("run", extra overrides) runs it; ("dry", reason) appends --dry-run; ("skip", reason) runs nothing.
+COMMANDS = {
+    "bash scripts/setup.sh": ("skip", SETUP),
+    ".venv/bin/mltrain": ("run", SHORT),
+    "bash scripts/test.sh": ("skip", TESTS),
+    ".venv/bin/pytest -q tests/unit": ("skip", TESTS),
+    ".venv/bin/pytest -q -m not slow": ("skip", TESTS),
+    "mltrain": ("run", SHORT),
+    "mltrain job=script job.source_directory=./my-proj job.script=train.py job.arguments=[--lr,0.1]": ("run", []),
+    "mltrain -m trainer.learning_rate=0.1,0.01": ("run", SHORT),
+    "mltrain --help": ("run", []),
+    "mltrain distribution=pytorch distribution.process_count_per_node=2 --dry-run": ("run", []),
+    "mltrain --cfg job": ("run", []),
+    "mltrain runs list": ("run", []),
+    "mltrain runs show": ("run", []),
+    "mltrain runs logs": ("run", []),
+    "mltrain runs status": ("run", []),
+    "mltrain compute=workstation": ("run", SHORT),
+    "mltrain experiment=ddp_train": ("run", []),
+    "mltrain compute=slurm distribution=pytorch distribution.node_count=2 distribution.process_count_per_node=4 "
+    "compute.gpus_per_node=4 compute.partition=gpu compute.timeout_min=240": ("dry", NO_GPU),
+    "mltrain -m trainer.learning_rate=0.1,0.01,0.001 compute=slurm": ("run", SHORT),
+    "mltrain compute=slurm job=command job.command=\"sleep 600\" run.id=long-job --detach": ("run", []),
+    "mltrain runs status long-job": ("run", []),
+    "mltrain runs cancel long-job": ("run", []),
+    "mltrain runs resume long-job --detach": ("run", []),
+    "mltrain job=script job.source_directory=./my-proj job.script=train.py distribution=mpi "
+    "distribution.process_count_per_node=2": ("run", []),
+    "mltrain distribution=mpi distribution.process_count_per_node=2": ("run", SHORT),
+    "mltrain distribution=mpi distribution.process_count_per_node=2 compute=slurm": ("run", SHORT),
+    ".venv/bin/pip install -q .[horovod]": ("skip", SETUP),
+    ".venv/bin/mltrain horovod build": ("skip", SETUP),
+    "mltrain job=script job.script=train_hvd.py distribution=mpi distribution.process_count_per_node=2 "
+    "distribution.horovod=true": ("run", []),
+    "mltrain distribution=mpi distribution.process_count_per_node=2 distribution.horovod=true": ("run", SHORT),
+    "mltrain distribution=mpi distribution.process_count_per_node=2 distribution.horovod=true compute=slurm":
+        ("run", SHORT),
+    "mltrain env list": ("run", []),
+    "mltrain env show AzureML-PyTorch-1.6-GPU": ("run", []),
+    "mltrain env save AzureML-PyTorch-1.6-GPU ./env": ("run", []),
+    "mltrain environment=AzureML-PyTorch-1.6-GPU compute=slurm": ("dry", NO_CONTAINER),
+    "mltrain job=script job.source_directory=./my-proj job.script=train.py environment.name=my-env "
+    "environment.python.user_managed=false environment.pip=[\"six==1.16.0\"]": ("run", []),
+    "mltrain model=densenet121 trainer.epochs=2 distribution=pytorch distribution.process_count_per_node=2":
+        ("run", ["trainer.epochs=1", "data.image_size=32"]),  # DenseNet halves the image 5 times
+    "mltrain data=image_directory data.train_dir=./train data.val_dir=./val model=resnet50 run.id=my-model":
+        ("run", SHORT),
+    "mltrain job=score_image_model job.model_dir=$HOME/.mltrain/runs/my-model/outputs/model "
+    "job.image_dir=./new-images": ("run", []),
+    ".venv/bin/mltrain -m trainer.learning_rate=choice(0.01,2) trainer.epochs=2 data.image_size=16 "
+    "sweep.primary_metric=top1_accuracy sweep.max_concurrent_runs=2 sweep.early_termination.policy=bandit "
+    "sweep.early_termination.slack_factor=0.2": ("run", []),
+    ".venv/bin/mltrain runs best": ("run", []),
+    "mltrain -m experiment=lr_search": ("run", ["sweep.max_total_runs=2", "trainer.epochs=1", "data.image_size=32"]),
+    ".venv/bin/mltrain -m trainer.learning_rate=interval(0.001,0.1) trainer.batch_size=choice(16,32) "
+    "sweep.sampling=bayesian sweep.max_total_runs=6 sweep.primary_metric=val_loss sweep.goal=minimize --dry-run":
+        ("run", []),
+    "python my_app.py -m lr=0.1,0.01 hydra/launcher=mltrain": ("run", []),
+    "python my_app.py -m lr=0.1,0.01 hydra/launcher=mltrain_slurm hydra.launcher.partition=debug "
+    "hydra.launcher.timeout_min=30": ("run", []),
+}
+NEEDS_SLURM = ("compute=slurm", "mltrain_slurm", "long-job")
+
+
+def blocks():
+    """(language, text) of every fenced block, in order."""
+    return re.findall(r"```(\w*)\n(.*?)```", README.read_text(), re.S)
+
+
+def commands(text: str):
+    """(tokens, line) of each shell command of a bash block, continuation lines joined; `a && b` is
+    two commands. The tokens (quotes removed, no comment) name it in COMMANDS; the line is what runs."""
+    for line in text.replace("\\\n", " ").splitlines():
+        for part in line.split(" && "):
+            tokens = shlex.split(part, comments=True)
+            if tokens:
+                yield tokens, part
+
+
+def header(text: str):
+    """A printed file's path and the command its header names (`# path   -> command`)."""
+    for line in text.splitlines()[:2]:
+        m = re.match(r"#\s+(\S+\.(?:py|yaml))\s*(?:->\s*(.+))?$", line)
+        if m:
+            return m.group(1), m.group(2)
+    return None, None
+
+
+@pytest.fixture
+def workspace(tmp_path, monkeypatch):
+    """A user's project: the README's files, digit images in ./train, ./val and ./new-images."""
+    home = tmp_path / "user"
+    project = home / "project"
+    project.mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("MLTRAIN_HOME", raising=False)
+    write_digits(project / "train", per_class=16)
+    write_digits(project / "val", per_class=6, offset=100)
+    write_digits(project / "new-images", per_class=2, offset=200)
+    # The README names a Horovod script without printing one: any will do.
+    shutil.copy(SCRIPTS / "hvd_mnist.py", project / "train_hvd.py")
+    return project
+
+
+def test_every_readme_block_runs_as_printed(workspace):
+    from horovod_support import horovod_problem
+    from mpi_support import mpi_problem
+    from slurm_support import cluster_problem
+
+    slurm, mpi, horovod = cluster_problem(), mpi_problem(), horovod_problem()
+    unknown, skipped = [], []
+    for _, text in blocks():  # the printed files first: commands early in the README use them
+        path, _ = header(text)
+        if path:
+            (workspace / path).parent.mkdir(parents=True, exist_ok=True)
+            (workspace / path).write_text(text)
+    for lang, text in blocks():
+        path, named = header(text)
+        if path:  # a printed file: run the command its header names
+            todo = [(shlex.split(named), named)] if named else []
+        elif lang == "bash":
+            todo = list(commands(text))
+        elif lang == "python":  # the metric API runs inside a run; the Python API from the project folder
+            script = workspace / "readme_snippet.py"
+            script.write_text(text)
+            line = "python readme_snippet.py" if "import mltrain\n" in text else "mltrain job=script job.script=readme_snippet.py"
+            _run(line, workspace, "python block:\n" + text)
+            continue
+        else:
+            continue
+        for tokens, line in todo:
+            key = " ".join(tokens)
+            if key not in COMMANDS:
+                unknown.append(key)
+                continue
+            mode, detail = COMMANDS[key]
+            if mode == "skip":
+                skipped.append(key)
+                continue
+            needs = [(slurm, "MLTRAIN_REQUIRE_SLURM", "a Slurm cluster")
+                     if mode == "run" and any(n in key for n in NEEDS_SLURM) else None,
+                     (mpi, "MLTRAIN_REQUIRE_MPI", "MPI") if "distribution=mpi" in key else None,
+                     (horovod, "MLTRAIN_REQUIRE_HOROVOD", "Horovod") if "horovod=true" in key else None]
+            missing = [n for n in needs if n and n[0]]
+            if missing and not (ci() or any(os.environ.get(n[1]) == "1" for n in missing)):
+                print(f"not run here ({missing[0][0]}): {key}")  # on a laptop: the rest still runs
+                continue
+            for problem, variable, what in missing:
+                require(problem, variable, what)  # under CI: a failure
+            extra = detail if mode == "run" else ["--dry-run"]
+            line = line.split(" #", 1)[0].rstrip() + "".join(" " + shlex.quote(x) for x in extra)
+            started = time.monotonic()
+            out = _run(line, workspace, key)
+            print(f"{time.monotonic() - started:6.1f}s  {key}")
+            _check(key, out, workspace)
+    assert not unknown, "README commands this test does not know (add them to COMMANDS):\n" + "\n".join(unknown)
+    assert skipped and all(COMMANDS[k][0] == "skip" for k in skipped)
+    assert (workspace / "model.pt").is_file(), "the Python API block downloads outputs/model.pt"
+
+
+def _run(line: str, cwd: Path, what: str) -> str:
+    """One command line through bash, as a user types it: mltrain and python are this venv's (first on
+    PATH, as after `source .venv/bin/activate`), and `.venv/bin/...` works from the project folder."""
+    venv = Path(sys.executable).parent.parent
+    if not (cwd / ".venv").exists():
+        (cwd / ".venv").symlink_to(venv)
+    env = {**os.environ, "PATH": os.pathsep.join([str(venv / "bin"), os.environ["PATH"]])}
+    proc = subprocess.run(["bash", "-c", line], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "Traceback" not in out, f"{what}\nexit {proc.returncode}\n{out[-3000:]}"
+    return out
+
+
+def _check(key: str, out: str, project: Path) -> None:
+    """What a reader of the README would look for in a few of the outputs."""
+    if key.startswith("mltrain runs status long-job"):
+        assert "long-job" in out and "(Slurm job " in out
+    elif key == "mltrain env save AzureML-PyTorch-1.6-GPU ./env":
+        assert (project / "env" / "azureml_environment.json").is_file()
+    elif key.startswith("mltrain job=score_image_model"):
+        runs = project.parent / ".mltrain" / "runs"
+        scored = next(runs.glob("score*/outputs/predictions.csv"))
+        assert len(scored.read_text().splitlines()) == 1 + 6  # a header and one line per image
+    elif key == "mltrain experiment=ddp_train":
+        assert "sum 3.0 lr 0.05" in out
+
+
+def test_the_table_lists_only_what_the_readme_prints():
+    printed = set()
+    for lang, text in blocks():
+        path, named = header(text)
+        if named:
+            printed.add(" ".join(shlex.split(named)))
+        elif lang == "bash":
+            printed.update(" ".join(t) for t, _ in commands(text))
+    assert sorted(set(COMMANDS) - printed) == [], "COMMANDS lists commands the README no longer prints"
