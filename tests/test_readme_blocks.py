@@ -24,7 +24,10 @@ from train_support import write_digits
 README = Path(__file__).resolve().parent.parent / "README.md"
 pytestmark = pytest.mark.slow
 
-SHORT = ["trainer.epochs=1", "data.image_size=16"]  # the built-in trainer, a few seconds instead of minutes
+# The built-in trainer, seconds instead of minutes: one epoch, small images; after the first run on the
+# bundled sample (1,797 images), the project's own 48 images.
+SAMPLE = ["trainer.epochs=1", "data.image_size=16"]
+SHORT = SAMPLE + ["data=image_directory", "data.train_dir=./train", "data.val_dir=./val"]
 SETUP = "set-up: scripts/test.sh runs it before the tests"
 TESTS = "the test command itself"
 NO_GPU = "dry run: needs GPUs / a GPU partition this machine lacks"
@@ -34,7 +37,7 @@ NO_CONTAINER = "dry run: needs pyxis (a container runtime) on the cluster"
 #: ("run", extra overrides) runs it; ("dry", reason) appends --dry-run; ("skip", reason) runs nothing.
 COMMANDS = {
     "bash scripts/setup.sh": ("skip", SETUP),
-    ".venv/bin/mltrain": ("run", SHORT),
+    ".venv/bin/mltrain": ("run", SAMPLE),
     "bash scripts/test.sh": ("skip", TESTS),
     ".venv/bin/pytest -q tests/unit": ("skip", TESTS),
     ".venv/bin/pytest -q -m not slow": ("skip", TESTS),
@@ -68,6 +71,9 @@ COMMANDS = {
     "mltrain distribution=mpi distribution.process_count_per_node=2 distribution.horovod=true": ("run", SHORT),
     "mltrain distribution=mpi distribution.process_count_per_node=2 distribution.horovod=true compute=slurm":
         ("run", SHORT),
+    "mltrain job=script job.source_directory=./my-proj job.script=train.py distribution=pytorch "
+    "distribution.process_count_per_node=2 distribution.backend=gloo job.arguments=[--dist-backend,gloo,"
+    "--dist-url,$AZ_BATCHAI_PYTORCH_INIT_METHOD,--rank,$AZ_BATCHAI_TASK_INDEX,--world-size,2]": ("run", []),
     "mltrain env list": ("run", []),
     "mltrain env show AzureML-PyTorch-1.6-GPU": ("run", []),
     "mltrain env save AzureML-PyTorch-1.6-GPU ./env": ("run", []),
@@ -75,16 +81,16 @@ COMMANDS = {
     "mltrain job=script job.source_directory=./my-proj job.script=train.py environment.name=my-env "
     "environment.python.user_managed=false environment.pip=[\"six==1.16.0\"]": ("run", []),
     "mltrain model=densenet121 trainer.epochs=2 distribution=pytorch distribution.process_count_per_node=2":
-        ("run", ["trainer.epochs=1", "data.image_size=32"]),  # DenseNet halves the image 5 times
+        ("run", SHORT[:1] + SHORT[2:] + ["data.image_size=32"]),  # DenseNet halves the image 5 times
     "mltrain data=image_directory data.train_dir=./train data.val_dir=./val model=resnet50 run.id=my-model":
         ("run", SHORT),
     "mltrain job=score_image_model job.model_dir=$HOME/.mltrain/runs/my-model/outputs/model "
     "job.image_dir=./new-images": ("run", []),
     ".venv/bin/mltrain -m trainer.learning_rate=choice(0.01,2) trainer.epochs=2 data.image_size=16 "
     "sweep.primary_metric=top1_accuracy sweep.max_concurrent_runs=2 sweep.early_termination.policy=bandit "
-    "sweep.early_termination.slack_factor=0.2": ("run", []),
+    "sweep.early_termination.slack_factor=0.2": ("run", SHORT[2:]),
     ".venv/bin/mltrain runs best": ("run", []),
-    "mltrain -m experiment=lr_search": ("run", ["sweep.max_total_runs=2", "trainer.epochs=1", "data.image_size=32"]),
+    "mltrain -m experiment=lr_search": ("run", ["sweep.max_total_runs=2", *SHORT[:1], *SHORT[2:], "data.image_size=32"]),
     ".venv/bin/mltrain -m trainer.learning_rate=interval(0.001,0.1) trainer.batch_size=choice(16,32) "
     "sweep.sampling=bayesian sweep.max_total_runs=6 sweep.primary_metric=val_loss sweep.goal=minimize --dry-run":
         ("run", []),
@@ -129,7 +135,7 @@ def workspace(tmp_path, monkeypatch):
     monkeypatch.delenv("MLTRAIN_HOME", raising=False)
     write_digits(project / "train", per_class=16)
     write_digits(project / "val", per_class=6, offset=100)
-    write_digits(project / "new-images", per_class=2, offset=200)
+    write_digits(project / "new-images", per_class=2, offset=150)
     # The README names a Horovod script without printing one: any will do.
     shutil.copy(SCRIPTS / "hvd_mnist.py", project / "train_hvd.py")
     return project
@@ -215,7 +221,9 @@ def _check(key: str, out: str, project: Path) -> None:
         scored = next(runs.glob("score*/outputs/predictions.csv"))
         assert len(scored.read_text().splitlines()) == 1 + 6  # a header and one line per image
     elif key == "mltrain experiment=ddp_train":
-        assert "sum 3.0 lr 0.05" in out
+        assert "sum 3.0 lr 0.05" in out  # two ranks all-reduced, the experiment's arguments
+    elif "--world-size,2]" in key:
+        assert "sum 3.0 lr 0.1" in out
 
 
 def test_the_table_lists_only_what_the_readme_prints():
