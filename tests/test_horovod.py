@@ -74,12 +74,18 @@ def test_builtin_trainer_on_horovod_matches_ddp(home, project, tmp_path):
         r = run_mltrain(*common, *extra, f"run.id={name}", cwd=project, timeout=400)
         assert r.rc == 0, r.out[-3000:] + r.err
         run = json.loads((home / "runs" / name / "run.json").read_text()) | {"dir": str(home / "runs" / name)}
-        results[name] = epoch_metrics(run)[3]["top1_accuracy"]
+        results[name] = epoch_metrics(run)
         log = (Path(run["dir"]) / "logs" / "rank_0.log").read_text()
         assert ("gradients through Horovod" in log) == (name == "horovod")
         assert (Path(run["dir"]) / "outputs" / "model" / "weights.pt").is_file()
         assert (Path(run["dir"]) / "checkpoints" / "epoch_3.pt").is_file()
-    assert results["horovod"] > 0.3 and abs(results["horovod"] - results["ddp"]) < 0.2, results
+    # Same seeded weights, same batches, gradients averaged alike: the same training, up to the order of
+    # floating-point sums (Horovod's zero-gradient step to fill an empty optimizer state once made it
+    # differ from the first iteration). Accuracy on 18 images is too coarse to compare: one image is 0.056.
+    for epoch in (1, 2, 3):
+        ddp, hvd = results["ddp"][epoch]["train_loss"], results["horovod"][epoch]["train_loss"]
+        assert abs(hvd - ddp) <= 1e-3 * ddp, (epoch, results)
+    assert results["horovod"][3]["top1_accuracy"] > 1 / 3, results  # better than chance on 3 classes
 
 
 def test_ranks_whose_interpreter_lacks_horovod_are_refused_in_one_line(home, project):

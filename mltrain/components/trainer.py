@@ -291,11 +291,21 @@ class Trainer:
         if self.ctx.horovod:
             import horovod.torch as hvd
 
-            # Every rank starts from rank 0's weights and optimizer state (after a resume too).
+            # Every rank starts from rank 0's weights, and after a resume from its optimizer state. Not on a
+            # fresh start: the state is empty on every rank, and Horovod would fill it by stepping the
+            # optimizer once with zero gradients, which with weight decay moves the weights and seeds the
+            # momentum (training then differs from DDP's from the first iteration).
             hvd.broadcast_parameters(self.model.state_dict(), root_rank=0)
-            hvd.broadcast_optimizer_state(self.optimizer, root_rank=0)
+            if start_epoch > 1:
+                hvd.broadcast_optimizer_state(self.optimizer, root_rank=0)
         for epoch in range(start_epoch, epochs + 1):
-            results = {**self.train_epoch(epoch), **self.validate(),
+            train = self.train_epoch(epoch)
+            if self.ctx.horovod:
+                # DDP broadcasts rank 0's buffers (BatchNorm running statistics) at every forward; Horovod
+                # averages gradients only, so without this each rank would validate with statistics of its
+                # own shard alone, and the reduced metrics would not be those of the model rank 0 saves.
+                hvd.broadcast_parameters(dict(self.model.named_buffers()), root_rank=0)
+            results = {**train, **self.validate(),
                        "learning_rate": self.scheduler.get_last_lr()[0]}
             self._after_epoch(epoch, results)
             if self.state.epochs_without_improvement >= int(self.t.patience):
