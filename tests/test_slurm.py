@@ -159,6 +159,19 @@ def test_usr2_requeues_then_too_many_timeouts_fail_saying_so(home, project):
     assert "timed out too many times" in out + err
 
 
+@pytest.mark.slow
+def test_a_real_time_limit_sends_the_rank_sigusr1_before_it_ends(home, project):
+    """No scancel here: slurmctld itself sends USR2 signal_delay_s before the 1-minute limit (it may be up
+    to a minute early). The rank program survives it (Python's default for USR2 is to exit) and gets
+    SIGUSR1 with checkpoint_requested; with no requeue left the run is Failed, saying it timed out."""
+    r = run_mltrain("job=script", "job.script=usr1_note.py", *SLURM, "compute.timeout_min=1",
+                    "compute.signal_delay_s=50", "compute.max_requeues=0", cwd=project, timeout=240)
+    run = only_run(home)
+    log = (Path(run["dir"]) / "logs" / "rank_0.log").read_text()
+    assert "got SIGUSR1 attempt=0 checkpoint_requested=True" in log, log
+    assert r.rc == 1 and run["status"] == "Failed" and "timed out too many times" in run["error"], run["error"]
+
+
 def test_resume_a_canceled_slurm_run_on_the_cluster(home, project):
     (project / "wait_go.py").write_text(
         "import os, time\n"
