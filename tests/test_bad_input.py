@@ -16,6 +16,7 @@ REFUSED = [
     (["experiment=ddp_smok"], "experiment: 'ddp_smok' is not a known experiment (closest: ddp_smoke)"),
     (["+nonsense_key=1"], "nonsense_key: unknown key"),
     (["trainer.epochs=0"], "trainer.epochs: 0 is invalid; must be > 0"),
+    (["trainer.keep_checkpoints=-1"], "trainer.keep_checkpoints: -1 is invalid; must be >= 0"),
     (["data=image_directory"], "data.train_dir: a value is required (set data.train_dir=...)"),
     (["-m", "trainer.epochs=1,0"], "trainer.epochs: 0 is invalid"),
     (["distribution=pytorch", "distribution.horovod=true"], "distribution.horovod: true needs distribution=mpi"),

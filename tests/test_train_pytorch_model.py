@@ -150,6 +150,9 @@ def test_resume_continues_from_the_saved_epoch(home, project, images):
     rows = metric_rows(run["dir"])
     steps = [row["step"] for row in rows if row["name"] == "val_loss"]
     assert steps == sorted(set(steps)) == [1, 2, 3], "an epoch was trained twice or skipped"
+    # trainer.keep_checkpoints=2: epoch 1's checkpoint (90 MB here) is gone once epoch 3's exists
+    kept = sorted(p.name for p in (Path(run["dir"]) / "checkpoints").glob("epoch_*.pt"))
+    assert kept == ["epoch_2.pt", "epoch_3.pt"], kept
 
 
 def test_a_run_killed_right_after_logging_an_epoch_does_not_train_it_again(home, project, images):

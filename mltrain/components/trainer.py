@@ -167,6 +167,11 @@ class Trainer:
         for old in self.ckpt_dir.glob("best_epoch_*.pt"):
             if old != self._best_path(self.state.best_epoch):
                 old.unlink(missing_ok=True)
+        keep = int(self.t.get("keep_checkpoints", 0))  # absent in a job frozen before the key existed
+        if keep:
+            epochs = sorted(self.ckpt_dir.glob("epoch_*.pt"), key=lambda p: int(p.stem.split("_")[1]))
+            for old in epochs[:-keep]:  # after latest.pt names the new one: a kill here loses nothing
+                old.unlink(missing_ok=True)
 
     def resume(self) -> int:
         """Load the latest checkpoint of this run, if any, on this rank. Returns the next epoch (1-based).

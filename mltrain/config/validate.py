@@ -22,6 +22,7 @@ RANGE_RULES: Tuple[Tuple[str, Callable[[Any], bool], str], ...] = (
     ("trainer.learning_rate", lambda v: v > 0, "> 0"),
     ("trainer.patience", lambda v: v > 0, "> 0"),
     ("trainer.print_frequency", lambda v: v > 0, "> 0"),
+    ("trainer.keep_checkpoints", lambda v: v >= 0, ">= 0 (0 keeps every epoch's checkpoint)"),
     ("distribution.node_count", lambda v: v >= 1, ">= 1"),
     ("distribution.process_count_per_node", lambda v: v >= 1, ">= 1"),
     ("distribution.timeout_s", lambda v: v > 0, "> 0"),
