@@ -8,6 +8,7 @@ import copy
 import difflib
 import hashlib
 import json
+import re
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -49,8 +50,8 @@ class EnvironmentSpec:
     def conda_only_packages(self) -> List[str]:
         """The conda spec's own packages (not python, pip or its pip section): what only conda installs."""
         deps = (self.conda or {}).get("dependencies", [])
-        return [str(d) for d in deps if isinstance(d, str) and d.split("=")[0].split(">")[0].split("<")[0].strip()
-                not in ("python", "pip")]
+        # a conda match spec: the name, then an optional version constraint ("numpy>=1.20", "python=3.8")
+        return [d for d in deps if isinstance(d, str) and re.split(r"[=<>!~\s]", d, maxsplit=1)[0] not in ("python", "pip")]
 
     def cache_key(self) -> str:
         """Environments with the same content share one built virtual environment."""

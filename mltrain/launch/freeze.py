@@ -145,7 +145,9 @@ def _params_env(params: Dict[str, Any]) -> Dict[str, str]:
     return {f"AML_PARAMETER_{name}": str(value) for name, value in params.items()}
 
 
-_RANK_SITE = str(Path(__file__).resolve().parent.parent / "_rank_site")
+#: mltrain's own folders put on a script rank's PYTHONPATH (shipped inside the package).
+_PACKAGE_DIR = Path(__file__).resolve().parent.parent
+_RANK_SITE = str(_PACKAGE_DIR / "_rank_site")
 
 
 def _azureml_shim() -> List[str]:
@@ -156,7 +158,7 @@ def _azureml_shim() -> List[str]:
         real = importlib.util.find_spec("azureml.core") is not None
     except ModuleNotFoundError:
         real = False
-    return [] if real else [str(Path(__file__).resolve().parent.parent / "_azureml_shim")]
+    return [] if real else [str(_PACKAGE_DIR / "_azureml_shim")]
 
 
 def _pythonpath_env(first: List[str], last: List[str]) -> Dict[str, str]:
