@@ -30,7 +30,7 @@ def compose_members(launcher: Any, job_overrides: Sequence[Sequence[str]], initi
 
 
 #: Groups the primary config lists as `optional`: Hydra skips a missing option there silently.
-OPTIONAL_GROUPS = ("experiment",)
+OPTIONAL_GROUPS = ("experiment", "pipeline")
 
 
 def _check_optional_groups(cfg: DictConfig, loader: Any, bases: dict) -> None:

@@ -280,6 +280,39 @@ class SweepConf:
 
 
 @dataclass
+class StepConf:
+    """One step of a pipeline (Azure ML's MpiStep / PythonScriptStep / CommandStep): an ordinary job."""
+
+    # Overrides of any group, as on the command line: [job=script, job.script=train.py, distribution=mpi]
+    overrides: List[str] = field(default_factory=list)
+    # Exported as AML_PARAMETER_<name> (merged into job.params); part of the reuse key.
+    params: Dict[str, Any] = field(default_factory=dict)
+    # name -> `STEP.outputs.NAME`, a path, or {path: ..., hash: content | mtime | none}
+    inputs: Dict[str, Any] = field(default_factory=dict)
+    # Named folders the step writes: <its run>/outputs/<name>, `${outputs.<name>}` in its arguments.
+    outputs: List[str] = field(default_factory=list)
+    # Steps this one waits for without reading their outputs.
+    after: List[str] = field(default_factory=list)
+    allow_reuse: bool = True
+    # Azure's `version`: change it to say the step's behaviour changed (part of the reuse key).
+    version: Optional[str] = None
+    # Files or folders of the source snapshot the reuse key hashes (MpiStep's hash_paths); empty: all of
+    # it. Name them when steps share a source folder, so editing one step's script reruns that step only.
+    hash_paths: List[str] = field(default_factory=list)
+
+
+@dataclass
+class PipelineConf:
+    """A graph of steps (mltrain.pipelines), chosen with `pipeline=NAME` (conf/pipeline/NAME.yaml)."""
+
+    steps: Dict[str, StepConf] = field(default_factory=dict)
+    # Steps running at the same time on this machine (a Slurm graph is queued whole).
+    max_concurrent_steps: int = 4
+    # Azure's regenerate_outputs (`--force-rerun`): run every step, reuse nothing.
+    force_rerun: bool = False
+
+
+@dataclass
 class MltrainConf:
     experiment_name: str = "mltrain"
     job: Any = MISSING
@@ -291,6 +324,11 @@ class MltrainConf:
     trainer: TrainerConf = MISSING
     run: RunConf = field(default_factory=RunConf)
     sweep: SweepConf = field(default_factory=SweepConf)
+    pipeline: Optional[PipelineConf] = None
+    # Data paths the job reads and writes, by name: `${inputs.data}` in arguments, and AZUREML_DATAREFERENCE_<name>
+    # in every rank (a pipeline fills them in from its steps' inputs and outputs).
+    inputs: Dict[str, str] = field(default_factory=dict)
+    outputs: Dict[str, str] = field(default_factory=dict)
     # Print what would be started (per rank: command line, working directory, environment); start nothing.
     dry_run: bool = False
 

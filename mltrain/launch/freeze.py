@@ -105,6 +105,7 @@ def _freeze_mltrain(cfg, overrides, sweep_dir, sweep_index) -> FrozenJob:
     env = _interpreter_env(cfg, environment)
     env.update({str(k): str(v) for k, v in cfg.environment.environment_variables.items()})
     env.update(_params_env(cfg.job.get("params") or {}))
+    env.update(_data_env(cfg))
     env["MLTRAIN_DIST_TIMEOUT_S"] = str(cfg.distribution.timeout_s)
     env.update(backend.job_env(compute))
     if program.snapshot_source is not None:  # the user's own program: a script or a command
@@ -143,6 +144,19 @@ def _params_env(params: Dict[str, Any]) -> Dict[str, str]:
                               f"{''.join(c if c.isalnum() else '_' for c in str(name))}): it is exported as "
                               f"AML_PARAMETER_{name}")
     return {f"AML_PARAMETER_{name}": str(value) for name, value in params.items()}
+
+
+def _data_env(cfg) -> Dict[str, str]:
+    """inputs and outputs as Azure passes them: AZUREML_DATAREFERENCE_<name> (v1's PipelineData and
+    DataReference) and AZURE_ML_INPUT_<name> / AZURE_ML_OUTPUT_<name> (v2)."""
+    env: Dict[str, str] = {}
+    for group, v2 in (("inputs", "AZURE_ML_INPUT_"), ("outputs", "AZURE_ML_OUTPUT_")):
+        for name, path in (cfg.get(group) or {}).items():
+            if not str(name).isidentifier():
+                raise ConfigError(f"{group}.{name}", "not a valid name (letters, digits and _): it is exported as "
+                                  f"AZUREML_DATAREFERENCE_{name}")
+            env[f"AZUREML_DATAREFERENCE_{name}"] = env[f"{v2}{name}"] = str(path)
+    return env
 
 
 #: mltrain's own folders put on a script rank's PYTHONPATH (shipped inside the package).

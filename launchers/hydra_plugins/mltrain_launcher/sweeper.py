@@ -33,8 +33,10 @@ class MltrainSweeper(BasicSweeper):
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         existing = next(p for p in (sweep_dir, *sweep_dir.parents) if p.exists())
         try:
-            from mltrain import sweeps
+            from mltrain import pipelines, sweeps
 
+            if pipelines.wanted(self.config):
+                return pipelines.run(self, arguments)
             if sweeps.wanted(self.config):
                 return sweeps.run(self, arguments)
             return super().sweep(arguments)

@@ -1,0 +1,198 @@
+"""Pipelines of steps (Azure ML's MpiStep, PythonScriptStep, CommandStep with PipelineData and
+allow_reuse), declared in YAML: `mltrain pipeline=NAME` runs conf/pipeline/NAME.yaml.
+
+Each step is an ordinary mltrain job with its own overrides of any group; the pipeline's own
+command-line overrides reach every step, and `pipeline.steps.S....` changes one step. Inputs and
+outputs are folders passed as paths. mltrain's Hydra sweeper comes here when `pipeline` is set.
+"""
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any, Dict, List
+
+from mltrain.errors import ConfigError, MltrainError
+
+#: Overrides that belong to the pipeline itself, not to its steps.
+OWN_KEYS = ("pipeline", "run.id", "run.detach", "dry_run", "hydra")
+
+
+def wanted(config: Any) -> bool:
+    from omegaconf import OmegaConf
+
+    return OmegaConf.select(config, "pipeline", default=None) is not None and "job" in config
+
+
+def step_overrides(own: List[str], cli: List[str]) -> List[str]:
+    """The step's overrides, then the command line's, one per key (the command line wins)."""
+    merged: Dict[str, str] = {}
+    for arg in [*own, *cli]:
+        key = arg.split("=", 1)[0].lstrip("+~")
+        merged.pop(key, None)
+        merged[key] = arg
+    return list(merged.values())
+
+
+def _cli_overrides(arguments: List[str]) -> List[str]:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    out = []
+    for parsed in OverridesParser.create().parse_overrides(list(arguments)):
+        key = parsed.key_or_group
+        if any(key == k or key.startswith(k + ".") or key.startswith(k + "/") for k in OWN_KEYS):
+            continue
+        if parsed.is_sweep_override():
+            raise ConfigError(key, "a pipeline runs once: sweep a value with -m inside a step's own job instead "
+                                   "of over the pipeline")
+        out.append(parsed.input_line)
+    return out
+
+
+def build(sweeper: Any, arguments: List[str]):
+    """(name, settings, steps, frozen jobs by step, pipeline run id, runs root): everything checked and
+    frozen, nothing created."""
+    import os
+
+    from hydra.core.utils import setup_globals
+    from omegaconf import OmegaConf, open_dict
+
+    from mltrain.config.compose import compose_members
+    from mltrain.config.schema import PipelineConf
+    from mltrain.launch.job import new_run_id
+    from mltrain.pipelines import graph
+
+    cfg = sweeper.config
+    name = str(cfg.hydra.runtime.choices.get("pipeline") or "pipeline")
+    node = OmegaConf.to_container(cfg.pipeline, resolve=False)
+    settings = PipelineConf(max_concurrent_steps=int(cfg.pipeline.max_concurrent_steps),
+                            force_rerun=bool(cfg.pipeline.force_rerun))
+    if settings.max_concurrent_steps < 1:
+        raise ConfigError("pipeline.max_concurrent_steps", "must be >= 1")
+    steps = graph.parse(node, os.getcwd())
+    cli = _cli_overrides(arguments)
+    root = Path(os.path.expanduser(str(cfg.run.root))).resolve()
+    run_id = str(cfg.run.id) if cfg.run.id else new_run_id(name)
+    setup_globals()
+    configs = {}
+    for step in steps:
+        try:
+            configs[step.name] = compose_members(sweeper.launcher, [step_overrides(step.overrides, cli)], 0)[0]
+        except Exception as exc:
+            raise _step_error(step.name, exc) from None
+    dirs = {s.name: Path(os.path.expanduser(str(configs[s.name].run.root))).resolve() / f"{run_id}.{s.name}"
+            for s in steps}
+    jobs = {}
+    for step in steps:
+        c = configs[step.name]
+        with open_dict(c):
+            c.run.id = dirs[step.name].name
+            c.run.detach = False
+            c.experiment_name = name
+            c.outputs = {o: str(dirs[step.name] / "outputs" / o) for o in step.outputs}
+            c.inputs = {i.name: i.path or str(dirs[i.step] / "outputs" / i.output) for i in step.inputs.values()}
+            for key, value in step.params.items():
+                c.job.params[key] = value
+        try:
+            jobs[step.name] = _freeze(c, str(dirs[step.name].parent))
+        except Exception as exc:
+            raise _step_error(step.name, exc) from None
+    return name, settings, steps, jobs, run_id, root
+
+
+def _freeze(config: Any, runs_root: str):
+    import dataclasses
+
+    from hydra.core.hydra_config import HydraConfig
+
+    from mltrain.launch.freeze import freeze
+
+    HydraConfig.instance().set_config(config)
+    job = freeze(config, runs_root, sweep_index=None)
+    return dataclasses.replace(job, sweep_dir=None, sweep_index=None)
+
+
+def _step_error(step: str, exc: BaseException) -> MltrainError:
+    from mltrain.errors import one_line
+
+    if isinstance(exc, MltrainError):
+        return ConfigError(f"pipeline.steps.{step}", str(exc))
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    if isinstance(exc, (HydraException, OmegaConfBaseException)):
+        return ConfigError(f"pipeline.steps.{step}", one_line(exc))
+    raise exc
+
+
+def run(sweeper: Any, arguments: List[str]) -> list:
+    """The body of MltrainSweeper.sweep() when a pipeline is chosen."""
+    from mltrain import backends
+    from mltrain.errors import RunCanceled, RunFailed
+    from mltrain.launch.orchestrate import CancelOnSignal
+    from mltrain.pipelines import record, runner
+    from mltrain.runs.console import Console
+    from mltrain.runs.status import CANCELED, COMPLETED
+
+    cfg = sweeper.config
+    name, settings, steps, jobs, run_id, root = build(sweeper, arguments)
+    pipe = runner.PipelineRun(name, steps, jobs, root, settings, list(arguments))
+    detach = bool(cfg.run.detach)
+    if detach:
+        runner.check_detach(pipe.mode)
+    if cfg.dry_run:
+        return _dry_run(pipe)
+    for backend in sorted({j.backend for j in jobs.values()}):
+        backends.get(backend).preflight()
+    run_dir = runner.pipeline_dir(root, run_id)
+    sweeper.launcher.started = True  # runs exist from here on (no sweep folder was made: nothing to remove)
+    pipe.create(run_dir)
+    interrupt = threading.Event()
+    with CancelOnSignal(interrupt):
+        if pipe.mode == "slurm":
+            pipe.submit_graph()
+            if detach:
+                Console().status(f"detached: pipeline {pipe.record.id} is queued on Slurm as one graph; follow it "
+                                 f"with `mltrain runs status|cancel {pipe.record.id}`")
+                return []
+            pipe.follow_graph(interrupt)
+        else:
+            pipe.run_here(interrupt)
+    status = record.sync(pipe.record)
+    _summary(pipe)
+    if status != COMPLETED:
+        error = RunCanceled if status == CANCELED else RunFailed
+        message = f"pipeline {pipe.record.id} {status}: {pipe.record.data.get('error') or ''}".strip()
+        Console().status(message)
+        raise error(message)
+    return []
+
+
+def _summary(pipe: Any) -> None:
+    from mltrain.runs.console import Console
+
+    console = Console()
+    pipe.record.reload()
+    table = pipe.record.data["pipeline"]["steps"]
+    console.status(f"pipeline {pipe.name} {pipe.record.status} ({len(table)} steps)  {pipe.record.dir}")
+    for step in pipe.record.data["pipeline"]["order"]:
+        info = table[step]
+        phases = info.get("phases") or {}
+        took = max(phases.values()) - min(phases.values()) if phases else 0.0
+        how = f"reused {info['reused_from']}" if info.get("reused_from") else info.get("error") or ""
+        console.write_line(f"  {step:<16} {info['status']:<9} {took:7.1f}s  {info['run_id']}  {how}".rstrip())
+
+
+def _dry_run(pipe: Any) -> list:
+    from mltrain.launch.dryrun import dry_run_text
+    from mltrain.runs.console import Console
+
+    console = Console()
+    console.status(f"pipeline {pipe.name} (dry run): {len(pipe.steps)} steps on {pipe.mode}; nothing is started, "
+                   "nothing is created")
+    for step in pipe.steps:
+        ins = ", ".join(f"{i.name}<-{i.step + '.' + i.output if i.step else i.path}" for i in step.inputs.values())
+        console.write_line(f"  {step.name}: after [{', '.join(step.parents)}]  inputs [{ins}]  outputs "
+                           f"[{', '.join(step.outputs)}]  allow_reuse {str(step.allow_reuse).lower()}")
+    for step in pipe.steps:
+        console.write_line(dry_run_text(pipe.runs[step.name].job))
+    return []

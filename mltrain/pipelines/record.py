@@ -1,0 +1,138 @@
+"""The pipeline's own run: a run directory like any other, whose run.json holds the graph, each
+step's run id, status and timings, and a status of its own derived from its steps'. Also what
+happens to a step's run when it ends: its outputs digested and indexed for reuse, or, when an
+upstream step did not complete, the reason it never ran.
+
+Both the pipeline's driver and, for a detached Slurm pipeline, whoever looks at it later
+(mltrain.pipelines.backend) bring it up to date with the same functions.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from mltrain.pipelines import reuse
+from mltrain.runs.lifecycle import finish
+from mltrain.runs.record import RunRecord
+from mltrain.runs.status import (
+    CANCELED,
+    COMPLETED,
+    FAILED,
+    NOT_STARTED,
+    PREPARING,
+    QUEUED,
+    RUNNING,
+    TERMINAL,
+)
+
+
+def create(run_dir: Path, name: str, steps: List[Any], runs: Dict[str, Any], mode: str,
+           overrides: List[str]) -> RunRecord:
+    """The pipeline's run directory and record; `runs` maps each step to its frozen job."""
+    run_dir.mkdir(parents=True, exist_ok=False)
+    (run_dir / "logs").mkdir()
+    now = time.time()
+    table = {s.name: {"run_id": runs[s.name].run_id, "run_dir": runs[s.name].run_dir, "parents": s.parents,
+                      "status": NOT_STARTED, "reused_from": None, "reason": None} for s in steps}
+    record = RunRecord(run_dir, {
+        "id": run_dir.name, "experiment": name, "status": NOT_STARTED, "created": now, "phases": {NOT_STARTED: now},
+        "host": socket.gethostname(), "driver_pid": os.getpid(), "backend": "pipeline", "compute": mode,
+        "distribution": "pipeline", "process_group": None,
+        "world": {"node_count": 0, "process_count_per_node": 0,
+                  "world_size": sum(runs[s.name].world_size for s in steps)},
+        "command": [os.path.basename(sys.argv[0]) or "mltrain", *sys.argv[1:]], "kill_grace_s": 5.0,
+        "cwd": os.getcwd(), "overrides": overrides, "sweep": {"dir": None, "index": None}, "ranks": {},
+        "error": None, "pipeline": {"name": name, "mode": mode, "order": [s.name for s in steps], "steps": table},
+    })
+    record.save()
+    return record
+
+
+def overall(statuses: List[str]) -> str:
+    """The pipeline's status from its steps': Completed when all are, Failed when one failed,
+    Canceled when one was canceled (and none failed), else how far the furthest step has come."""
+    if all(s == COMPLETED for s in statuses):
+        return COMPLETED
+    if any(s not in TERMINAL for s in statuses):
+        if any(s in (RUNNING, "Finalizing") for s in statuses):
+            return RUNNING
+        return QUEUED if any(s in (QUEUED, PREPARING, COMPLETED) for s in statuses) else NOT_STARTED
+    return FAILED if FAILED in statuses else CANCELED
+
+
+def sync(pipeline: RunRecord) -> str:
+    """Copy each step's status into the pipeline's record and derive the pipeline's own status."""
+    table = pipeline.data["pipeline"]["steps"]
+    for info in table.values():
+        try:
+            step = RunRecord.load(info["run_dir"])
+        except Exception:  # a deleted step run: the pipeline cannot have completed
+            info.update(status=FAILED, reason=info.get("reason") or "its run directory is gone")
+            continue
+        info["status"] = step.status
+        info["phases"] = step.data["phases"]
+        mark = step.data.get("pipeline_step") or {}
+        info["reused_from"] = mark.get("reused_from")
+        info["reason"] = mark.get("decision") or info.get("reason")
+        if step.status in (FAILED, CANCELED) and step.data.get("error"):
+            info["error"] = step.data["error"]
+        if (step.data.get("slurm") or {}).get("job_id"):
+            info["slurm_job"] = step.data["slurm"]["job_id"]
+    status = overall([info["status"] for info in table.values()])
+    if status != pipeline.status:
+        error = None
+        if status in (FAILED, CANCELED):
+            bad = [n for n, i in table.items() if i["status"] == status and "upstream step" not in (i.get("error") or "")]
+            error = f"step {', '.join(bad)} {status}" if bad else f"{status}"
+        pipeline.set_status(status, error=error, pipeline=pipeline.data["pipeline"])
+    else:
+        pipeline.update(pipeline=pipeline.data["pipeline"])
+    return status
+
+
+# ------------------------------------------------------------------------------------- a step's end
+def settle_completed(step: RunRecord, root: Path, parents: Dict[str, RunRecord]) -> None:
+    """A step that ran and completed: digest its outputs, fill in the input digests that were still
+    pending when it was queued (a Slurm graph), and index it as a producer for later reuse."""
+    mark = dict(step.data.get("pipeline_step") or {})
+    if not mark or mark.get("produced") is not None or mark.get("reused_from"):
+        return
+    parts = dict(mark["parts"])
+    inputs = dict(parts.get("inputs") or {})
+    for name, value in inputs.items():
+        if str(value).startswith("pending:"):
+            parent = parents.get(str(value).split(":", 2)[1])
+            produced = ((parent.data.get("pipeline_step") or {}).get("produced") or {}) if parent else {}
+            output = mark["input_outputs"][name]
+            inputs[name] = produced.get(output, {}).get("digest", value)
+    parts["inputs"] = inputs
+    mark["parts"] = parts
+    mark["produced"] = reuse.outputs_record(step.dir, mark["parts"].get("outputs") or [])
+    if not any(str(v).startswith("pending:") for v in inputs.values()):
+        mark["key"] = reuse.key_of(parts)
+        reuse.record(root, {"key": mark["key"], "run_dir": str(step.dir), "run_id": step.id,
+                            "pipeline": mark["pipeline"], "step": mark["step"]})
+    step.update(pipeline_step=mark)
+
+
+def cancel_unstarted(step: RunRecord, reason: str, console: Optional[Any] = None) -> None:
+    """A step that never started because an upstream step did not complete (or the pipeline stopped)."""
+    step.reload()
+    if step.status in TERMINAL:
+        return
+    mark = dict(step.data.get("pipeline_step") or {})
+    mark["decision"] = reason
+    step.update(pipeline_step=mark)
+    finish(step, CANCELED, error=reason, console=console)
+
+
+def upstream_reason(step: RunRecord, parents: Dict[str, RunRecord]) -> Optional[str]:
+    """Why a step cannot run: the first of its parents that ended without completing."""
+    for name, parent in parents.items():
+        if parent.status in (FAILED, CANCELED):
+            return f"upstream step {name} {parent.status.lower()}"
+    return None

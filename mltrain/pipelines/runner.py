@@ -1,0 +1,363 @@
+"""Running a pipeline: every step composed, frozen and created before the first one starts (its
+snapshot taken then), then started when its parents have completed, at most max_concurrent_steps at
+a time on this machine. On Slurm the whole graph is queued at once, each step's job waiting on its
+parents' with `afterok`, so the driver may leave (`--detach`) and the cluster runs it unattended.
+
+Each step first asks mltrain.pipelines.reuse whether an earlier step with the same key produced
+outputs that are still intact; then it is reused (its outputs linked, never copied) or it runs, and
+the console says which and why.
+"""
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from mltrain.errors import ConfigError, MltrainError
+from mltrain.pipelines import graph, reuse
+from mltrain.pipelines import record as precord
+from mltrain.runs.console import Console, RunLog
+from mltrain.runs.record import RunRecord
+from mltrain.runs.status import CANCELED, COMPLETED, FAILED, QUEUED, TERMINAL
+
+POLL_S = 0.1
+SLURM_POLL_S = 1.0
+
+
+@dataclass
+class StepRun:
+    step: graph.Step
+    job: Any                       # FrozenJob
+    record: Optional[RunRecord] = None
+    console: Optional[Console] = None
+    thread: Optional[threading.Thread] = None
+    cancel: Any = None
+    done: bool = False             # ended, and settled by the driver
+
+    @property
+    def name(self) -> str:
+        return self.step.name
+
+
+class PipelineRun:
+    def __init__(self, name: str, steps: List[graph.Step], jobs: Dict[str, Any], root: Path, settings: Any,
+                 overrides: List[str]) -> None:
+        self.name, self.steps, self.root, self.settings = name, steps, root, settings
+        self.overrides = overrides
+        self.runs = {s.name: StepRun(s, jobs[s.name]) for s in steps}
+        self.console = Console()
+        self.record: Optional[RunRecord] = None
+        self.mode = "slurm" if all(j.backend == "slurm" for j in jobs.values()) else "local"
+        self._external: Dict[tuple, str] = {}
+
+    # ------------------------------------------------------------------ creation
+    def create(self, run_dir: Path) -> None:
+        """The pipeline's run, then every step's (directory, frozen config, snapshot, output folders)."""
+        from mltrain.launch.orchestrate import create_run
+
+        self.record = precord.create(run_dir, self.name, self.steps, {n: r.job for n, r in self.runs.items()},
+                                     self.mode, self.overrides)
+        self.log = RunLog(self.record.log_path())
+        self.console.status(f"pipeline {self.name}: run {self.record.id}  {self.record.dir}")
+        made: List[StepRun] = []
+        try:
+            for sr in self.runs.values():
+                sr.console = Console(prefix=f"[{sr.name}] ")
+                sr.record = create_run(sr.job, sr.console)
+                made.append(sr)
+                for out in sr.step.outputs:
+                    (sr.record.dir / "outputs" / out).mkdir()
+                sr.record.update(pipeline_step={
+                    "pipeline": self.name, "pipeline_run": self.record.id, "step": sr.name,
+                    "input_outputs": {i.name: i.output for i in sr.step.inputs.values() if i.step},
+                    "input_steps": {i.name: i.step for i in sr.step.inputs.values() if i.step}})
+        except MltrainError as exc:
+            for sr in made:
+                precord.cancel_unstarted(sr.record, f"not started: step could not be created ({exc})", sr.console)
+            precord.sync(self.record)
+            raise
+
+    # ------------------------------------------------------------------ reuse
+    def _input_digests(self, sr: StepRun) -> Dict[str, str]:
+        out = {}
+        for inp in sr.step.inputs.values():
+            if inp.path is not None:
+                cache = (inp.path, inp.hash)
+                if cache not in self._external:
+                    self._external[cache] = reuse.digest(Path(inp.path), inp.hash)
+                out[inp.name] = self._external[cache]
+                continue
+            parent = self.runs[inp.step].record
+            parent.reload()
+            produced = (parent.data.get("pipeline_step") or {}).get("produced") or {}
+            if parent.status == COMPLETED and inp.output in produced:
+                out[inp.name] = produced[inp.output]["digest"]
+            else:
+                out[inp.name] = f"pending:{inp.step}:{parent.id}"
+        return out
+
+    def _parts(self, sr: StepRun) -> Dict[str, Any]:
+        from mltrain import __version__
+        from mltrain.launch.programs import COMPONENTS
+
+        job = sr.job
+        names = {job.run_dir: "<run>"}
+        names.update({str(p): f"<inputs.{n}>" for n, p in (job.config.get("inputs") or {}).items()})
+        kind = job.config["job"]["kind"]
+        environment = None
+        if job.environment:
+            from mltrain.environments.spec import EnvironmentSpec
+
+            environment = EnvironmentSpec(**job.environment["spec"]).cache_key()
+        return {"program": f"{kind} (mltrain {__version__})" if kind in COMPONENTS else kind,
+                "version": sr.step.version, "config": reuse.config_part(job.config, names),
+                "source": _hashed(reuse.snapshot_files(sr.record.dir), sr.step.hash_paths), "environment": environment,
+                "inputs": self._input_digests(sr), "outputs": list(sr.step.outputs)}
+
+    def decide(self, sr: StepRun) -> Optional[RunRecord]:
+        """The producer this step reuses, or None when it must run; the reason is said and recorded."""
+        parts = self._parts(sr)
+        pending = any(str(v).startswith("pending:") for v in parts["inputs"].values())
+        key = None if pending else reuse.key_of(parts)
+        producer, why = None, None
+        if self.settings.force_rerun:
+            why = "runs: --force-rerun (pipeline.force_rerun) reuses nothing"
+        elif not sr.step.allow_reuse:
+            why = "runs: allow_reuse is false"
+        else:
+            producer, broken = self._producer(key) if key else (None, None)
+            if producer is None:
+                why = "runs: " + (broken or self._what_changed(sr, parts))
+        if producer is not None:
+            why = f"reused: run {producer.id} has the same key {key[:12]} (config, source, environment and inputs unchanged)"
+        mark = {**(sr.record.data.get("pipeline_step") or {}), "parts": parts, "key": key, "decision": why}
+        sr.record.update(pipeline_step=mark)
+        sr.console.status(why)
+        self.log.info(f"[{sr.name}] {why}")
+        return producer
+
+    def _producer(self, key: str):
+        broken = None
+        for entry in reversed(reuse.entries(self.root)):
+            if entry.get("key") != key:
+                continue
+            try:
+                earlier = RunRecord.load(entry["run_dir"])
+            except MltrainError:
+                broken = f"run {entry.get('run_id')} had the same key, but its run directory is gone"
+                continue
+            mark = earlier.data.get("pipeline_step") or {}
+            if earlier.status != COMPLETED or mark.get("key") != key:
+                continue
+            problem = reuse.intact(earlier.dir, mark.get("produced") or {})
+            if problem is None:
+                return earlier, None
+            broken = f"run {earlier.id} had the same key, but {problem}"
+        return None, broken
+
+    def _what_changed(self, sr: StepRun, parts: Dict[str, Any]) -> str:
+        for entry in reversed(reuse.entries(self.root)):
+            if entry.get("pipeline") != self.name or entry.get("step") != sr.name:
+                continue
+            try:
+                earlier = RunRecord.load(entry["run_dir"])
+            except MltrainError:
+                continue
+            reasons = reuse.explain((earlier.data.get("pipeline_step") or {}).get("parts") or {}, parts)
+            if reasons:
+                return ", ".join(reasons) + f" (against run {earlier.id})"
+        pending = [v.split(":")[1] for v in parts["inputs"].values() if str(v).startswith("pending:")]
+        if pending:
+            return f"upstream step {', '.join(sorted(set(pending)))} runs again"
+        return "no earlier run of this step"
+
+    def reuse_outputs(self, sr: StepRun, producer: RunRecord) -> None:
+        """Link the producer's outputs into the step's run (read in place, never copied)."""
+        from mltrain.runs.lifecycle import outputs_manifest
+
+        for out in sr.step.outputs:
+            target = sr.record.dir / "outputs" / out
+            target.rmdir()
+            target.symlink_to(producer.dir / "outputs" / out, target_is_directory=True)
+        mark = {**sr.record.data["pipeline_step"], "reused_from": producer.id,
+                "produced": (producer.data.get("pipeline_step") or {}).get("produced") or {}}
+        # no Finalizing: nothing ran
+        sr.record.set_status(COMPLETED, pipeline_step=mark, outputs=outputs_manifest(producer.dir / "outputs"))
+        sr.console.status(f"{COMPLETED} (reused)")
+        sr.done = True
+
+    # ------------------------------------------------------------------ this machine
+    def run_here(self, interrupt: threading.Event) -> None:
+        """Start each step once its parents completed, at most max_concurrent_steps at a time."""
+        from mltrain import backends
+        from mltrain.backends.base import Cancel
+
+        limit = max(1, int(self.settings.max_concurrent_steps))
+        share = max(1, min(limit, _width(self.steps)))
+        stopping = None
+        while True:
+            if interrupt.is_set() and stopping is None:
+                stopping = "the pipeline was canceled"
+                self.console.status(f"{stopping}: canceling every step in flight")
+                for sr in self.runs.values():
+                    if sr.thread is not None and not sr.done:
+                        sr.cancel.request(stopping)
+            for sr in self.runs.values():
+                if sr.done or sr.thread is not None:
+                    continue
+                parents = {p: self.runs[p].record for p in sr.step.parents}
+                blocked = stopping and f"not started: {stopping}" or precord.upstream_reason(sr.record, parents)
+                if blocked:
+                    precord.cancel_unstarted(sr.record, blocked, sr.console)
+                    sr.done = True
+                    continue
+                if not all(self.runs[p].done for p in sr.step.parents):
+                    continue
+                if sum(1 for r in self.runs.values() if r.thread is not None and not r.done) >= limit:
+                    continue
+                producer = self.decide(sr)
+                if producer is not None:
+                    self.reuse_outputs(sr, producer)
+                    continue
+                backend = backends.get(sr.job.backend)
+                plan = backend.plan(sr.job, share=share)
+                sr.cancel = Cancel()
+                sr.thread = threading.Thread(target=_launch, args=(backend, plan, sr), daemon=True,
+                                             name=f"pipeline-step-{sr.name}")
+                sr.thread.start()
+            for sr in self.runs.values():
+                if sr.thread is not None and not sr.done and not sr.thread.is_alive():
+                    self._settle(sr)
+            precord.sync(self.record)
+            if all(sr.done for sr in self.runs.values()):
+                return
+            time.sleep(POLL_S)
+
+    def _settle(self, sr: StepRun) -> None:
+        sr.record.reload()
+        if sr.record.status == COMPLETED:
+            precord.settle_completed(sr.record, self.root, {p: self.runs[p].record for p in sr.step.parents})
+        sr.done = True
+
+    # ------------------------------------------------------------------ Slurm
+    def submit_graph(self) -> None:
+        """Queue every step that must run, each waiting on its parents' Slurm jobs (afterok; a job
+        whose parent failed is removed by Slurm itself: kill_on_invalid_dep)."""
+        from mltrain import backends
+        from mltrain.backends.base import Cancel
+
+        backend = backends.get("slurm")
+        for sr in self.runs.values():
+            parents = {p: self.runs[p].record for p in sr.step.parents}
+            for parent in parents.values():
+                parent.reload()
+            blocked = precord.upstream_reason(sr.record, parents)
+            if blocked:
+                precord.cancel_unstarted(sr.record, blocked, sr.console)
+                sr.done = True
+                continue
+            producer = self.decide(sr)
+            if producer is not None:
+                self.reuse_outputs(sr, producer)
+                continue
+            waits = [p.data["slurm"]["job_id"] for p in parents.values() if p.status != COMPLETED and p.data.get("slurm")]
+            job = sr.job
+            if waits:
+                extra = {**job.compute.additional_parameters, "dependency": "afterok:" + ":".join(waits),
+                         "kill_on_invalid_dep": "yes"}
+                job = dataclasses.replace(job, compute=dataclasses.replace(job.compute, additional_parameters=extra))
+            status = backend.launch([backend.plan(job)], [sr.record], [sr.console], Cancel())[0]
+            if status != QUEUED:
+                sr.done = True
+        precord.sync(self.record)
+
+    def follow_graph(self, interrupt: threading.Event) -> None:
+        """Follow a queued graph until every step has ended, settling each as it ends."""
+        from mltrain.runs.handle import backend_of, refresh
+
+        said: Dict[str, str] = {}
+        canceled = False
+        while True:
+            if interrupt.is_set() and not canceled:
+                canceled = True
+                self.console.status("the pipeline was canceled: canceling every queued or running step")
+                for sr in self.runs.values():
+                    sr.record.reload()
+                    if sr.record.status not in TERMINAL:
+                        backend_of(sr.record).cancel(sr.record)
+            records = [sr.record for sr in self.runs.values()]
+            for r in records:
+                r.reload()
+            refresh(records)
+            settle_graph(self.root, {n: sr.record for n, sr in self.runs.items()},
+                         {n: sr.step.parents for n, sr in self.runs.items()})
+            for sr in self.runs.values():
+                sr.record.reload()
+                status = sr.record.status
+                if said.get(sr.name) != status:
+                    said[sr.name] = status
+                    extra = f": {sr.record.data.get('error')}" if status in (FAILED, CANCELED) else ""
+                    sr.console.status(f"{status}{extra}")
+            if precord.sync(self.record) in TERMINAL:
+                return
+            time.sleep(SLURM_POLL_S)
+
+
+def settle_graph(root: Path, steps: Dict[str, RunRecord], parents: Dict[str, List[str]]) -> None:
+    """Steps of a queued graph that ended: completed ones digested and indexed (parents first), and
+    those Slurm removed because a parent failed told why."""
+    for name, step in steps.items():  # parents come first in the table
+        step.reload()
+        mine = {p: steps[p] for p in parents.get(name, []) if p in steps}
+        if step.status == COMPLETED:
+            precord.settle_completed(step, root, mine)
+            continue
+        reason = precord.upstream_reason(step, mine)
+        if step.status == CANCELED and reason and "upstream step" not in (step.data.get("error") or ""):
+            mark = {**(step.data.get("pipeline_step") or {}), "decision": reason}
+            step.update(error=reason, pipeline_step=mark)
+
+
+def _hashed(files: Dict[str, str], hash_paths: List[str]) -> Dict[str, str]:
+    if not hash_paths:
+        return files
+    return {f: h for f, h in files.items() if any(f == p or f.startswith(p + "/") for p in hash_paths)}
+
+
+def _launch(backend: Any, plan: Any, sr: StepRun) -> None:
+    try:
+        backend.launch([plan], [sr.record], [sr.console], sr.cancel)
+    except Exception as exc:  # launch() records its own failures; this is mltrain's fault, kept visible
+        from mltrain.runs.lifecycle import finish
+
+        sr.record.reload()
+        if sr.record.status not in TERMINAL:
+            finish(sr.record, FAILED, error=f"internal error: {type(exc).__name__}: {exc}", console=sr.console)
+
+
+def _width(steps: List[graph.Step]) -> int:
+    """The most steps at one depth of the graph: how many may run side by side (they share the cores)."""
+    depth: Dict[str, int] = {}
+    for s in steps:
+        depth[s.name] = 1 + max((depth[p] for p in s.parents), default=-1)
+    counts: Dict[int, int] = {}
+    for d in depth.values():
+        counts[d] = counts.get(d, 0) + 1
+    return max(counts.values())
+
+
+def check_detach(mode: str) -> None:
+    if mode != "slurm":
+        raise ConfigError("run.detach", "only a pipeline whose every step runs on Slurm can be detached (its graph "
+                                        "is queued whole); local steps are started by the driver: keep it running, "
+                                        "e.g. under nohup")
+
+
+def pipeline_dir(root: Path, run_id: str) -> Path:
+    path = root / run_id
+    if path.exists():
+        raise ConfigError("run.id", f"a run already exists at {path}; run directories are never reused")
+    return path
