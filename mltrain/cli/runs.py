@@ -57,6 +57,9 @@ def _show(args) -> int:
     if args.json:
         print(json.dumps(d, indent=2, sort_keys=True))
         return 0
+    if d.get("pipeline"):
+        _show_pipeline(record)
+        return 0
     slurm = f"  (Slurm job {d['slurm']['job_id']})" if d.get("slurm") else ""
     print(f"run:       {d['id']}\nstatus:    {d['status']}{slurm}\ndir:       {record.dir}")
     print(f"world:     {d['world']['world_size']} rank(s) on {d.get('backend') or d.get('compute')} "
@@ -93,6 +96,27 @@ def _logs(args) -> int:
     return 0
 
 
+def _show_pipeline(record) -> int:
+    from mltrain.errors import first_line
+
+    d, pipe = record.data, record.data["pipeline"]
+    print(f"pipeline:  {pipe['name']} ({pipe['mode']})\nrun:       {d['id']}\nstatus:    {d['status']}\n"
+          f"dir:       {record.dir}")
+    print(f"overrides: {' '.join(d.get('overrides') or []) or '(none)'}")
+    print(f"{'STEP':<16} {'STATUS':<10} {'AFTER':<20} {'SECONDS':>7}  RUN / WHY")
+    for name in pipe["order"]:
+        info = pipe["steps"][name]
+        phases = info.get("phases") or {}
+        took = max(phases.values()) - min(phases.values()) if phases else 0.0
+        print(f"{name:<16} {info['status']:<10} {','.join(info['parents']) or '-':<20} {took:7.1f}  {info['run_id']}")
+        why = info.get("error") if info["status"] in ("Failed", "Canceled") else info.get("reason")
+        if why:
+            print(f"{'':<57}{first_line(why)}")
+    if d.get("error"):
+        print(f"error:     {d['error']}")
+    return 0
+
+
 def _status(args) -> int:
     record = _handle(args).load()
     job = record.data.get("slurm", {}).get("job_id")
@@ -112,7 +136,13 @@ def _resume(args) -> int:
     from mltrain.launch.orchestrate import resume
     from mltrain.runs.status import QUEUED
 
-    result = resume(find_run(_root(args), args.run), detach=args.detach)
+    record = find_run(_root(args), args.run)
+    if record.data.get("pipeline"):
+        from mltrain.errors import MltrainError
+
+        raise MltrainError(f"{record.id} is a pipeline: run `mltrain pipeline={record.data['pipeline']['name']}` again "
+                           "(its steps that completed are reused)")
+    result = resume(record, detach=args.detach)
     if args.detach and result.status == QUEUED:
         return 0
     return exit_code(result.status)

@@ -39,11 +39,11 @@ def _cli_overrides(arguments: List[str]) -> List[str]:
     out = []
     for parsed in OverridesParser.create().parse_overrides(list(arguments)):
         key = parsed.key_or_group
+        if parsed.is_sweep_override():
+            raise ConfigError(key, "a pipeline runs once: sweeping it with -m is not supported (run a sweep as "
+                                   "its own job, or one pipeline per value)")
         if any(key == k or key.startswith(k + ".") or key.startswith(k + "/") for k in OWN_KEYS):
             continue
-        if parsed.is_sweep_override():
-            raise ConfigError(key, "a pipeline runs once: sweep a value with -m inside a step's own job instead "
-                                   "of over the pipeline")
         out.append(parsed.input_line)
     return out
 
@@ -168,6 +168,7 @@ def run(sweeper: Any, arguments: List[str]) -> list:
 
 
 def _summary(pipe: Any) -> None:
+    from mltrain.errors import first_line
     from mltrain.runs.console import Console
 
     console = Console()
@@ -178,7 +179,7 @@ def _summary(pipe: Any) -> None:
         info = table[step]
         phases = info.get("phases") or {}
         took = max(phases.values()) - min(phases.values()) if phases else 0.0
-        how = f"reused {info['reused_from']}" if info.get("reused_from") else info.get("error") or ""
+        how = f"reused {info['reused_from']}" if info.get("reused_from") else first_line(info.get("error") or "")
         console.write_line(f"  {step:<16} {info['status']:<9} {took:7.1f}s  {info['run_id']}  {how}".rstrip())
 
 
@@ -190,7 +191,7 @@ def _dry_run(pipe: Any) -> list:
     console.status(f"pipeline {pipe.name} (dry run): {len(pipe.steps)} steps on {pipe.mode}; nothing is started, "
                    "nothing is created")
     for step in pipe.steps:
-        ins = ", ".join(f"{i.name}<-{i.step + '.' + i.output if i.step else i.path}" for i in step.inputs.values())
+        ins = ", ".join(f"{i.name}<-{f'{i.step}.outputs.{i.output}' if i.step else i.path}" for i in step.inputs.values())
         console.write_line(f"  {step.name}: after [{', '.join(step.parents)}]  inputs [{ins}]  outputs "
                            f"[{', '.join(step.outputs)}]  allow_reuse {str(step.allow_reuse).lower()}")
     for step in pipe.steps:

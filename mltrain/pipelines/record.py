@@ -83,12 +83,18 @@ def sync(pipeline: RunRecord) -> str:
         if (step.data.get("slurm") or {}).get("job_id"):
             info["slurm_job"] = step.data["slurm"]["job_id"]
     status = overall([info["status"] for info in table.values()])
+    # The pipeline's phases come from its steps' own times, not from when someone looked (a detached graph).
+    times = [i.get("phases") or {} for i in table.values()]
+    ran = [p[RUNNING] for p in times if RUNNING in p]
+    if ran and RUNNING not in pipeline.data["phases"] and status != NOT_STARTED:
+        pipeline.data["phases"][RUNNING] = min(ran)
+    at = max((max(p.values()) for p in times if p), default=None) if status in TERMINAL else None
     if status != pipeline.status:
         error = None
         if status in (FAILED, CANCELED):
             bad = [n for n, i in table.items() if i["status"] == status and "upstream step" not in (i.get("error") or "")]
-            error = f"step {', '.join(bad)} {status}" if bad else f"{status}"
-        pipeline.set_status(status, error=error, pipeline=pipeline.data["pipeline"])
+            error = f"step {', '.join(bad)} {status.lower()}" if bad else status.lower()
+        pipeline.set_status(status, at=at, error=error, pipeline=pipeline.data["pipeline"])
     else:
         pipeline.update(pipeline=pipeline.data["pipeline"])
     return status

@@ -183,7 +183,7 @@ def explain(old: Dict[str, Any], new: Dict[str, Any], limit: int = 4) -> List[st
             reasons.append(f"source file {name} removed")
         elif a[name] != b[name]:
             reasons.append(f"source file {name} changed")
-    a, b = old.get("config") or {}, new.get("config") or {}
+    a, b = _items(old.get("config") or {}), _items(new.get("config") or {})
     for name in sorted(set(a) | set(b)):
         if a.get(name, "<unset>") != b.get(name, "<unset>"):
             label = f"param {name[len('job.params.'):]}" if name.startswith("job.params.") else f"config {name}"
@@ -205,6 +205,18 @@ def explain(old: Dict[str, Any], new: Dict[str, Any], limit: int = 4) -> List[st
     if len(reasons) > limit:
         reasons = reasons[:limit] + [f"and {len(reasons) - limit} more"]
     return reasons
+
+
+def _items(config: Dict[str, Any]) -> Dict[str, Any]:
+    """Lists of the same length compared item by item (`job.arguments[3] 0 -> 3`), not as a whole."""
+    out: Dict[str, Any] = {}
+    for key, value in config.items():
+        if isinstance(value, list):
+            out.update({f"{key}[{i}]": v for i, v in enumerate(value)})
+            out[f"{key}.length"] = len(value)
+        else:
+            out[key] = value
+    return out
 
 
 def _show(value: Any) -> str:

@@ -264,12 +264,12 @@ class PipelineRun:
                 self.reuse_outputs(sr, producer)
                 continue
             waits = [p.data["slurm"]["job_id"] for p in parents.values() if p.status != COMPLETED and p.data.get("slurm")]
-            job = sr.job
+            job = dataclasses.replace(sr.job, detach=True)  # queued now; the graph is followed here, or not at all
             if waits:
                 extra = {**job.compute.additional_parameters, "dependency": "afterok:" + ":".join(waits),
                          "kill_on_invalid_dep": "yes"}
                 job = dataclasses.replace(job, compute=dataclasses.replace(job.compute, additional_parameters=extra))
-            status = backend.launch([backend.plan(job)], [sr.record], [sr.console], Cancel())[0]
+            status = backend.launch([backend.plan(job)], [sr.record], [_Queued(sr.console.prefix)], Cancel())[0]
             if status != QUEUED:
                 sr.done = True
         precord.sync(self.record)
@@ -278,7 +278,7 @@ class PipelineRun:
         """Follow a queued graph until every step has ended, settling each as it ends."""
         from mltrain.runs.handle import backend_of, refresh
 
-        said: Dict[str, str] = {}
+        said = {n: sr.record.status for n, sr in self.runs.items() if sr.done}  # already said when reused
         canceled = False
         while True:
             if interrupt.is_set() and not canceled:
@@ -304,6 +304,15 @@ class PipelineRun:
             if precord.sync(self.record) in TERMINAL:
                 return
             time.sleep(SLURM_POLL_S)
+
+
+class _Queued(Console):
+    """A step's console while its graph is queued: the Slurm backend's advice to follow each run on its
+    own is left out; the pipeline is followed as one (`mltrain runs status PIPELINE`)."""
+
+    def status(self, text: str) -> None:
+        if not text.startswith("detached: "):
+            super().status(text)
 
 
 def settle_graph(root: Path, steps: Dict[str, RunRecord], parents: Dict[str, List[str]]) -> None:
