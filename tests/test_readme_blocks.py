@@ -94,6 +94,8 @@ COMMANDS = {
     ".venv/bin/mltrain -m trainer.learning_rate=interval(0.001,0.1) trainer.batch_size=choice(16,32) "
     "sweep.sampling=bayesian sweep.max_total_runs=6 sweep.primary_metric=val_loss sweep.goal=minimize --dry-run":
         ("run", []),
+    "mltrain pipeline=digits": ("run", []),
+    "mltrain pipeline=digits compute=slurm": ("run", []),
     "python my_app.py -m lr=0.1,0.01 hydra/launcher=mltrain": ("run", []),
     "python my_app.py -m lr=0.1,0.01 hydra/launcher=mltrain_slurm hydra.launcher.partition=debug "
     "hydra.launcher.timeout_min=30": ("run", []),
@@ -220,6 +222,8 @@ def _check(key: str, out: str, project: Path) -> None:
         runs = project.parent / ".mltrain" / "runs"
         scored = next(runs.glob("score*/outputs/predictions.csv"))
         assert len(scored.read_text().splitlines()) == 1 + 6  # a header and one line per image
+    elif key == "mltrain pipeline=digits compute=slurm":
+        assert out.count("reused: run ") == 3 and "pipeline digits Completed (3 steps)" in out
     elif key == "mltrain experiment=ddp_train":
         assert "sum 3.0 lr 0.05" in out  # two ranks all-reduced, the experiment's arguments
     elif "--world-size,2]" in key:

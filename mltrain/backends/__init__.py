@@ -18,8 +18,6 @@ BACKENDS: Dict[str, str] = {
     "local": "mltrain.backends.local.backend:LocalBackend",
     "mpi": "mltrain.backends.mpi.backend:MpiBackend",
     "slurm": "mltrain.backends.slurm.backend:SlurmBackend",
-    # A pipeline's own run: its steps are runs of the backends above.
-    "pipeline": "mltrain.pipelines.backend:PipelineBackend",
 }
 
 _loaded: Dict[str, Backend] = {}

@@ -16,6 +16,7 @@ HELP = """\
 mltrain: Azure ML's PyTorch training, local-first and Slurm-native (Hydra + submitit).
 
 usage: mltrain [-m] [GROUP=OPTION ...] [KEY=VALUE ...] [--dry-run] [--cfg job]
+       mltrain pipeline=NAME [--force-rerun] [--detach]     (a pipeline of steps: conf/pipeline/NAME.yaml)
        mltrain runs list | runs show RUN | runs logs RUN [--rank N] | runs status|cancel|resume RUN
        mltrain runs best [SWEEP] [--id|--json]
        mltrain env list | env show NAME | env save NAME DIR

@@ -56,6 +56,7 @@ def build(sweeper: Any, arguments: List[str]):
     from hydra.core.utils import setup_globals
     from omegaconf import OmegaConf, open_dict
 
+    from mltrain.components.checks import PRODUCED_LATER
     from mltrain.config.compose import compose_members
     from mltrain.config.schema import PipelineConf
     from mltrain.launch.job import new_run_id
@@ -92,10 +93,14 @@ def build(sweeper: Any, arguments: List[str]):
             c.inputs = {i.name: i.path or str(dirs[i.step] / "outputs" / i.output) for i in step.inputs.values()}
             for key, value in step.params.items():
                 c.job.params[key] = value
+        upstream = tuple(str(dirs[i.step] / "outputs" / i.output) for i in step.inputs.values() if i.step)
+        token = PRODUCED_LATER.set(upstream)
         try:
             jobs[step.name] = _freeze(c, str(dirs[step.name].parent))
         except Exception as exc:
             raise _step_error(step.name, exc) from None
+        finally:
+            PRODUCED_LATER.reset(token)
     return name, settings, steps, jobs, run_id, root
 
 

@@ -142,3 +142,18 @@ def upstream_reason(step: RunRecord, parents: Dict[str, RunRecord]) -> Optional[
         if parent.status in (FAILED, CANCELED):
             return f"upstream step {name} {parent.status.lower()}"
     return None
+
+
+def settle_graph(root: Path, steps: Dict[str, RunRecord], parents: Dict[str, List[str]]) -> None:
+    """Steps of a queued graph that ended: completed ones digested and indexed (parents first), and
+    those Slurm removed because a parent failed told why."""
+    for name, step in steps.items():  # parents come first in the table
+        step.reload()
+        mine = {p: steps[p] for p in parents.get(name, []) if p in steps}
+        if step.status == COMPLETED:
+            settle_completed(step, root, mine)
+            continue
+        reason = upstream_reason(step, mine)
+        if step.status == CANCELED and reason and "upstream step" not in (step.data.get("error") or ""):
+            mark = {**(step.data.get("pipeline_step") or {}), "decision": reason}
+            step.update(error=reason, pipeline_step=mark)

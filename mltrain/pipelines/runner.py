@@ -100,7 +100,8 @@ class PipelineRun:
         return out
 
     def _parts(self, sr: StepRun) -> Dict[str, Any]:
-        from mltrain import __version__
+        from importlib.metadata import version
+
         from mltrain.launch.programs import COMPONENTS
 
         job = sr.job
@@ -112,7 +113,7 @@ class PipelineRun:
             from mltrain.environments.spec import EnvironmentSpec
 
             environment = EnvironmentSpec(**job.environment["spec"]).cache_key()
-        return {"program": f"{kind} (mltrain {__version__})" if kind in COMPONENTS else kind,
+        return {"program": f"{kind} (mltrain {version('mltrain')})" if kind in COMPONENTS else kind,
                 "version": sr.step.version, "config": reuse.config_part(job.config, names),
                 "source": _hashed(reuse.snapshot_files(sr.record.dir), sr.step.hash_paths), "environment": environment,
                 "inputs": self._input_digests(sr), "outputs": list(sr.step.outputs)}
@@ -292,7 +293,7 @@ class PipelineRun:
             for r in records:
                 r.reload()
             refresh(records)
-            settle_graph(self.root, {n: sr.record for n, sr in self.runs.items()},
+            precord.settle_graph(self.root, {n: sr.record for n, sr in self.runs.items()},
                          {n: sr.step.parents for n, sr in self.runs.items()})
             for sr in self.runs.values():
                 sr.record.reload()
@@ -313,21 +314,6 @@ class _Queued(Console):
     def status(self, text: str) -> None:
         if not text.startswith("detached: "):
             super().status(text)
-
-
-def settle_graph(root: Path, steps: Dict[str, RunRecord], parents: Dict[str, List[str]]) -> None:
-    """Steps of a queued graph that ended: completed ones digested and indexed (parents first), and
-    those Slurm removed because a parent failed told why."""
-    for name, step in steps.items():  # parents come first in the table
-        step.reload()
-        mine = {p: steps[p] for p in parents.get(name, []) if p in steps}
-        if step.status == COMPLETED:
-            precord.settle_completed(step, root, mine)
-            continue
-        reason = precord.upstream_reason(step, mine)
-        if step.status == CANCELED and reason and "upstream step" not in (step.data.get("error") or ""):
-            mark = {**(step.data.get("pipeline_step") or {}), "decision": reason}
-            step.update(error=reason, pipeline_step=mark)
 
 
 def _hashed(files: Dict[str, str], hash_paths: List[str]) -> Dict[str, str]:

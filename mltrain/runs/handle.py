@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 from mltrain.errors import MltrainError, RunCanceled, RunFailed
 from mltrain.runs.record import RunRecord, find_run, iter_runs
@@ -26,6 +26,10 @@ def backend_of(record: RunRecord):
     from mltrain.launch.job import backend_for
 
     name = record.data.get("backend")
+    if name == "pipeline":  # a pipeline's own run: its steps' runs are what their backends know
+        from mltrain.pipelines.view import PipelineView
+
+        return PipelineView(refresh, backend_of)
     if name not in backends.BACKENDS:
         name = backend_for(str(record.data.get("compute")), str(record.data.get("distribution")))
     return backends.get(name)
@@ -33,11 +37,12 @@ def backend_of(record: RunRecord):
 
 def refresh(records: List[RunRecord]) -> None:
     """Bring runs that have not ended up to date, asking each backend once for all of its runs."""
-    by_backend: Dict[Any, List[RunRecord]] = {}
+    by_backend: Dict[str, Tuple[Any, List[RunRecord]]] = {}
     for record in records:
         if record.status not in TERMINAL:
-            by_backend.setdefault(backend_of(record), []).append(record)
-    for backend, group in by_backend.items():
+            backend = backend_of(record)
+            by_backend.setdefault(getattr(backend, "name", backend), (backend, []))[1].append(record)
+    for backend, group in by_backend.values():
         backend.refresh(group)
 
 
