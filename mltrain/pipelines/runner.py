@@ -24,7 +24,7 @@ from mltrain.runs.record import RunRecord
 from mltrain.runs.status import CANCELED, COMPLETED, FAILED, QUEUED, TERMINAL
 
 POLL_S = 0.1
-SLURM_POLL_S = 1.0
+SLURM_POLL_S = 0.25
 
 
 @dataclass

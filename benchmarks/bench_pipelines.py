@@ -1,0 +1,124 @@
+"""Pipelines, measured in one run (the Slurm part needs SLURM_CONF: scripts/slurm_cluster.sh):
+
+1. A 3-step chain on Slurm (prepare -> a 2-rank step -> score, each a small Python script): `mltrain
+   pipeline=chain compute=slurm --force-rerun`, from the command's start until it returns with every step
+   done, against what a user writes by hand: three `sbatch --dependency=afterok:<previous>` submissions of
+   equivalent batch scripts, timed until the last step's output exists. Alternating, median of N.
+2. Reuse: the same pipeline run again with nothing changed (every step reused) against its first run.
+
+Usage: .venv/bin/python benchmarks/bench_pipelines.py [--repeats 5]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+BIN = Path(sys.executable).parent
+STEPS = {
+    "prep.py": "import sys, pathlib; pathlib.Path(sys.argv[1], 'data.txt').write_text('1 2 3 4')\n",
+    "train.py": ("import os, sys, pathlib\nrank = int(os.environ.get('SLURM_PROCID', os.environ.get('RANK', '0')))\n"
+                 "total = sum(float(x) for x in pathlib.Path(sys.argv[1], 'data.txt').read_text().split())\n"
+                 "if rank == 0: pathlib.Path(sys.argv[2], 'model.txt').write_text(str(total))\n"),
+    "score.py": "import sys, pathlib; pathlib.Path(sys.argv[2], 'scores.txt').write_text(pathlib.Path(sys.argv[1], 'model.txt').read_text())\n",
+}
+PIPELINE = """\
+steps:
+  prepare:
+    overrides: [job=script, job.script=prep.py, 'job.arguments=[${outputs.data}]']
+    outputs: [data]
+  train:
+    overrides: [job=script, job.script=train.py, distribution=pytorch, distribution.process_count_per_node=2,
+                'job.arguments=[${inputs.data},${outputs.model}]']
+    inputs: {data: prepare.outputs.data}
+    outputs: [model]
+  score:
+    overrides: [job=script, job.script=score.py, 'job.arguments=[${inputs.model},${outputs.scores}]']
+    inputs: {model: train.outputs.model}
+    outputs: [scores]
+"""
+
+
+def project(work: Path) -> Path:
+    proj = work / "proj"
+    (proj / "conf" / "pipeline").mkdir(parents=True)
+    (proj / "conf" / "pipeline" / "chain.yaml").write_text(PIPELINE)
+    for name, text in STEPS.items():
+        (proj / name).write_text(text)
+    return proj
+
+
+def run_mltrain(proj: Path, env: dict, *extra: str) -> float:
+    t0 = time.time()
+    subprocess.run([str(BIN / "mltrain"), "pipeline=chain", *extra], cwd=proj, env=env, check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.time() - t0
+
+
+def run_sbatch(work: Path, proj: Path, env: dict, i: int) -> float:
+    out = work / f"sb{i}"
+    for sub in ("data", "model", "scores"):
+        (out / sub).mkdir(parents=True)
+    py = sys.executable
+    lines = {"prep": (1, f"{py} {proj / 'prep.py'} {out / 'data'}"),
+             "train": (2, f"{py} {proj / 'train.py'} {out / 'data'} {out / 'model'}"),
+             "score": (1, f"{py} {proj / 'score.py'} {out / 'model'} {out / 'scores'}")}
+    t0 = time.time()
+    previous = None
+    for name, (tasks, command) in lines.items():
+        script = out / f"{name}.sh"
+        script.write_text(f"#!/bin/bash\n#SBATCH --nodes=1\n#SBATCH --ntasks-per-node={tasks}\n"
+                          f"#SBATCH --cpus-per-task=1\n#SBATCH --output={out}/{name}.out\n"
+                          f"srun --kill-on-bad-exit=1 {command}\n")
+        dep = [f"--dependency=afterok:{previous}", "--kill-on-invalid-dep=yes"] if previous else []
+        previous = subprocess.run(["sbatch", "--parsable", *dep, str(script)], check=True, env=env,
+                                  capture_output=True, text=True).stdout.strip().split(";")[0]
+    target = out / "scores" / "scores.txt"
+    deadline = time.time() + 300
+    while not (target.is_file() and target.read_text()):
+        if time.time() > deadline:
+            raise SystemExit(f"the sbatch chain did not finish: {out}")
+        time.sleep(0.02)
+    return time.time() - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeats", type=int, default=5)
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="bench-pipelines-"))
+    env = {**os.environ, "MLTRAIN_HOME": str(work / "home"), "CUDA_VISIBLE_DEVICES": ""}
+    proj = project(work)
+    results = {}
+    if os.environ.get("SLURM_CONF"):
+        ours, theirs = [], []
+        run_mltrain(proj, env, "compute=slurm")  # warm-up: the first composition, the page cache
+        for i in range(args.repeats):
+            ours.append(run_mltrain(proj, env, "compute=slurm", "--force-rerun"))
+            theirs.append(run_sbatch(work, proj, env, i))
+        results["slurm_chain"] = {"mltrain_s": statistics.median(ours), "sbatch_s": statistics.median(theirs),
+                                  "ratio": statistics.median(ours) / statistics.median(theirs)}
+        print(f"3-step chain on Slurm: mltrain {results['slurm_chain']['mltrain_s']:.2f}s, plain sbatch "
+              f"--dependency {results['slurm_chain']['sbatch_s']:.2f}s: ratio {results['slurm_chain']['ratio']:.2f} "
+              f"(median of {args.repeats})")
+    else:
+        print("no SLURM_CONF: the Slurm comparison is skipped")
+    first, again = [], []
+    for _ in range(args.repeats):
+        first.append(run_mltrain(proj, env, "--force-rerun"))
+        again.append(run_mltrain(proj, env))
+    results["reuse"] = {"first_s": statistics.median(first), "reused_s": statistics.median(again),
+                        "ratio": statistics.median(again) / statistics.median(first)}
+    print(f"local 3-step chain: every step run {results['reuse']['first_s']:.2f}s, every step reused "
+          f"{results['reuse']['reused_s']:.2f}s: ratio {results['reuse']['ratio']:.2f} (median of {args.repeats})")
+    print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()
