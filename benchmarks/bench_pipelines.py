@@ -26,7 +26,8 @@ STEPS = {
     "train.py": ("import os, sys, pathlib\nrank = int(os.environ.get('SLURM_PROCID', os.environ.get('RANK', '0')))\n"
                  "total = sum(float(x) for x in pathlib.Path(sys.argv[1], 'data.txt').read_text().split())\n"
                  "if rank == 0: pathlib.Path(sys.argv[2], 'model.txt').write_text(str(total))\n"),
-    "score.py": "import sys, pathlib; pathlib.Path(sys.argv[2], 'scores.txt').write_text(pathlib.Path(sys.argv[1], 'model.txt').read_text())\n",
+    "score.py": ("import sys, pathlib\n"
+                 "pathlib.Path(sys.argv[2], 'scores.txt').write_text(pathlib.Path(sys.argv[1], 'model.txt').read_text())\n"),
 }
 PIPELINE = """\
 steps:
