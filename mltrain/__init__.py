@@ -17,7 +17,7 @@ The packages, in the order data flows through them:
 
 __version__ = "0.2.0"
 
-_LAZY = {"submit": "mltrain.api", "Run": "mltrain.runs.handle", "MltrainError": "mltrain.errors",
+_LAZY = {"submit": "mltrain.api", "Run": "mltrain.runs.handle", "Model": "mltrain.models.registry", "MltrainError": "mltrain.errors",
          "RunFailed": "mltrain.errors", "RunCanceled": "mltrain.errors", "ConfigError": "mltrain.errors"}
 
 

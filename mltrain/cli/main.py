@@ -10,7 +10,8 @@ import os
 import sys
 from typing import List, Optional
 
-MANAGEMENT = {"runs": "mltrain.cli.runs", "env": "mltrain.cli.env", "horovod": "mltrain.cli.horovod"}
+MANAGEMENT = {"runs": "mltrain.cli.runs", "env": "mltrain.cli.env", "horovod": "mltrain.cli.horovod",
+              "models": "mltrain.cli.models"}
 
 HELP = """\
 mltrain: Azure ML's PyTorch training, local-first and Slurm-native (Hydra + submitit).
@@ -19,6 +20,8 @@ usage: mltrain [-m] [GROUP=OPTION ...] [KEY=VALUE ...] [--dry-run] [--cfg job]
        mltrain pipeline=NAME [--force-rerun] [--detach]     (a pipeline of steps: conf/pipeline/NAME.yaml)
        mltrain runs list | runs show RUN | runs logs RUN [--rank N] | runs status|cancel|resume RUN
        mltrain runs best [SWEEP] [--id|--json]
+       mltrain models register NAME --run RUN --path outputs/model | models list [NAME] | models show NAME[:V]
+       mltrain models download NAME[:VERSION] DIR [--exist-ok]
        mltrain env list | env show NAME | env save NAME DIR
        mltrain horovod build [--force] | horovod check
 

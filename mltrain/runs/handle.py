@@ -163,5 +163,13 @@ class Run:
         shutil.copyfile(source, target)
         return str(target)
 
+    def register_model(self, model_name: str, model_path: str, tags: Optional[Dict[str, str]] = None,
+                       properties: Optional[Dict[str, str]] = None, description: Optional[str] = None):
+        """Register a file or folder of this run (e.g. 'outputs/model') as the next version of model_name."""
+        from mltrain.models.registry import Model
+
+        return Model.register(model_name, model_path, run=str(self.run_dir), tags=tags, properties=properties,
+                              description=description)
+
     def __repr__(self) -> str:
         return f"Run(id={self.id!r}, dir={str(self.run_dir)!r})"

@@ -39,6 +39,34 @@ class Run:
     def tag(self, key: str, value: str = "") -> None:
         self.tags[key] = value
 
+    def register_model(self, model_name: str, model_path: str, tags: Optional[Dict[str, str]] = None,
+                       properties: Optional[Dict[str, str]] = None, description: Optional[str] = None,
+                       **_: Any) -> Any:
+        """Register a file or folder of this run ('outputs/model.pt', relative to the run) in mltrain's
+        registry. Done through the `mltrain` command of the driver's interpreter, so a job whose own
+        environment lacks MLflow registers all the same."""
+        import json
+        import subprocess
+        import sys
+
+        run_dir = os.environ.get("MLTRAIN_RUN_DIR")
+        if not run_dir:
+            raise RuntimeError("register_model needs a run: start this script with mltrain")
+        argv = [os.environ.get("MLTRAIN_PYTHON", sys.executable), "-m", "mltrain", "models", "register", model_name,
+                "--run", run_dir, "--path", model_path]
+        argv += [a for k, v in (tags or {}).items() for a in ("--tag", f"{k}={v}")]
+        argv += [a for k, v in (properties or {}).items() for a in ("--property", f"{k}={v}")]
+        argv += ["--description", description] if description else []
+        done = subprocess.run(argv, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError((done.stderr.strip() or done.stdout.strip()).replace("mltrain: error: ", ""))
+        from types import SimpleNamespace
+
+        version = done.stdout.split()[1].rsplit(":", 1)[1]  # "registered NAME:VERSION (...)"
+        show = subprocess.run(argv[:3] + ["models", "show", f"{model_name}:{version}", "--json"],
+                              capture_output=True, text=True, check=True)
+        return SimpleNamespace(**json.loads(show.stdout))
+
     def complete(self) -> None:
         """Nothing to do: the launcher records the final status."""
 

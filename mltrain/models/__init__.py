@@ -1,0 +1,1 @@
+"""Models: the registry (Azure ML's Model on MLflow's Model Registry) and its store."""

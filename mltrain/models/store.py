@@ -1,0 +1,81 @@
+"""Where models and MLflow runs are kept: MLflow's tracking and registry store, a SQLite database
+under $MLTRAIN_HOME by default (created on first use), or a team's MLflow server or database named
+by MLTRAIN_TRACKING_URI. MLflow comes from the `registry` extra and is imported only here, only by
+the commands that need it; nothing that composes, dry-runs or launches a job reaches this module.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+from typing import Iterator
+
+from mltrain.config.paths import mltrain_home
+from mltrain.errors import MltrainError
+
+URI_ENV = "MLTRAIN_TRACKING_URI"
+INSTALL = "pip install 'mltrain[registry]'"
+
+
+def uri() -> str:
+    """The tracking and registry URI: MLTRAIN_TRACKING_URI, else SQLite in $MLTRAIN_HOME/mlflow.db."""
+    return os.environ.get(URI_ENV) or f"sqlite:///{mltrain_home().resolve() / 'mlflow.db'}"
+
+
+def blobs_dir() -> Path:
+    """Registered models' files, one folder per content digest: a version never changes, and
+    deleting or cleaning the run it came from never breaks it."""
+    return mltrain_home() / "models"
+
+
+def require_mlflow():
+    try:
+        import mlflow
+    except ImportError:
+        raise MltrainError(f"the model registry and MLflow tracking need MLflow: {INSTALL}") from None
+    return mlflow
+
+
+@contextlib.contextmanager
+def locked() -> Iterator[None]:
+    """One writer at a time on the embedded store. SQLite serialises writes itself, but MLflow's
+    first-use schema creation (its Alembic migrations) races when several processes start together,
+    and a version number is max + 1 read before the insert; a file lock closes both windows."""
+    if not uri().startswith("sqlite:"):
+        yield  # a server or a real database orders its own writers
+        return
+    import fcntl
+
+    home = mltrain_home()
+    home.mkdir(parents=True, exist_ok=True)
+    with open(home / "registry.lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+_client = None
+
+
+def client():
+    """An MlflowClient on the store, its schema created (under the lock) on first use."""
+    global _client
+    if _client is not None:
+        return _client
+    require_mlflow()
+    import logging
+    import warnings
+
+    for name in ("mlflow", "alembic"):  # their INFO lines ("Creating initial MLflow database tables") are not ours
+        logging.getLogger(name).setLevel(logging.WARNING)
+    warnings.filterwarnings("ignore", module="mlflow")
+    from mlflow import MlflowClient
+
+    with locked():
+        c = MlflowClient(tracking_uri=uri(), registry_uri=uri())
+        c.search_registered_models(max_results=1)  # creates or upgrades the schema now, while locked
+        c.search_experiments(max_results=1)
+    _client = c
+    return c
