@@ -20,6 +20,7 @@ usage: mltrain [-m] [GROUP=OPTION ...] [KEY=VALUE ...] [--dry-run] [--cfg job]
        mltrain pipeline=NAME [--force-rerun] [--detach]     (a pipeline of steps: conf/pipeline/NAME.yaml)
        mltrain runs list | runs show RUN | runs logs RUN [--rank N] | runs status|cancel|resume RUN
        mltrain runs best [SWEEP] [--id|--json]
+       mltrain runs plot RUN [RUN ...] [--metric NAME] -o FILE.png | runs compare RUN RUN ... | runs rerun RUN
        mltrain models register NAME --run RUN --path outputs/model | models list [NAME] | models show NAME[:V]
        mltrain models download NAME[:VERSION] DIR [--exist-ok]
        mltrain env list | env show NAME | env save NAME DIR

@@ -1,4 +1,4 @@
-"""`mltrain runs list|show|logs|status|cancel|resume|best`: every look goes through the run handle
+"""`mltrain runs list|show|logs|status|cancel|resume|best|plot|compare|rerun`: every look goes through the run handle
 (mltrain.runs.handle), so what is shown is what the run's backend knows now. Never imports torch."""
 from __future__ import annotations
 
@@ -148,6 +148,58 @@ def _resume(args) -> int:
     return exit_code(result.status)
 
 
+def _records(args) -> list:
+    return [Run(find_run(_root(args), ref).dir).load() for ref in args.runs]
+
+
+def _plot(args) -> int:
+    from mltrain.runs import history
+
+    names = history.plot(_records(args), Path(args.output), args.metric)
+    print(f"{args.output}: {', '.join(names)} of {len(args.runs)} run(s)")
+    return 0
+
+
+def _compare(args) -> int:
+    from mltrain.runs import history
+
+    table = history.compare(_records(args))
+    if args.json:
+        print(json.dumps(table, indent=2, default=str))
+        return 0
+
+    col = max([24] + [len(r) for r in table["runs"]])
+
+    def cell(value) -> str:
+        text = value if isinstance(value, str) else json.dumps(value, default=str)
+        return text if len(text) <= col else text[: col - 3] + "..."
+
+    def row(label: str, cells) -> None:
+        print(f"{label:<{width}}  " + "  ".join(f"{c:<{col}}" for c in cells).rstrip())
+
+    width = max([len(k) for k in table["params"]] + [len(k) + 5 for k in table["metrics"]] + [6])
+    row("", table["runs"])
+    row("status", table["status"])
+    for key, values in table["params"].items():
+        row(key, [cell(v) for v in values])
+    if not table["params"]:
+        print("(the runs' configs do not differ)")
+    for name, values in table["metrics"].items():
+        for what in ("last", "min", "max"):
+            row(f"{name} {what}", [f"{v[what]:.6g}" if v else "-" for v in values])
+    return 0
+
+
+def _rerun(args) -> int:
+    from mltrain.runs import history
+    from mltrain.runs.status import QUEUED
+
+    result = history.rerun(find_run(_root(args), args.run), detach=args.detach)
+    if args.detach and result.status == QUEUED:
+        return 0
+    return exit_code(result.status)
+
+
 def _best(args) -> int:
     from mltrain.sweeps import results
 
@@ -199,5 +251,18 @@ def main(argv: List[str]) -> int:
     p.add_argument("--id", action="store_true", help="print only the best run's id (for scripts)")
     p.add_argument("--json", action="store_true", help="best_run_id, best_value and best_params as JSON")
     p.set_defaults(func=_best)
+    p = sub.add_parser("plot", help="metric curves of one or several runs, into a PNG")
+    p.add_argument("runs", nargs="+", metavar="RUN")
+    p.add_argument("--metric", help="only this metric (default: every scalar metric, one panel each)")
+    p.add_argument("-o", "--output", required=True, metavar="FILE.png")
+    p.set_defaults(func=_plot)
+    p = sub.add_parser("compare", help="the parameters that differ, and each run's final and best metrics")
+    p.add_argument("runs", nargs="+", metavar="RUN")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_compare)
+    p = sub.add_parser("rerun", help="a new run from a run's recorded config, snapshot and environment")
+    p.add_argument("run")
+    p.add_argument("--detach", action="store_true", help="return once a Slurm run is queued")
+    p.set_defaults(func=_rerun)
     args = parser.parse_args(argv)
     return args.func(args)
