@@ -84,6 +84,18 @@ def read_model_spec(directory: str, key: str, trained: bool = False) -> dict:
     return spec
 
 
+RUNTIMES = ("pytorch", "onnxruntime")
+
+
+def _require_onnx(key: str) -> None:
+    """The ranks' interpreter is this one unless an environment is built; then the ranks say it themselves."""
+    from mltrain.components.onnx_export import INSTALL, missing
+
+    lacking = missing()
+    if lacking:
+        raise ConfigError(key, f"ONNX needs {', '.join(lacking)}: {INSTALL}")
+
+
 def validate(cfg: Any) -> None:
     kind = cfg.job.kind
     if kind == "train_pytorch_model":
@@ -98,9 +110,18 @@ def validate(cfg: Any) -> None:
                      for d, key in ((cfg.data.train_dir, "data.train_dir"), (cfg.data.val_dir, "data.val_dir"))]
             if None not in found:
                 check_label_sets(*found)
+        if cfg.trainer.export_onnx:
+            _require_onnx("trainer.export_onnx")
     elif kind == "score_image_model":
+        if cfg.job.runtime not in RUNTIMES:
+            raise ConfigError("job.runtime", f"'{cfg.job.runtime}' is not a runtime", RUNTIMES)
+        if cfg.job.runtime == "onnxruntime":
+            _require_onnx("job.runtime")
         if not later(cfg.job.model_dir):
             read_model_spec(cfg.job.model_dir, "job.model_dir", trained=True)
+            if cfg.job.runtime == "onnxruntime" and not (Path(cfg.job.model_dir).expanduser() / "model.onnx").is_file():
+                raise ConfigError("job.runtime", f"'{cfg.job.model_dir}' has no model.onnx (train it with "
+                                  "trainer.export_onnx=true)")
         if later(cfg.job.image_dir):
             return
         root = Path(cfg.job.image_dir).expanduser()

@@ -22,6 +22,10 @@ def score(ctx: RankContext) -> None:
 
     cfg = ctx.cfg
     model, spec = models.load_model_dir(cfg.job.model_dir)
+    if cfg.job.runtime == "onnxruntime":
+        from mltrain.components.onnx_export import OnnxModel
+
+        model = OnnxModel(cfg.job.model_dir)
     images = data.list_images(cfg.job.image_dir)
     mine = images[ctx.rank::ctx.world_size]
     size = int(spec.get("image_size") or cfg.data.image_size)
@@ -46,7 +50,7 @@ def score(ctx: RankContext) -> None:
         writer.writerows(rows)
         out = ctx.outputs_dir / Path(str(cfg.job.predictions_file)).name
         atomic_write(out, buf.getvalue())
-        print(f"scored {len(rows)} images with {spec['name']}: {out}", flush=True)
+        print(f"scored {len(rows)} images with {spec['name']} ({cfg.job.runtime}): {out}", flush=True)
 
 
 def _with_size(cfg, size: int):

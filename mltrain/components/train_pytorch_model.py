@@ -27,6 +27,17 @@ def train(ctx: RankContext) -> None:
         out = ctx.outputs_dir / MODEL_DIR
         models.save_model_dir(out, spec, train_ds.classes, int(cfg.data.image_size),
                               {k: v.detach().cpu() for k, v in weights.items()})
+        if cfg.trainer.export_onnx:
+            from mltrain.components import onnx_export
+
+            # the saved (best) weights, on the CPU in float32: what Score Image Model loads
+            exported = models.build({**spec, "pretrained": False}, num_classes=len(train_ds.classes))
+            exported.load_state_dict({k: v.detach().cpu().float() for k, v in weights.items()})
+            report = onnx_export.export(exported, out, int(cfg.data.image_size), int(cfg.trainer.batch_size),
+                                        int(cfg.trainer.onnx_opset))
+            errors = ", ".join(f"batch {b}: {e['max_abs_error']:.2g}" for b, e in report["verified_batches"].items())
+            print(f"ONNX export verified with ONNX Runtime (opset {report['opset']}, {report['bytes']} bytes; "
+                  f"largest logit difference {errors}): {out / onnx_export.ONNX_FILE}", flush=True)
         write_summary(ctx.outputs_dir / "training_summary.json", state)
         last = state.history[-1] if state.history else {}
         print(f"trained model directory: {out} (best epoch {state.best_epoch}, "

@@ -69,6 +69,8 @@ class ScoreImageModelJobConf:
     model_dir: str = MISSING
     image_dir: str = MISSING
     predictions_file: str = "predictions.csv"
+    # pytorch | onnxruntime (the model directory's model.onnx, through ONNX Runtime on the CPU)
+    runtime: str = "pytorch"
     params: Dict[str, Any] = field(default_factory=dict)
 
 
@@ -218,6 +220,10 @@ class TrainerConf:
     # Epoch checkpoints kept, newest first (a resume needs only the newest); 0 keeps every one. Each
     # holds the weights and the optimizer state: ResNet-18's are 90 MB, ResNet-50's about 200 MB.
     keep_checkpoints: int = 2
+    # Also write outputs/model/model.onnx (dynamic batch), verified against PyTorch with ONNX Runtime
+    # (needs `pip install 'mltrain[onnx]'`).
+    export_onnx: bool = False
+    onnx_opset: int = 18
 
 
 # ------------------------------------------------------------------------------------- top level
