@@ -17,6 +17,14 @@ def _no_gpu_unless_marked(request, monkeypatch):
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
 
 
+@pytest.fixture(autouse=True)
+def _no_mlflow_mirror_unless_marked(request, monkeypatch):
+    """The MLflow mirror runs in the background after every command; tests of other things would
+    each start one (and race with their temporary folder's removal). Tests marked `tracking` keep it."""
+    if request.node.get_closest_marker("tracking") is None:
+        monkeypatch.setenv("MLTRAIN_TRACKING", "off")
+
+
 @pytest.fixture
 def home(tmp_path, monkeypatch) -> Path:
     h = tmp_path / "home"

@@ -190,6 +190,21 @@ def _compare(args) -> int:
     return 0
 
 
+def _sync(args) -> int:
+    from mltrain import tracking
+    from mltrain.models import store
+
+    store.require_mlflow()
+    if args.runs:
+        records = [Run(find_run(_root(args), ref).dir).load() for ref in args.runs]
+    else:  # what the mirror has not seen end: new runs, and runs that were still going when it looked
+        records = list_runs(_root(args))
+        records = [r for r in records if (r.data.get("mlflow") or {}).get("status") != r.status]
+    ids = tracking.mirror(str(r.dir) for r in records)
+    print(f"mirrored {len(ids)} run(s) into {store.uri()}")
+    return 0
+
+
 def _rerun(args) -> int:
     from mltrain.runs import history
     from mltrain.runs.status import QUEUED
@@ -264,5 +279,8 @@ def main(argv: List[str]) -> int:
     p.add_argument("run")
     p.add_argument("--detach", action="store_true", help="return once a Slurm run is queued")
     p.set_defaults(func=_rerun)
+    p = sub.add_parser("sync", help="mirror runs into the MLflow store now (default: every run not yet complete there)")
+    p.add_argument("runs", nargs="*", metavar="RUN")
+    p.set_defaults(func=_sync)
     args = parser.parse_args(argv)
     return args.func(args)

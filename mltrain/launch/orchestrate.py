@@ -81,8 +81,10 @@ def create_run(job: FrozenJob, console: Console, payload: Optional[bytes] = None
 
 
 def _fill(record: RunRecord, job: FrozenJob, console: Console, payload: Optional[bytes]) -> None:
+    from mltrain import tracking
     from mltrain.launch import snapshot
 
+    tracking.seed_run_db(record.dir, job.env)
     if payload is not None:  # a plain Hydra app's pickled task function, read by its ranks
         (record.dir / "task.pkl").write_bytes(payload)
     if job.snapshot_source:
@@ -111,6 +113,9 @@ def execute(jobs: List[FrozenJob], records: List[RunRecord], consoles: List[Cons
         share = max(1, min(getattr(jobs[0].compute, "max_concurrent_jobs", 1), len(jobs)))
         statuses = backend.launch([backend.plan(job, share) for job in jobs], records, consoles, cancel)
     results = [RunResult(job, status, record.data.get("error")) for job, status, record in zip(jobs, statuses, records)]
+    from mltrain import tracking
+
+    tracking.mirror_later(job.run_dir for job in jobs)  # MLflow's copy of the runs, made after this command
     if guard.signum is not None:
         for r in results:
             if r.status not in TERMINAL:

@@ -163,6 +163,9 @@ def run(sweeper: Any, arguments: List[str]) -> list:
         else:
             pipe.run_here(interrupt)
     status = record.sync(pipe.record)
+    from mltrain import tracking
+
+    tracking.mirror_later([*(sr.job.run_dir for sr in pipe.runs.values()), str(pipe.record.dir)])
     _summary(pipe)
     if status != COMPLETED:
         error = RunCanceled if status == CANCELED else RunFailed

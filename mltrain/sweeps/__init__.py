@@ -56,6 +56,9 @@ def run(sweeper: Any, arguments: List[str]) -> list:
     OmegaConf.save(cfg, sweep_dir / "multirun.yaml")
     ctl = controller.Controller(sweeper, sweep, search, sweep_dir, seed)
     ctl.run()
+    from mltrain import tracking
+
+    tracking.mirror_later(m.job.run_dir for m in ctl.members if m.job is not None)
     doc = results.write(ctl, final=True)
     console = Console()
     for line in results.summary_lines(doc):

@@ -1,0 +1,63 @@
+"""Runs mirrored into the MLflow store (issue 12, part 2): MLflow's own client reads them back, and a
+script logging through `mlflow` under 2 ranks lands in its run."""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from support import run_mltrain, runs
+
+pytestmark = pytest.mark.tracking
+
+
+def mirrored(run_dir: Path, timeout: float = 90) -> dict:
+    """run.json once the background mirror has recorded the run's final status."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        data = json.loads((run_dir / "run.json").read_text())
+        if (data.get("mlflow") or {}).get("status") == data["status"]:
+            return data
+        time.sleep(0.3)
+    pytest.fail(f"{run_dir.name} was not mirrored within {timeout}s")
+
+
+def client(home: Path):
+    from mlflow import MlflowClient
+
+    uri = f"sqlite:///{home / 'mlflow.db'}"
+    return MlflowClient(tracking_uri=uri, registry_uri=uri)
+
+
+def test_an_mlflow_script_under_two_ranks_lands_in_its_run(home, project):
+    assert run_mltrain("runs", "sync", cwd=project).rc == 0  # the store and the per-run template exist from here
+    r = run_mltrain("job=script", "job.script=mlflow_v2.py", "distribution=pytorch",
+                    "distribution.process_count_per_node=2", "run.id=v2", cwd=project, timeout=120)
+    assert r.rc == 0, r.out + r.err
+    data = mirrored(home / "runs" / "v2")
+    rows = [json.loads(x) for x in (home / "runs" / "v2" / "metrics.jsonl").read_text().splitlines()]
+    assert [x["value"] for x in rows if x["name"] == "loss"] == [1.0, 0.5, 1.0 / 3]
+    assert {x["name"] for x in rows} == {"loss", "done_rank_0", "done_rank_1"}  # both ranks, one run
+    assert data["script_params"] == {"learning_rate": "0.01"}
+    run = client(home).get_run(data["mlflow"]["run_id"])
+    assert run.info.status == "FINISHED" and run.data.tags["mltrain.run_id"] == "v2"
+    assert run.data.params["learning_rate"] == "0.01" and run.data.params["job.script"] == "mlflow_v2.py"
+    history = client(home).get_metric_history(run.info.run_id, "loss")
+    assert [(m.step, m.value) for m in history] == [(0, 1.0), (1, 0.5), (2, 1.0 / 3)]
+    shown = run_mltrain("runs", "show", "v2", cwd=project).out
+    assert "loss:" in shown  # mltrain's own commands read metrics.jsonl, which now holds them
+
+
+def test_sweep_members_are_children_of_one_mlflow_run(home, project):
+    r = run_mltrain("-m", "job=script", "job.script=rerun_me.py", "+job.params.x=1,2", cwd=project, timeout=120)
+    assert r.rc == 0, r.out + r.err
+    members = [mirrored(Path(m["dir"])) for m in runs(home)]
+    c = client(home)
+    found = [c.get_run(m["mlflow"]["run_id"]) for m in members]
+    parents = {f.data.tags.get("mlflow.parentRunId") for f in found}
+    assert len(found) == 2 and len(parents) == 1 and None not in parents
+    parent = c.get_run(parents.pop())
+    assert "mltrain.group" in parent.data.tags
+    assert sorted(f.data.params["job.params.x"] for f in found) == ["1", "2"]
+    assert all(len(c.get_metric_history(f.info.run_id, "value")) == 3 for f in found)
