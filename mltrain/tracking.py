@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Dict, Iterable, List, Optional
 
 SWITCH = "MLTRAIN_TRACKING"           # off: no mirror, no per-run database
 RUN_DB = "mlflow.db"

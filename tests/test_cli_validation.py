@@ -72,7 +72,8 @@ def _modules_after(args: list, cwd) -> tuple:
         f"sys.argv = ['mltrain'] + {args!r}\n"
         "try:\n    main()\nexcept SystemExit as e:\n    code = e.code\nelse:\n    code = 0\n"
         "print('TORCH_LOADED' if 'torch' in sys.modules else 'TORCH_ABSENT', code)\n"
-        "print('HEAVY', sorted(m for m in ('optuna', 'matplotlib') if m in sys.modules))\n"
+        "print('HEAVY', sorted(m for m in ('optuna', 'matplotlib', 'mlflow', 'onnx', 'onnxruntime', 'sqlalchemy')"
+        " if m in sys.modules))\n"
     )
     p = subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=60)
     return p.stdout, p.stderr
@@ -80,11 +81,12 @@ def _modules_after(args: list, cwd) -> tuple:
 
 @pytest.mark.parametrize("args", [["--help"], ["--cfg", "job"], ["--dry-run"],
                                   ["--dry-run", "distribution=pytorch", "distribution.process_count_per_node=2"],
-                                  ["runs", "list"], ["-m", "trainer.learning_rate=0.1,0.2", "--dry-run"]])
+                                  ["runs", "list"], ["-m", "trainer.learning_rate=0.1,0.2", "--dry-run"],
+                                  ["--dry-run", "trainer.export_onnx=true"]])
 def test_paths_that_launch_nothing_do_not_import_torch(home, project, args):
     out, err = _modules_after(args, project)
     assert "TORCH_ABSENT" in out, out + err
-    assert "HEAVY []" in out, "Optuna and matplotlib are imported only by a HyperDrive sweep: " + out
+    assert "HEAVY []" in out, "Optuna, matplotlib, MLflow and ONNX are imported only where used: " + out
 
 
 def test_a_hyperdrive_dry_run_does_not_import_torch(home, project):
