@@ -94,6 +94,15 @@ COMMANDS = {
     ".venv/bin/mltrain -m trainer.learning_rate=interval(0.001,0.1) trainer.batch_size=choice(16,32) "
     "sweep.sampling=bayesian sweep.max_total_runs=6 sweep.primary_metric=val_loss sweep.goal=minimize --dry-run":
         ("run", []),
+    "mltrain trainer.export_onnx=true run.id=digits-onnx": ("run", SHORT),
+    "mltrain models register digits --run digits-onnx --path outputs/model --tag stage=dev": ("run", []),
+    "mltrain models list": ("run", []),
+    "mltrain models download digits:1 ./digits-model": ("run", []),
+    "mltrain job=score_image_model job.model_dir=./digits-model job.image_dir=./new-images job.runtime=onnxruntime":
+        ("run", []),
+    "mltrain runs plot digits-onnx -o curves.png": ("run", []),
+    "mltrain runs rerun digits-onnx": ("run", []),
+    "mltrain runs sync": ("run", []),
     "mltrain pipeline=digits": ("run", []),
     "mltrain pipeline=digits compute=slurm": ("run", []),
     "python my_app.py -m lr=0.1,0.01 hydra/launcher=mltrain": ("run", []),
@@ -222,6 +231,10 @@ def _check(key: str, out: str, project: Path) -> None:
         runs = project.parent / ".mltrain" / "runs"
         scored = next(runs.glob("score*/outputs/predictions.csv"))
         assert len(scored.read_text().splitlines()) == 1 + 6  # a header and one line per image
+    elif key.startswith("mltrain models download"):
+        assert (project / "digits-model" / "model.onnx").is_file()
+    elif key == "mltrain runs plot digits-onnx -o curves.png":
+        assert (project / "curves.png").stat().st_size > 10_000
     elif key == "mltrain pipeline=digits compute=slurm":
         assert out.count("reused: run ") == 3 and "pipeline digits Completed (3 steps)" in out
     elif key == "mltrain experiment=ddp_train":
