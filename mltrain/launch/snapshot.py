@@ -131,7 +131,7 @@ def take(source: str | Path, dest: str | Path, exclude: Collection[str] = ()) ->
             digest.update(f"L {rel}\0{target}\0".encode())
             continue
         shutil.copy2(src, out)
-        data_hash = _file_hash(out)
+        data_hash = file_hash(out)
         size = out.stat().st_size
         total += size
         digest.update(f"F {rel}\0{size}\0{data_hash}\0".encode())
@@ -142,7 +142,7 @@ def take(source: str | Path, dest: str | Path, exclude: Collection[str] = ()) ->
     return SnapshotInfo(str(root), digest.hexdigest(), len(files), total, time.perf_counter() - start, used, warning)
 
 
-def _file_hash(path: Path) -> str:
+def file_hash(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):

@@ -20,6 +20,8 @@ import time
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional
 
+from mltrain.launch.snapshot import file_hash
+
 INDEX = Path("_pipelines") / "index.jsonl"
 #: Config keys that do not change what a step computes: where and how it runs, and names of paths
 #: whose content is hashed on its own (the snapshot, the environment, the inputs).
@@ -29,14 +31,6 @@ NOT_IN_KEY = ("run.", "compute.", "sweep.", "pipeline", "environment.", "inputs.
 
 
 # ---------------------------------------------------------------------------------------- digests
-def _file_sha(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _files(root: Path) -> Iterator[Path]:
     if root.is_file():
         yield root
@@ -69,7 +63,7 @@ def digest(root: Path, mode: str = "content") -> str:
             st = path.stat()
             h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
         else:
-            h.update(f"{rel}\0{_file_sha(path)}\0".encode())
+            h.update(f"{rel}\0{file_hash(path)}\0".encode())
     return f"{mode}:{h.hexdigest()}"
 
 
@@ -104,7 +98,7 @@ def snapshot_files(run_dir: Path) -> Dict[str, str]:
         for name in sorted(filenames):
             path = Path(dirpath) / name
             rel = os.path.normpath(os.path.join(rel_dir, name))
-            out[rel] = "link:" + os.readlink(path) if path.is_symlink() else _file_sha(path)
+            out[rel] = "link:" + os.readlink(path) if path.is_symlink() else file_hash(path)
     return out
 
 
