@@ -3,7 +3,8 @@ registry (mltrain.models.store), so `mlflow ui --backend-store-uri <that store>`
 pipelines (as parent and child runs) and their curves. metrics.jsonl stays the source of truth; the
 mirror is a copy, made after the command that ran the runs has returned, in a background process, so
 no `mltrain` command waits for MLflow (or imports it). `mltrain runs sync` catches up runs whose end
-no command saw (a detached Slurm run).
+no command saw; a detached Slurm run is mirrored by the first look (`runs status`, `wait`, ...) that
+sees it end.
 
 Scripts written for Azure ML v2 log with `mlflow.log_metric`/`log_param`. Each run gets its own small
 MLflow database (a copy of a template whose schema and one run already exist), and its ranks get
@@ -46,15 +47,37 @@ def _template_dir() -> Path:
     return cache / "mltrain" / f"mlflow-{ver}"
 
 
-def rank_env(run_dir: str) -> Dict[str, str]:
-    """MLflow variables for a run's ranks, once the template exists (the mirror makes it)."""
+def rank_env(run_dir: str, prepare: bool = True) -> Dict[str, str]:
+    """MLflow variables for a run's ranks. The template they need is made once per machine (and MLflow
+    version), here when it is missing and `prepare` (a dry run does not), so a machine's very first
+    run already catches what its scripts log."""
     if not enabled():
         return {}
     meta = _template_dir() / "template.json"
-    if not meta.is_file():
+    if not meta.is_file() and not (prepare and _prepare_template()):
         return {}
     run_id = json.loads(meta.read_text())["run_id"]
     return {"MLFLOW_TRACKING_URI": f"sqlite:///{Path(run_dir) / RUN_DB}", "MLFLOW_RUN_ID": run_id}
+
+
+def _prepare_template() -> bool:
+    """Make the template in a child process (this one never imports MLflow); one status line, and a
+    warning rather than a failed run if MLflow cannot make it."""
+    from mltrain.runs.console import Console
+
+    console = Console()
+    console.status("tracking: preparing MLflow's database for scripts that log with mlflow "
+                   "(once per machine and MLflow version)")
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "mltrain.tracking", "--template"], stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=300)
+    if done.returncode != 0 or not (_template_dir() / "template.json").is_file():
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        console.status(f"warning: tracking: MLflow could not make its database ({last}); scripts' mlflow "
+                       "logging is not captured in this run")
+        return False
+    console.status(f"tracking: ready in {time.monotonic() - started:.1f}s")
+    return True
 
 
 def seed_run_db(run_dir: Path, env: Dict[str, str]) -> None:
@@ -74,18 +97,28 @@ def mirror_later(run_dirs: Iterable[str]) -> None:
 
 # ---------------------------------------------------------------------------------------- MLflow side
 def ensure_template() -> None:
-    """A database with MLflow's schema and one run, copied into each new run (see rank_env)."""
+    """A database with MLflow's schema and one run, copied into each new run (see rank_env). Built in a
+    folder of its own and renamed into place whole, so processes racing to make it agree on one."""
     folder = _template_dir()
     if (folder / "template.json").is_file():
         return
     from mlflow import MlflowClient
 
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / f".template-{os.getpid()}.db"
-    run = MlflowClient(tracking_uri=f"sqlite:///{tmp}").create_run("0", run_name="mltrain-run")
-    os.replace(tmp, folder / "template.db")
-    (folder / f".t{os.getpid()}").write_text(json.dumps({"run_id": run.info.run_id}))
-    os.replace(folder / f".t{os.getpid()}", folder / "template.json")
+    building = folder.with_name(f".{folder.name}-{os.getpid()}")
+    shutil.rmtree(building, ignore_errors=True)
+    building.mkdir(parents=True)
+    try:
+        run = MlflowClient(tracking_uri=f"sqlite:///{building / 'template.db'}").create_run(
+            "0", run_name="mltrain-run")
+        (building / "template.json").write_text(json.dumps({"run_id": run.info.run_id}))
+        if folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()
+        os.rename(building, folder)
+    except OSError:  # another process put its template there first: use that one
+        if not (folder / "template.json").is_file():
+            raise
+    finally:
+        shutil.rmtree(building, ignore_errors=True)
 
 
 def mirror(run_dirs: Iterable[str]) -> List[str]:
@@ -218,7 +251,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     import logging
 
     logging.disable(logging.CRITICAL)
-    mirror(argv if argv is not None else sys.argv[1:])
+    args = argv if argv is not None else sys.argv[1:]
+    if args == ["--template"]:
+        ensure_template()
+    else:
+        mirror(args)
     return 0
 
 

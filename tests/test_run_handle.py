@@ -43,11 +43,15 @@ def test_local_run_cancelled_through_the_handle(home, project):
            if (run.run_dir / "logs" / "rank_0.log").exists() else False, 60, "rank 0 did not start")
     assert run.status == "Running"
     pids = _until(lambda: _rank_pids(run) if len(_rank_pids(run)) == 2 else None, 30, "no rank pids recorded")
+    waited = run_mltrain("runs", "wait", run.id, "--timeout", "1", cwd=project)
+    assert waited.rc == 124 and waited.err.strip() == f"mltrain: run {run.id} still Running after 1.0s"
     assert mltrain.Run.get(run.id).cancel() == "Canceled"
     assert run.wait(raise_on_error=False) == "Canceled"
     assert not any(pid_alive(p) for p in pids)
     listed = run_mltrain("runs", "status", run.id, cwd=project)
     assert listed.out.strip() == f"{run.id} Canceled"
+    waited = run_mltrain("runs", "wait", run.id, cwd=project)  # an ended run: at once, with its exit status
+    assert waited.rc == 130 and waited.out.strip() == f"{run.id} Canceled"
 
 
 def test_local_run_whose_driver_died_is_failed_not_running_forever(home, project):

@@ -30,11 +30,14 @@ def client(home: Path):
     return MlflowClient(tracking_uri=uri, registry_uri=uri)
 
 
-def test_an_mlflow_script_under_two_ranks_lands_in_its_run(home, project):
-    assert run_mltrain("runs", "sync", cwd=project).rc == 0  # the store and the per-run template exist from here
+def test_an_mlflow_script_under_two_ranks_lands_in_its_run(home, project, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # a machine's very first run
+    dry = run_mltrain("job=script", "job.script=mlflow_v2.py", "--dry-run", cwd=project)
+    assert dry.rc == 0 and not (tmp_path / "cache").exists()  # a dry run prepares nothing
     r = run_mltrain("job=script", "job.script=mlflow_v2.py", "distribution=pytorch",
                     "distribution.process_count_per_node=2", "run.id=v2", cwd=project, timeout=120)
     assert r.rc == 0, r.out + r.err
+    assert "preparing MLflow's database" in r.out
     data = mirrored(home / "runs" / "v2")
     rows = [json.loads(x) for x in (home / "runs" / "v2" / "metrics.jsonl").read_text().splitlines()]
     assert [x["value"] for x in rows if x["name"] == "loss"] == [1.0, 0.5, 1.0 / 3]
@@ -61,3 +64,19 @@ def test_sweep_members_are_children_of_one_mlflow_run(home, project):
     assert "mltrain.group" in parent.data.tags
     assert sorted(f.data.params["job.params.x"] for f in found) == ["1", "2"]
     assert all(len(c.get_metric_history(f.info.run_id, "value")) == 3 for f in found)
+
+
+@pytest.mark.slow
+def test_a_detached_slurm_run_is_mirrored_by_the_look_that_sees_it_end(home, project):
+    from slurm_support import require_cluster
+
+    require_cluster()
+    r = run_mltrain("job=script", "job.script=mlflow_v2.py", "compute=slurm", "compute.poll_s=0.3",
+                    "run.id=away", "--detach", cwd=project, timeout=120)
+    assert r.rc == 0, r.out + r.err
+    assert run_mltrain("runs", "wait", "away", cwd=project, timeout=180).rc == 0  # no sync asked for
+    data = mirrored(home / "runs" / "away")
+    run = client(home).get_run(data["mlflow"]["run_id"])
+    assert run.info.status == "FINISHED" and run.data.params["learning_rate"] == "0.01"
+    history = client(home).get_metric_history(run.info.run_id, "loss")
+    assert [m.value for m in history] == [1.0, 0.5, 1.0 / 3]

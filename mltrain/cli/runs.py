@@ -1,4 +1,4 @@
-"""`mltrain runs list|show|logs|status|cancel|resume|best|plot|compare|rerun`: every look goes through the run handle
+"""`mltrain runs list|show|logs|status|wait|cancel|resume|best|plot|compare|rerun|sync`: every look goes through the run handle
 (mltrain.runs.handle), so what is shown is what the run's backend knows now. Never imports torch."""
 from __future__ import annotations
 
@@ -124,6 +124,18 @@ def _status(args) -> int:
     if record.data.get("error") and record.status == "Failed":
         print(record.data["error"])
     return 0
+
+
+def _wait(args) -> int:
+    """Block until the run ends; the exit status is the run's (0 Completed), 124 on --timeout like `timeout`."""
+    run = _handle(args)
+    try:
+        status = run.wait(show_output=args.follow, raise_on_error=False, timeout=args.timeout)
+    except TimeoutError as exc:
+        print(f"mltrain: {exc}", file=sys.stderr)
+        return 124
+    print(f"{run.id} {status}")
+    return exit_code(status)
 
 
 def _cancel(args) -> int:
@@ -254,6 +266,11 @@ def main(argv: List[str]) -> int:
     p = sub.add_parser("status", help="the run's status (asks Slurm for a detached cluster run)")
     p.add_argument("run", nargs="?", help="default: the newest run")
     p.set_defaults(func=_status)
+    p = sub.add_parser("wait", help="block until the run ends; exits 0 when it Completed (for scripts and CI)")
+    p.add_argument("run", nargs="?", help="default: the newest run")
+    p.add_argument("--timeout", type=float, metavar="SECONDS", help="give up (exit 124) after this long")
+    p.add_argument("--follow", action="store_true", help="stream rank 0's output and status changes meanwhile")
+    p.set_defaults(func=_wait)
     p = sub.add_parser("cancel", help="stop every rank of a run (scancel on Slurm); the run ends Canceled")
     p.add_argument("run")
     p.set_defaults(func=_cancel)

@@ -110,7 +110,7 @@ def _freeze_mltrain(cfg, overrides, sweep_dir, sweep_index) -> FrozenJob:
     env["MLTRAIN_PYTHON"] = sys.executable  # mltrain's own interpreter (Run.register_model calls its CLI)
     from mltrain import tracking
 
-    env.update(tracking.rank_env(run_dir))  # scripts' mlflow.log_metric lands in this run
+    env.update(tracking.rank_env(run_dir, prepare=not cfg.dry_run))  # scripts' mlflow.log_metric lands in this run
     env.update(backend.job_env(compute))
     if program.snapshot_source is not None:  # the user's own program: a script or a command
         hooks = [_RANK_SITE] if cfg.distribution.close_process_group and cfg.distribution.kind != "none" else []

@@ -44,6 +44,14 @@ def refresh(records: List[RunRecord]) -> None:
             by_backend.setdefault(getattr(backend, "name", backend), (backend, []))[1].append(record)
     for backend, group in by_backend.values():
         backend.refresh(group)
+    # The command that started a run mirrors it into MLflow when it returns; a detached run (or a
+    # pipeline's step) has no such command, so the look that sees it end does.
+    ended = [r for _, group in by_backend.values() for r in group if r.status in TERMINAL]
+    if ended:
+        from mltrain import tracking
+        from mltrain.backends.base import driver_alive
+
+        tracking.mirror_later(str(r.dir) for r in ended if not driver_alive(r))
 
 
 def list_runs(root: Path, unreadable: Optional[List[Path]] = None) -> List[RunRecord]:
