@@ -1,7 +1,7 @@
 """Composing the members of a sweep (the first step of the launch path)."""
 from __future__ import annotations
 
-from typing import Any, List, Sequence
+from typing import Any, List, Optional, Sequence
 
 from omegaconf import DictConfig, open_dict
 
@@ -11,13 +11,17 @@ def is_mltrain_config(cfg: Any) -> bool:
     return all(k in cfg for k in ("job", "compute", "distribution", "run"))
 
 
-def compose_members(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> List[DictConfig]:
+def compose_members(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int,
+                    bases: Optional[dict] = None) -> List[DictConfig]:
     """One composed config per member. Members that choose the same group options share one
     composition of the defaults tree and differ only in their value overrides, applied as Hydra
     applies them; a 100-member sweep costs two compositions, not a hundred. This holds for a plain
-    Hydra app on the launcher as for mltrain's own (Hydra's launcher conformance suites check it)."""
+    Hydra app on the launcher as for mltrain's own (Hydra's launcher conformance suites check it).
+    `bases` carries those compositions across calls (a pipeline's steps, a HyperDrive sweep's members);
+    seeded with {"choices": the group keys of an already composed config}, even the first member
+    composes only its group choices."""
     loader = launcher.hydra_context.config_loader
-    bases: dict = {}
+    bases = {} if bases is None else bases
     configs = []
     for i, overrides in enumerate(job_overrides):
         cfg = _compose_fast(launcher, loader, list(overrides), bases)
@@ -57,17 +61,20 @@ def _check_optional_groups(cfg: DictConfig, loader: Any, bases: dict) -> None:
 def _compose_fast(launcher: Any, loader: Any, overrides: List[str], bases: dict) -> DictConfig:
     import copy
 
-    from hydra._internal.config_loader_impl import ConfigLoaderImpl, get_overrides_dirname
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
     from hydra.core.override_parser.overrides_parser import OverridesParser
-    from omegaconf import read_write
 
     parsed = OverridesParser.create().parse_overrides(overrides)
     choices = bases.get("choices")
     if choices is None:  # the first member tells which keys are config groups
-        cfg = loader.load_sweep_config(launcher.config, overrides)
+        cfg = _master_copy(launcher, parsed)
+        if cfg is None:
+            cfg = loader.load_sweep_config(launcher.config, overrides)
+        else:
+            _name_overrides(cfg, overrides, parsed)
         bases["choices"] = set(cfg.hydra.runtime.choices.keys())
         return cfg
-    groups = [o.input_line for o in parsed if o.key_or_group in choices or o.key_or_group.startswith("hydra")]
+    groups = [o.input_line for o in parsed if _is_group(o.key_or_group, choices, loader, bases)]
     values = [o for o in parsed if o.input_line not in groups]
     key = tuple(groups)
     if key not in bases:
@@ -76,9 +83,46 @@ def _compose_fast(launcher: Any, loader: Any, overrides: List[str], bases: dict)
     # Hydra's own last composition step: value overrides on top of the composed defaults tree
     # (a private helper, used so that +key, ++key and ~key behave exactly as in Hydra).
     ConfigLoaderImpl._apply_overrides_to_config(values, cfg)
+    _name_overrides(cfg, overrides, parsed)
+    return cfg
+
+
+def _master_copy(launcher: Any, parsed: list) -> Optional[DictConfig]:
+    """A member whose overrides are the command line's own (a lone run): Hydra has just composed
+    exactly this config for the sweeper, so a copy of it saves a composition on every command."""
+    import copy
+
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    master = getattr(launcher, "config", None)
+    if master is None:
+        return None
+    task = OverridesParser.create().parse_overrides(list(master.hydra.overrides.task))
+
+    def meaning(found: list) -> list:
+        return [(o.type, o.key_or_group, o.package, o.value()) for o in found]
+
+    if any(o.is_sweep_override() for o in task) or meaning(task) != meaning(parsed):
+        return None
+    return copy.deepcopy(master)
+
+
+def _name_overrides(cfg: DictConfig, overrides: List[str], parsed: list) -> None:
+    from hydra._internal.config_loader_impl import get_overrides_dirname
+    from omegaconf import read_write
+
     with read_write(cfg.hydra), open_dict(cfg.hydra):
         cfg.hydra.overrides.task = overrides
         dirname = cfg.hydra.job.config.override_dirname
         cfg.hydra.job.override_dirname = get_overrides_dirname(
             overrides=parsed, kv_sep=dirname.kv_sep, item_sep=dirname.item_sep, exclude_keys=dirname.exclude_keys)
-    return cfg
+
+
+def _is_group(key: str, choices: set, loader: Any, bases: dict) -> bool:
+    """A config group: one the composed config chose from, or any other the search path holds (a
+    group only a step or member names, such as a preset's own subgroup)."""
+    if key in choices or key.startswith("hydra"):
+        return True
+    if f"group:{key}" not in bases:
+        bases[f"group:{key}"] = "." not in key and bool(loader.get_group_options(key))
+    return bases[f"group:{key}"]

@@ -75,9 +75,11 @@ def build(sweeper: Any, arguments: List[str]):
     run_id = str(cfg.run.id) if cfg.run.id else new_run_id(name)
     setup_globals()
     configs = {}
+    bases = {"choices": set(cfg.hydra.runtime.choices.keys())}  # steps choosing the same groups compose once
     for step in steps:
         try:
-            configs[step.name] = compose_members(sweeper.launcher, [step_overrides(step.overrides, cli)], 0)[0]
+            configs[step.name] = compose_members(sweeper.launcher, [step_overrides(step.overrides, cli)], 0,
+                                                 bases)[0]
         except Exception as exc:
             raise _step_error(step.name, exc) from None
     dirs = {s.name: Path(os.path.expanduser(str(configs[s.name].run.root))).resolve() / f"{run_id}.{s.name}"

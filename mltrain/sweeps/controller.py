@@ -71,6 +71,7 @@ class Controller:
         self.started = time.time()
         self.stop_reason: Optional[str] = None
         self.interrupted = False
+        self.bases: dict = {}  # members differ in values only: one composition of the defaults for all
 
     # ------------------------------------------------------------------ the loop
     def run(self) -> List[Member]:
@@ -143,7 +144,7 @@ class Controller:
 
         launcher = self.sweeper.launcher
         setup_globals()
-        config = compose_members(launcher, [member.overrides], member.index)[0]
+        config = compose_members(launcher, [member.overrides], member.index, self.bases)[0]
         job = freeze_members([config], str(launcher.params.get("runs_root") or "~/.mltrain/runs"))[0]
         member.config, member.job = config, job
         launcher.started = True  # from here on runs exist: mltrain's sweeper keeps the sweep folder
