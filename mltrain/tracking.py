@@ -13,6 +13,7 @@ migrates a schema, and the mirror folds what they logged into the run's metrics.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -36,6 +37,7 @@ def enabled() -> bool:
         importlib.util.find_spec("mlflow") is not None
 
 
+@functools.cache  # asked once per member of a sweep; reading package metadata is not free
 def _template_dir() -> Path:
     from importlib.metadata import PackageNotFoundError, version
 

@@ -52,11 +52,21 @@ def freeze(sweep_config: DictConfig, runs_root: str, sweep_index: Optional[int] 
     cfg = OmegaConf.create(resolved)
     aliases.apply(cfg)
     _absolute_paths(cfg)
-    missing = sorted(OmegaConf.missing_keys(cfg))
+    missing = sorted(OmegaConf.missing_keys(cfg)) if _has_missing(resolved) else []
     if missing:
         raise ConfigError(missing[0], f"a value is required (set {missing[0]}=...)")
     validate.validate(cfg)
     return _freeze_mltrain(cfg, overrides, sweep_dir, sweep_index)
+
+
+def _has_missing(value: Any) -> bool:
+    """Whether a resolved container holds a `???` anywhere: a walk of plain dicts, where asking
+    OmegaConf costs milliseconds a member."""
+    if isinstance(value, dict):
+        return any(_has_missing(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_missing(v) for v in value)
+    return value == "???"
 
 
 #: Keys that name a file or folder on the submitting machine. The ranks run in their run directory, so a

@@ -21,9 +21,20 @@ def freeze_members(configs: List[DictConfig], runs_root: str, app_compute=None) 
 
     jobs = []
     for cfg in configs:
-        HydraConfig.instance().set_config(cfg)
+        if not is_mltrain_config(cfg) or _uses_hydra_resolver(cfg):
+            HydraConfig.instance().set_config(cfg)  # a copy of the hydra node: not free, 100 times over
+        else:
+            HydraConfig.instance().cfg = None  # never an earlier member's values
         jobs.append(freeze(cfg, runs_root, sweep_index=int(cfg.hydra.job.num), app_compute=app_compute))
     return jobs
+
+
+def _uses_hydra_resolver(cfg: DictConfig) -> bool:
+    """Whether the job's own part of the config reads `${hydra:...}` (then HydraConfig must hold this member)."""
+    from omegaconf import OmegaConf
+
+    return any("hydra:" in str(OmegaConf.to_container(cfg[k], resolve=False) if OmegaConf.is_config(cfg[k])
+                               else cfg._get_node(k)._value()) for k in cfg.keys() if k != "hydra")
 
 
 def app_compute(params: dict):
