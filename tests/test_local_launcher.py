@@ -163,6 +163,16 @@ def test_sweep_members_each_get_a_run_directory(home, project):
     assert [row["status"] for row in summary] == ["Completed"] * 3
 
 
+def test_members_reading_hydra_values_each_see_their_own(home, project):
+    # Members of a value sweep are copies of one composed config: each must still resolve ${hydra:...}
+    # against itself, never against the member frozen before it.
+    r = run_mltrain("-m", "job=command", "job.command=echo member ${hydra:job.num} x ${job.params.x}",
+                    "+job.params.x=5,7", "experiment_name=m${hydra:job.num}", cwd=project)
+    assert r.rc == 0, r.out + r.err
+    assert "[#0] member 0 x 5" in r.out and "[#1] member 1 x 7" in r.out
+    assert sorted(x["id"].split("_")[0] for x in runs(home)) == ["m0", "m1"]
+
+
 def test_command_job_runs_in_every_rank(home, project):
     r = run_mltrain("job=command", "job.command=echo hello from $RANK of $WORLD_SIZE", "distribution=pytorch",
                     "distribution.process_count_per_node=2", cwd=project)

@@ -107,7 +107,10 @@ def _from_master(launcher: Any, loader: Any, parsed: list, bases: dict) -> Optio
         bases["master"] = None
         master = getattr(launcher, "config", None)
         if master is not None and "hydra" in master:
-            fixed = [o for o in _parse(list(master.hydra.overrides.task), bases) if not o.is_sweep_override()]
+            from omegaconf import OmegaConf
+
+            task = OmegaConf.to_container(master.hydra.overrides.task, resolve=False)  # as typed: `${hydra:..}` too
+            fixed = [o for o in _parse(list(task), bases) if not o.is_sweep_override()]
             bases["master"] = (_Frozen(master), [_meaning(o) for o in fixed], {o.key_or_group for o in fixed},
                                set(master.hydra.runtime.choices.keys()))
     if bases["master"] is None:

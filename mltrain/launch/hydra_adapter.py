@@ -33,8 +33,10 @@ def _uses_hydra_resolver(cfg: DictConfig) -> bool:
     """Whether the job's own part of the config reads `${hydra:...}` (then HydraConfig must hold this member)."""
     from omegaconf import OmegaConf
 
-    return any("hydra:" in str(OmegaConf.to_container(cfg[k], resolve=False) if OmegaConf.is_config(cfg[k])
-                               else cfg._get_node(k)._value()) for k in cfg.keys() if k != "hydra")
+    def raw(node):  # unresolved: reading the value would resolve it, before HydraConfig is set
+        return OmegaConf.to_container(node, resolve=False) if OmegaConf.is_config(node) else node._value()
+
+    return any("hydra:" in str(raw(cfg._get_node(k))) for k in cfg.keys() if k != "hydra")
 
 
 def app_compute(params: dict):
