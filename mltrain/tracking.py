@@ -112,6 +112,15 @@ def ensure_template() -> None:
     try:
         run = MlflowClient(tracking_uri=f"sqlite:///{building / 'template.db'}").create_run(
             "0", run_name="mltrain-run")
+        import sqlite3
+
+        # Copied into every run: MLflow's schema on 4 KB pages is 930 KB, on 1 KB pages about a quarter.
+        con = sqlite3.connect(building / "template.db")
+        try:
+            con.execute("PRAGMA page_size=1024")
+            con.execute("VACUUM")
+        finally:
+            con.close()
         (building / "template.json").write_text(json.dumps({"run_id": run.info.run_id}))
         if folder.is_dir() and not any(folder.iterdir()):
             folder.rmdir()
