@@ -17,9 +17,7 @@ def compose_members(launcher: Any, job_overrides: Sequence[Sequence[str]], initi
     composition of the defaults tree and differ only in their value overrides, applied as Hydra
     applies them; a 100-member sweep costs two compositions, not a hundred. This holds for a plain
     Hydra app on the launcher as for mltrain's own (Hydra's launcher conformance suites check it).
-    `bases` carries those compositions across calls (a pipeline's steps, a HyperDrive sweep's members);
-    seeded with {"choices": the group keys of an already composed config}, even the first member
-    composes only its group choices."""
+    `bases` carries those compositions across calls (a pipeline's steps, a HyperDrive sweep's members)."""
     loader = launcher.hydra_context.config_loader
     bases = {} if bases is None else bases
     configs = []
@@ -65,7 +63,7 @@ def _compose_fast(launcher: Any, loader: Any, overrides: List[str], bases: dict)
     cfg = _from_master(launcher, loader, parsed, bases)
     if cfg is None:
         choices = bases.get("choices")
-        if choices is None:  # the first member tells which keys are config groups
+        if choices is None:  # no config composed for the sweeper: the first member tells which keys are groups
             cfg = loader.load_sweep_config(launcher.config, overrides)
             bases["choices"] = set(cfg.hydra.runtime.choices.keys())
             return cfg
@@ -111,11 +109,13 @@ def _from_master(launcher: Any, loader: Any, parsed: list, bases: dict) -> Optio
 
             task = OmegaConf.to_container(master.hydra.overrides.task, resolve=False)  # as typed: `${hydra:..}` too
             fixed = [o for o in _parse(list(task), bases) if not o.is_sweep_override()]
-            bases["master"] = (_Frozen(master), [_meaning(o) for o in fixed], {o.key_or_group for o in fixed},
-                               set(master.hydra.runtime.choices.keys()))
+            bases["master"] = (_Frozen(master), [_meaning(o) for o in fixed], {o.key_or_group for o in fixed})
+            # Its group keys tell the others apart, so no member composes in full just to learn them.
+            bases["choices"] = set(master.hydra.runtime.choices.keys())
     if bases["master"] is None:
         return None
-    frozen, fixed, fixed_keys, choices = bases["master"]
+    frozen, fixed, fixed_keys = bases["master"]
+    choices = bases["choices"]
     rest, pending = [], list(fixed)
     for o in parsed:
         meaning = _meaning(o)

@@ -75,7 +75,7 @@ def build(sweeper: Any, arguments: List[str]):
     run_id = str(cfg.run.id) if cfg.run.id else new_run_id(name)
     setup_globals()
     configs = {}
-    bases = {"choices": set(cfg.hydra.runtime.choices.keys())}  # steps choosing the same groups compose once
+    bases: dict = {}  # steps choosing the same groups compose once
     for step in steps:
         try:
             configs[step.name] = compose_members(sweeper.launcher, [step_overrides(step.overrides, cli)], 0,
