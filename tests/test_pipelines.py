@@ -71,10 +71,6 @@ def ran(pipeline: dict) -> set:
     return {n for n, i in pipeline["pipeline"]["steps"].items() if i["status"] == "Completed" and not i["reused_from"]}
 
 
-def took(pipeline: dict) -> float:
-    return max(pipeline["phases"].values()) - pipeline["created"]
-
-
 def scores(pipeline: dict) -> list:
     out = Path(pipeline["pipeline"]["steps"]["score"]["run_dir"]) / "outputs" / "scores" / "scores.txt"
     return [float(x) for x in out.read_text().split()]
@@ -98,7 +94,7 @@ def test_seed000_locally_runs_reuses_and_reruns_what_changed(home, pipeline_proj
     prepare_log = Path(p1["pipeline"]["steps"]["prepare"]["run_dir"]) / "logs" / "rank_0.log"
     assert "input env " + str(proj / "raw") in prepare_log.read_text()
 
-    # the same pipeline again: every step reused, outputs linked (not copied), in a fraction of the time
+    # the same pipeline again: every step reused, outputs linked (not copied); how much faster is benchmarks/bench_pipelines.py's
     second = run_mltrain("pipeline=seed000", cwd=proj, timeout=120)
     assert second.rc == 0, second.out + second.err
     p2 = pipelines(home)[-1]
@@ -108,7 +104,6 @@ def test_seed000_locally_runs_reuses_and_reruns_what_changed(home, pipeline_proj
     assert second.out.count("reused: run ") == 4
     link = Path(p2["pipeline"]["steps"]["score"]["run_dir"]) / "outputs" / "scores"
     assert link.is_symlink() and scores(p2) == scores(p1)
-    assert took(p2) < 0.25 * took(p1), (took(p2), took(p1))
 
     # one step's source edited: that step reruns, and so does what reads its (changed) output
     prep = proj / "pipeline" / "prep.py"
