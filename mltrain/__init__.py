@@ -17,11 +17,15 @@ The packages, in the order data flows through them:
 
 __version__ = "0.2.0"
 
-_LAZY = {"submit": "mltrain.api", "Run": "mltrain.runs.handle", "Model": "mltrain.models.registry", "MltrainError": "mltrain.errors",
+_LAZY = {"submit": "mltrain.api", "Run": "mltrain.handle", "Model": "mltrain.models.registry", "MltrainError": "mltrain.errors",
          "RunFailed": "mltrain.errors", "RunCanceled": "mltrain.errors", "ConfigError": "mltrain.errors"}
 
 
 def __getattr__(name):
+    if name == "run":  # `from mltrain import run`: the metrics API for scripts
+        import importlib
+
+        return importlib.import_module("mltrain.script_metrics")
     if name in _LAZY:
         import importlib
 

@@ -6,7 +6,7 @@
 
 `submit` starts the `mltrain` command itself in the background (its own session, so it outlives
 the caller), with a run id chosen here: the same launch path as the CLI, and it returns as soon as
-the run exists. The handle it returns is the run handle (mltrain.runs.handle.Run), the same for
+the run exists. The handle it returns is the run handle (mltrain.handle.Run), the same for
 every backend.
 """
 from __future__ import annotations
@@ -20,8 +20,8 @@ from typing import Optional, Sequence
 
 from mltrain.config.paths import mltrain_home
 from mltrain.errors import MltrainError
-from mltrain.launch.job import new_run_id
-from mltrain.runs.handle import Run
+from mltrain.handle import Run
+from mltrain.spec.job import new_run_id
 
 __all__ = ["Run", "submit"]
 

@@ -8,10 +8,14 @@ or printing help never loads a backend.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Dict
+from typing import TYPE_CHECKING, Callable, Dict, List, Tuple
+
+from mltrain.errors import MltrainError
+from mltrain.spec.status import TERMINAL
 
 if TYPE_CHECKING:
     from mltrain.backends.base import Backend
+    from mltrain.runs.record import RunRecord
 
 #: backend name (FrozenJob.backend) -> "module:class"
 BACKENDS: Dict[str, str] = {
@@ -23,13 +27,44 @@ BACKENDS: Dict[str, str] = {
 _loaded: Dict[str, Backend] = {}
 
 
+#: (compute kind, distribution kind) -> backend, where the pair decides it; otherwise the compute's own
+#: backend. On Slurm, srun starts MPI ranks itself, so `distribution=mpi` stays with the Slurm backend;
+#: on this machine an MPI job needs mpirun.
+_CHOICE: Dict[tuple, str] = {("local", "mpi"): "mpi"}
+
+
+def backend_for(compute_kind: str, distribution_kind: str) -> str:
+    """Which backend runs a job: the one place that reads the two settings."""
+    return _CHOICE.get((compute_kind, distribution_kind), compute_kind)
+
+
 def get(name: str) -> Backend:
     """The backend registered as `name` (one instance per process)."""
     if name not in _loaded:
         if name not in BACKENDS:
-            from mltrain.errors import MltrainError
-
             raise MltrainError(f"unknown backend '{name}' (known: {', '.join(BACKENDS)})")
         module, _, cls = BACKENDS[name].partition(":")
         _loaded[name] = getattr(importlib.import_module(module), cls)()
     return _loaded[name]
+
+
+def backend_of(record: RunRecord) -> Backend:
+    """The backend that runs (ran) a run. Records of 0.1.0 named the process group in `backend`; their
+    compute and distribution tell the backend instead."""
+    name = record.backend
+    if name not in BACKENDS:
+        name = backend_for(record.compute_kind, record.distribution_kind)
+    return get(name)
+
+
+def refresh(records: List[RunRecord], backend_of: Callable[[RunRecord], Backend] = backend_of) -> List[RunRecord]:
+    """Bring runs that have not ended up to date, asking each backend once for all of its runs;
+    returns those this look saw end."""
+    by_backend: Dict[str, Tuple[Backend, List[RunRecord]]] = {}
+    for record in records:
+        if record.status not in TERMINAL:
+            backend = backend_of(record)
+            by_backend.setdefault(backend.name, (backend, []))[1].append(record)
+    for backend, group in by_backend.values():
+        backend.refresh(group)
+    return [r for _, group in by_backend.values() for r in group if r.status in TERMINAL]

@@ -3,7 +3,7 @@
 A backend is built around a Plan: `plan(job)` says what would be started (each rank's command line,
 working directory and variables, plus the backend's own submission: an mpirun line, submitit's
 parameters and batch script) without starting anything; the dry run prints it and `launch()` starts
-exactly that. After launch, the run handle (mltrain.runs.handle) asks the backend named in the
+exactly that. After launch, the run handle (mltrain.handle) asks the backend named in the
 run's record for its state (`refresh`) and to stop it (`cancel`).
 """
 from __future__ import annotations
@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Dict, List, Optional
 
 from mltrain.errors import ConfigError, MltrainError
-from mltrain.launch.job import FrozenJob
 from mltrain.runs.console import Console, RunLog
 from mltrain.runs.record import RunRecord
-from mltrain.runs.status import PREPARING, TERMINAL
+from mltrain.spec.job import FrozenJob
+from mltrain.spec.status import PREPARING, TERMINAL
 
 #: Stands for a value only the start of the run knows (a port the OS hands out, a node name).
 PORT = "<port>"
@@ -134,6 +134,26 @@ class Backend(ABC):
     def log_path(self, record: RunRecord, rank: Optional[int] = None):
         """Where a rank's log (or, with None, the launcher's) is; every backend writes them into the run."""
         return record.log_path(rank)
+
+    def locate(self, record: RunRecord) -> Optional[str]:
+        """Where the run is in the scheduler's own terms ("Slurm job 12"), for `runs show`; None when
+        the run is only processes of this machine."""
+        return None
+
+    # ------------------------------------------------------------------ many runs: sweeps and pipelines
+    #: Whether a run can be queued now and held by the scheduler until other runs have completed, so a
+    #: whole pipeline is queued at once and needs no driver to start its steps.
+    holds_dependencies: ClassVar[bool] = False
+
+    def after(self, job: FrozenJob, parents: List[RunRecord]) -> FrozenJob:
+        """`job`, to be held by the scheduler until each of `parents` has completed (and dropped if one
+        fails). Only for backends that hold dependencies."""
+        raise MltrainError(f"the {self.name} backend cannot hold a run until others have completed")
+
+    def concurrency(self, compute: Any) -> Optional[int]:
+        """How many members of a sweep this backend runs at once, from the compute settings (None: as
+        many as there are)."""
+        return None
 
 
 def prepare_environment(job: FrozenJob, record: RunRecord, log: RunLog) -> Optional[threading.Thread]:

@@ -1,5 +1,5 @@
 """`mltrain runs list|show|logs|status|wait|cancel|resume|best|plot|compare|rerun|sync`: every look goes through the run handle
-(mltrain.runs.handle), so what is shown is what the run's backend knows now. Never imports torch."""
+(mltrain.handle), so what is shown is what the run's backend knows now. Never imports torch."""
 from __future__ import annotations
 
 import argparse
@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import List
 
 from mltrain.config.paths import mltrain_home
-from mltrain.runs.handle import Run, list_runs
+from mltrain.handle import Run, backend_of, list_runs
 from mltrain.runs.record import find_run
-from mltrain.runs.status import exit_code
+from mltrain.spec.status import exit_code
 
 
 def _root(args) -> Path:
@@ -60,8 +60,8 @@ def _show(args) -> int:
     if d.get("pipeline"):
         _show_pipeline(record)
         return 0
-    slurm = f"  (Slurm job {d['slurm']['job_id']})" if d.get("slurm") else ""
-    print(f"run:       {d['id']}\nstatus:    {d['status']}{slurm}\ndir:       {record.dir}")
+    where = backend_of(record).locate(record)
+    print(f"run:       {d['id']}\nstatus:    {d['status']}{f'  ({where})' if where else ''}\ndir:       {record.dir}")
     print(f"world:     {d['world']['world_size']} rank(s) on {d.get('backend') or d.get('compute')} "
           f"({d['distribution']}, process group {d.get('process_group') or '-'})")
     print(f"overrides: {' '.join(d.get('overrides') or []) or '(none)'}")
@@ -146,7 +146,7 @@ def _cancel(args) -> int:
 
 def _resume(args) -> int:
     from mltrain.launch.orchestrate import resume
-    from mltrain.runs.status import QUEUED
+    from mltrain.spec.status import QUEUED
 
     record = find_run(_root(args), args.run)
     if record.data.get("pipeline"):
@@ -165,7 +165,7 @@ def _records(args) -> list:
 
 
 def _plot(args) -> int:
-    from mltrain.runs import history
+    from mltrain import history
 
     names = history.plot(_records(args), Path(args.output), args.metric)
     print(f"{args.output}: {', '.join(names)} of {len(args.runs)} run(s)")
@@ -173,7 +173,7 @@ def _plot(args) -> int:
 
 
 def _compare(args) -> int:
-    from mltrain.runs import history
+    from mltrain import history
 
     table = history.compare(_records(args))
     if args.json:
@@ -218,8 +218,8 @@ def _sync(args) -> int:
 
 
 def _rerun(args) -> int:
-    from mltrain.runs import history
-    from mltrain.runs.status import QUEUED
+    from mltrain import history
+    from mltrain.spec.status import QUEUED
 
     result = history.rerun(find_run(_root(args), args.run), detach=args.detach)
     if args.detach and result.status == QUEUED:

@@ -28,7 +28,7 @@ def composition_error_line(text: str) -> Optional[str]:
 def _schema_fields(name: str) -> list:
     import dataclasses
 
-    from mltrain.config import schema
+    from mltrain.spec import schema
 
     cls = getattr(schema, name, None)
     return [f.name for f in dataclasses.fields(cls)] if dataclasses.is_dataclass(cls) else []

@@ -1,10 +1,10 @@
-"""Registers the schemas (mltrain.config.schema) in Hydra's ConfigStore as `<name>_schema` nodes,
+"""Registers the schemas (mltrain.spec.schema) in Hydra's ConfigStore as `<name>_schema` nodes,
 the typed bases that every YAML preset under conf/ starts from."""
 from __future__ import annotations
 
 from hydra.core.config_store import ConfigStore
 
-from mltrain.config.schema import SCHEMAS, MltrainConf
+from mltrain.spec.schema import SCHEMAS, MltrainConf
 
 
 def register() -> None:

@@ -69,7 +69,7 @@ def check_known_keys(cfg: Any) -> None:
     """Keys forced in with `+key=...` bypass the schemas while composing; they are refused here."""
     import dataclasses
 
-    from mltrain.config.schema import SCHEMAS
+    from mltrain.spec.schema import SCHEMAS
 
     for group, options in SCHEMAS.items():
         node = cfg.get(group)
@@ -114,7 +114,7 @@ def check_added_keys(overrides: List[str], groups: Collection[str] = ()) -> None
     import dataclasses
     import difflib
 
-    from mltrain.config.schema import MltrainConf
+    from mltrain.spec.schema import MltrainConf
 
     declared = [f.name for f in dataclasses.fields(MltrainConf)]
     for override in overrides:

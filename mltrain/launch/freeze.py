@@ -1,4 +1,4 @@
-"""Freezing: one composed config becomes a FrozenJob (mltrain.launch.job), or a ConfigError.
+"""Freezing: one composed config becomes a FrozenJob (mltrain.spec.job), or a ConfigError.
 
 Everything that can be checked is checked here, before a run directory exists: the schema's rules
 (mltrain.config.validate), the job kind's inputs (mltrain.launch.programs) and what the chosen
@@ -11,10 +11,12 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
+from mltrain.backends import backend_for
 from mltrain.config.compose import is_mltrain_config
-from mltrain.config.schema import compute_from_dict, distribution_from_dict
 from mltrain.errors import ConfigError, MltrainError
-from mltrain.launch.job import HYDRA_TASK_MODULE, FrozenJob, backend_for, new_run_id
+from mltrain.runs import mlflow_run
+from mltrain.spec.job import HYDRA_TASK_MODULE, FrozenJob, new_run_id
+from mltrain.spec.schema import compute_from_dict, distribution_from_dict
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -118,9 +120,7 @@ def _freeze_mltrain(cfg, overrides, sweep_dir, sweep_index) -> FrozenJob:
     env.update(_data_env(cfg))
     env["MLTRAIN_DIST_TIMEOUT_S"] = str(cfg.distribution.timeout_s)
     env["MLTRAIN_PYTHON"] = sys.executable  # mltrain's own interpreter (Run.register_model calls its CLI)
-    from mltrain import tracking
-
-    env.update(tracking.rank_env(run_dir, prepare=not cfg.dry_run))  # scripts' mlflow.log_metric lands in this run
+    env.update(mlflow_run.rank_env(run_dir))  # scripts' mlflow.log_metric lands in this run
     env.update(backend.job_env(compute))
     if program.snapshot_source is not None:  # the user's own program: a script or a command
         hooks = [_RANK_SITE] if cfg.distribution.close_process_group and cfg.distribution.kind != "none" else []

@@ -8,10 +8,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from mltrain.config.compose import compose_members, is_mltrain_config
 from mltrain.errors import RunCanceled, RunFailed
-from mltrain.launch.job import FrozenJob
 from mltrain.launch.orchestrate import RunResult, print_summary, run_all, write_sweep_summary
 from mltrain.runs.console import Console
-from mltrain.runs.status import CANCELED, COMPLETED, FAILED, QUEUED
+from mltrain.spec.job import FrozenJob
+from mltrain.spec.status import CANCELED, COMPLETED, FAILED, QUEUED
 
 
 def freeze_members(configs: List[DictConfig], runs_root: str, app_compute=None) -> List[FrozenJob]:

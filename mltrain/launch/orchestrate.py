@@ -19,11 +19,12 @@ from typing import List, Optional
 from mltrain import backends
 from mltrain.atomic import atomic_write
 from mltrain.errors import ConfigError, MltrainError
-from mltrain.launch.job import FrozenJob
+from mltrain.runs import mlflow_run
 from mltrain.runs.console import Console, RunLog
 from mltrain.runs.lifecycle import finish
 from mltrain.runs.record import RunRecord
-from mltrain.runs.status import CANCELED, FAILED, TERMINAL
+from mltrain.spec.job import FrozenJob
+from mltrain.spec.status import CANCELED, FAILED, TERMINAL
 
 
 @dataclass
@@ -81,10 +82,9 @@ def create_run(job: FrozenJob, console: Console, payload: Optional[bytes] = None
 
 
 def _fill(record: RunRecord, job: FrozenJob, console: Console, payload: Optional[bytes]) -> None:
-    from mltrain import tracking
     from mltrain.launch import snapshot
 
-    tracking.seed_run_db(record.dir, job.env)
+    mlflow_run.seed_run_db(record.dir, job.env)
     if payload is not None:  # a plain Hydra app's pickled task function, read by its ranks
         (record.dir / "task.pkl").write_bytes(payload)
     if job.snapshot_source:
@@ -110,12 +110,10 @@ def execute(jobs: List[FrozenJob], records: List[RunRecord], consoles: List[Cons
     backend = backends.get(jobs[0].backend)
     cancel = threading.Event()
     with CancelOnSignal(cancel) as guard:
-        share = max(1, min(getattr(jobs[0].compute, "max_concurrent_jobs", 1), len(jobs)))
+        share = max(1, min(backend.concurrency(jobs[0].compute) or 1, len(jobs)))
         statuses = backend.launch([backend.plan(job, share) for job in jobs], records, consoles, cancel)
     results = [RunResult(job, status, record.data.get("error")) for job, status, record in zip(jobs, statuses, records)]
-    from mltrain import tracking
-
-    tracking.mirror_later(job.run_dir for job in jobs)  # MLflow's copy of the runs, made after this command
+    mlflow_run.mirror_later(job.run_dir for job in jobs)  # MLflow's copy of the runs, made after this command
     if guard.signum is not None:
         for r in results:
             if r.status not in TERMINAL:

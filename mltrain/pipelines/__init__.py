@@ -58,9 +58,9 @@ def build(sweeper: Any, arguments: List[str]):
 
     from mltrain.components.checks import PRODUCED_LATER
     from mltrain.config.compose import compose_members
-    from mltrain.config.schema import PipelineConf
-    from mltrain.launch.job import new_run_id
     from mltrain.pipelines import graph
+    from mltrain.spec.job import new_run_id
+    from mltrain.spec.schema import PipelineConf
 
     cfg = sweeper.config
     name = str(cfg.hydra.runtime.choices.get("pipeline") or "pipeline")
@@ -138,14 +138,14 @@ def run(sweeper: Any, arguments: List[str]) -> list:
     from mltrain.launch.orchestrate import CancelOnSignal
     from mltrain.pipelines import record, runner
     from mltrain.runs.console import Console
-    from mltrain.runs.status import CANCELED, COMPLETED
+    from mltrain.spec.status import CANCELED, COMPLETED
 
     cfg = sweeper.config
     name, settings, steps, jobs, run_id, root = build(sweeper, arguments)
     pipe = runner.PipelineRun(name, steps, jobs, root, settings, list(arguments))
     detach = bool(cfg.run.detach)
     if detach:
-        runner.check_detach(pipe.mode)
+        runner.check_detach(pipe.queued_on)
     if cfg.dry_run:
         return _dry_run(pipe)
     for backend in sorted({j.backend for j in jobs.values()}):
@@ -155,7 +155,7 @@ def run(sweeper: Any, arguments: List[str]) -> list:
     pipe.create(run_dir)
     interrupt = threading.Event()
     with CancelOnSignal(interrupt):
-        if pipe.mode == "slurm":
+        if pipe.queued_on is not None:
             pipe.submit_graph()
             if detach:
                 Console().status(f"detached: pipeline {pipe.record.id} is queued on Slurm as one graph; follow it "
@@ -165,9 +165,9 @@ def run(sweeper: Any, arguments: List[str]) -> list:
         else:
             pipe.run_here(interrupt)
     status = record.sync(pipe.record)
-    from mltrain import tracking
+    from mltrain.runs import mlflow_run
 
-    tracking.mirror_later([*(sr.job.run_dir for sr in pipe.runs.values()), str(pipe.record.dir)])
+    mlflow_run.mirror_later([*(sr.job.run_dir for sr in pipe.runs.values()), str(pipe.record.dir)])
     _summary(pipe)
     if status != COMPLETED:
         error = RunCanceled if status == CANCELED else RunFailed

@@ -15,10 +15,11 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from mltrain import backends
 from mltrain.pipelines import reuse
 from mltrain.runs.lifecycle import finish
 from mltrain.runs.record import RunRecord
-from mltrain.runs.status import (
+from mltrain.spec.status import (
     CANCELED,
     COMPLETED,
     FAILED,
@@ -80,8 +81,9 @@ def sync(pipeline: RunRecord) -> str:
         info["reason"] = mark.get("decision") or info.get("reason")
         if step.status in (FAILED, CANCELED) and step.data.get("error"):
             info["error"] = step.data["error"]
-        if (step.data.get("slurm") or {}).get("job_id"):
-            info["slurm_job"] = step.data["slurm"]["job_id"]
+        where = backends.backend_of(step).locate(step)
+        if where:
+            info["scheduler"] = where
     status = overall([info["status"] for info in table.values()])
     # The pipeline's phases come from its steps' own times, not from when someone looked (a detached graph).
     times = [i.get("phases") or {} for i in table.values()]

@@ -16,12 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from mltrain import backends
 from mltrain.errors import ConfigError, MltrainError
 from mltrain.pipelines import graph, reuse
 from mltrain.pipelines import record as precord
 from mltrain.runs.console import Console, RunLog
 from mltrain.runs.record import RunRecord
-from mltrain.runs.status import CANCELED, COMPLETED, FAILED, QUEUED, TERMINAL
+from mltrain.spec.status import CANCELED, COMPLETED, FAILED, QUEUED, TERMINAL
 
 POLL_S = 0.1
 SLURM_POLL_S = 0.25
@@ -50,7 +51,12 @@ class PipelineRun:
         self.runs = {s.name: StepRun(s, jobs[s.name]) for s in steps}
         self.console = Console()
         self.record: Optional[RunRecord] = None
-        self.mode = "slurm" if all(j.backend == "slurm" for j in jobs.values()) else "local"
+        # A graph whose steps all run on one backend that holds dependencies is queued whole on it (no
+        # driver needed); any other graph is started step by step by this process.
+        names = {j.backend for j in jobs.values()}
+        on = backends.get(names.pop()) if len(names) == 1 else None
+        self.queued_on: Optional[str] = on.name if on is not None and on.holds_dependencies else None
+        self.mode = self.queued_on or "local"
         self._external: Dict[tuple, str] = {}
 
     # ------------------------------------------------------------------ creation
@@ -247,10 +253,10 @@ class PipelineRun:
     def submit_graph(self) -> None:
         """Queue every step that must run, each waiting on its parents' Slurm jobs (afterok; a job
         whose parent failed is removed by Slurm itself: kill_on_invalid_dep)."""
-        from mltrain import backends
         from mltrain.backends.base import Cancel
 
-        backend = backends.get("slurm")
+        assert self.queued_on is not None
+        backend = backends.get(self.queued_on)
         for sr in self.runs.values():
             parents = {p: self.runs[p].record for p in sr.step.parents}
             for parent in parents.values():
@@ -264,12 +270,8 @@ class PipelineRun:
             if producer is not None:
                 self.reuse_outputs(sr, producer)
                 continue
-            waits = [p.data["slurm"]["job_id"] for p in parents.values() if p.status != COMPLETED and p.data.get("slurm")]
-            job = dataclasses.replace(sr.job, detach=True)  # queued now; the graph is followed here, or not at all
-            if waits:
-                extra = {**job.compute.additional_parameters, "dependency": "afterok:" + ":".join(waits),
-                         "kill_on_invalid_dep": "yes"}
-                job = dataclasses.replace(job, compute=dataclasses.replace(job.compute, additional_parameters=extra))
+            # queued now; the graph is followed here, or not at all
+            job = backend.after(dataclasses.replace(sr.job, detach=True), list(parents.values()))
             status = backend.launch([backend.plan(job)], [sr.record], [_Queued(sr.console.prefix)], Cancel())[0]
             if status != QUEUED:
                 sr.done = True
@@ -277,7 +279,7 @@ class PipelineRun:
 
     def follow_graph(self, interrupt: threading.Event) -> None:
         """Follow a queued graph until every step has ended, settling each as it ends."""
-        from mltrain.runs.handle import backend_of, refresh
+        from mltrain.backends import backend_of, refresh
 
         said = {n: sr.record.status for n, sr in self.runs.items() if sr.done}  # already said when reused
         canceled = False
@@ -344,8 +346,8 @@ def _width(steps: List[graph.Step]) -> int:
     return max(counts.values())
 
 
-def check_detach(mode: str) -> None:
-    if mode != "slurm":
+def check_detach(queued_on: Optional[str]) -> None:
+    if queued_on is None:
         raise ConfigError("run.detach", "only a pipeline whose every step runs on Slurm can be detached (its graph "
                                         "is queued whole); local steps are started by the driver: keep it running, "
                                         "e.g. under nohup")

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional
 
-from mltrain.launch.job import FrozenJob
+from mltrain.spec.job import FrozenJob
 
 #: The contract's variable names, in the order a dry run prints them.
 CONTRACT = (

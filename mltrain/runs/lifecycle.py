@@ -7,7 +7,7 @@ from typing import List, Optional
 
 from mltrain.runs.console import Console, RunLog
 from mltrain.runs.record import RunRecord
-from mltrain.runs.status import FAILED, FINALIZING
+from mltrain.spec.status import FAILED, FINALIZING
 
 
 def outputs_manifest(outputs: Path) -> List[dict]:

@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Tuple
 
 from mltrain.atomic import atomic_write
 from mltrain.errors import MltrainError
-from mltrain.runs.status import NOT_STARTED, ORDER, RUNNING
+from mltrain.spec.status import NOT_STARTED, ORDER, RUNNING
 
 if TYPE_CHECKING:
-    from mltrain.launch.job import FrozenJob
+    from mltrain.spec.job import FrozenJob
 
 
 class RunRecord:
@@ -145,6 +145,42 @@ class RunRecord:
     @property
     def status(self) -> str:
         return self.data["status"]
+
+    @property
+    def backend(self) -> str:
+        """The backend named at freezing ("pipeline" for a pipeline's own run; the process group in 0.1.0)."""
+        return str(self.data.get("backend"))
+
+    @property
+    def compute_kind(self) -> str:
+        return str(self.data.get("compute"))
+
+    @property
+    def distribution_kind(self) -> str:
+        return str(self.data.get("distribution"))
+
+    @property
+    def is_pipeline(self) -> bool:
+        return bool(self.data.get("pipeline"))
+
+    @property
+    def scheduler_job_id(self) -> Optional[str]:
+        """The scheduler's id of the run's job (Slurm's), once it was submitted to one."""
+        job = (self.data.get("slurm") or {}).get("job_id")
+        return str(job) if job else None
+
+    @property
+    def error(self) -> Optional[str]:
+        return self.data.get("error")
+
+    @property
+    def world_size(self) -> int:
+        return int(self.data["world"]["world_size"])
+
+    @property
+    def ended_at(self) -> float:
+        """The time of its latest phase (its end, once it has ended)."""
+        return float(max(self.data["phases"].values()))
 
     def log_path(self, rank: Optional[int] = None) -> Path:
         return self.dir / "logs" / ("launcher.log" if rank is None else f"rank_{rank}.log")

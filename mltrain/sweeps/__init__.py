@@ -48,7 +48,7 @@ def run(sweeper: Any, arguments: List[str]) -> list:
     if cfg.dry_run:
         return _dry_run(sweeper, sweep, search, seed)
     from mltrain import backends
-    from mltrain.launch.job import backend_for
+    from mltrain.backends import backend_for
 
     backends.get(backend_for(str(cfg.compute.kind), str(cfg.distribution.kind))).preflight()
     sweep_dir = Path(str(cfg.hydra.sweep.dir)).expanduser()
@@ -56,9 +56,9 @@ def run(sweeper: Any, arguments: List[str]) -> list:
     OmegaConf.save(cfg, sweep_dir / "multirun.yaml")
     ctl = controller.Controller(sweeper, sweep, search, sweep_dir, seed)
     ctl.run()
-    from mltrain import tracking
+    from mltrain.runs import mlflow_run
 
-    tracking.mirror_later(m.job.run_dir for m in ctl.members if m.job is not None)
+    mlflow_run.mirror_later(m.job.run_dir for m in ctl.members if m.job is not None)
     doc = results.write(ctl, final=True)
     console = Console()
     for line in results.summary_lines(doc):

@@ -18,10 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from mltrain.config.schema import SweepConf
+from mltrain import backends
 from mltrain.errors import ConfigError, MltrainError, RunCanceled, RunFailed
 from mltrain.runs.console import Console
-from mltrain.runs.status import CANCELED, COMPLETED, FAILED
+from mltrain.spec.schema import SweepConf
+from mltrain.spec.status import CANCELED, COMPLETED, FAILED
 from mltrain.sweeps import policies
 from mltrain.sweeps.space import Space
 
@@ -302,13 +303,11 @@ def total_runs(settings: SweepConf, space: Space) -> int:
 
 
 def concurrent_runs(settings: SweepConf, cfg: Any, total: int) -> int:
-    """max_concurrent_runs, or what the compute allows: local runs compute.max_concurrent_jobs at a
-    time, a Slurm cluster compute.array_parallelism."""
+    """max_concurrent_runs, or what the run's backend allows with these compute settings."""
     if settings.max_concurrent_runs:
         return min(settings.max_concurrent_runs, total)
-    compute = cfg.compute
-    limit = compute.get("max_concurrent_jobs") if compute.get("kind") == "local" else compute.get("array_parallelism")
-    return max(1, min(int(limit or 1), total))
+    backend = backends.get(backends.backend_for(str(cfg.compute.kind), str(cfg.distribution.kind)))
+    return max(1, min(int(backend.concurrency(cfg.compute) or 1), total))
 
 
 def make_study(settings: SweepConf, space: Space, sweep_dir: Optional[Path], seed: int):

@@ -24,7 +24,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Dict, List
 
-from mltrain.config.schema import EarlyTerminationConf
+from mltrain.spec.schema import EarlyTerminationConf
 
 
 @dataclass

@@ -11,7 +11,7 @@ from typing import Any, Dict, List, Optional
 
 from mltrain.atomic import atomic_write
 from mltrain.errors import MltrainError
-from mltrain.runs.status import CANCELED
+from mltrain.spec.status import CANCELED
 
 SWEEP_FILE = "sweep.json"
 CHART_FILE = "primary_metric.png"

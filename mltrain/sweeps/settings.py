@@ -1,12 +1,12 @@
-"""A sweep's settings (the `sweep` node, mltrain.config.schema.SweepConf), checked against Azure ML
+"""A sweep's settings (the `sweep` node, mltrain.spec.schema.SweepConf), checked against Azure ML
 HyperDrive's rules before anything runs: each refused combination is one ConfigError line."""
 from __future__ import annotations
 
 import dataclasses
 from typing import Any, Dict, Optional
 
-from mltrain.config.schema import EarlyTerminationConf, SweepConf
 from mltrain.errors import ConfigError
+from mltrain.spec.schema import EarlyTerminationConf, SweepConf
 
 SAMPLINGS = ("grid", "random", "sobol", "bayesian")
 GOALS = ("maximize", "minimize")

@@ -1,8 +1,8 @@
 """FrozenJobs built directly from the schema's dataclasses, for unit tests that need no Hydra."""
 from __future__ import annotations
 
-from mltrain.config.schema import DistributionConf, LocalComputeConf, SlurmComputeConf
-from mltrain.launch.job import FrozenJob
+from mltrain.spec.job import FrozenJob
+from mltrain.spec.schema import DistributionConf, LocalComputeConf, SlurmComputeConf
 
 
 def frozen_job(backend: str = "local", nodes: int = 1, per_node: int = 2, **overrides) -> FrozenJob:

@@ -1,6 +1,10 @@
-"""mltrain's imports form no cycle, counting imports inside functions and the lazily imported tables
-(string names of mltrain modules given to importlib); imports under `if TYPE_CHECKING:` never run
-and are not counted. Also: the paths that launch nothing do not import torch (checked in test_cli)."""
+"""mltrain's imports point one way, from the layer that uses to the layer that is used, and form no cycle.
+
+Counted: imports at the top and inside functions, and the lazily imported tables ("module:attr" strings
+given to importlib, as mltrain.backends.BACKENDS). Not counted: imports under `if TYPE_CHECKING:` (they
+never run) and plain module names, which are programs started in another process (`python -m NAME`,
+as a rank program or the tracking mirror), not imports. Also: the paths that launch nothing do not
+import torch (tests/test_cli_validation.py)."""
 import ast
 from pathlib import Path
 
@@ -42,15 +46,69 @@ def _edges(name, path, modules):
                 sub = f"{base}.{alias.name}"
                 found.add(sub if sub in modules else base)
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            target = node.value.split(":", 1)[0]
-            if target.startswith("mltrain.") and target in modules:
+            target, colon, attr = node.value.partition(":")
+            if colon and attr.isidentifier() and target.startswith("mltrain.") and target in modules:
                 found.add(target)
     return {m for m in found if m in modules and m != name}
 
 
-def test_no_import_cycles():
+#: The layers, bottom first; written once, here. A module belongs to the longest prefix that names it. A
+#: module may import its own layer and those below it, never one above: the job spec knows no config,
+#: a backend no sweep, a run record no handle. docs/architecture.md draws the same picture.
+LAYERS = [
+    ["mltrain.errors", "mltrain.atomic", "mltrain.spec"],        # the job spec, the frozen job, statuses, job kinds
+    ["mltrain.config"],                                           # composition, search path, validation, aliases
+    ["mltrain.environments"],                                     # curated and custom environments
+    ["mltrain.runs", "mltrain.script_metrics"],                   # run records, metrics, logs, console
+    ["mltrain.ranks", "mltrain.hydra_task"],                      # the rank contract and the rank side
+    ["mltrain.components"],                                       # the built-in components the ranks run
+    ["mltrain.backends", "mltrain.slurm_rank"],                   # local, mpi, slurm: driver and rank side
+    ["mltrain.launch"],                                           # freezing, snapshot, dry run, orchestration
+    ["mltrain.sweeps", "mltrain.pipelines", "mltrain.models", "mltrain.tracking", "mltrain.azureml"],  # features
+    ["mltrain.handle", "mltrain.history", "mltrain.api", "mltrain.cli", "mltrain.__main__", "mltrain"],  # the top
+]
+
+
+def layer_of(module: str) -> int:
+    best = (-1, -1)
+    for i, prefixes in enumerate(LAYERS):
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > best[1]:
+                best = (i, len(prefix))
+    assert best[0] >= 0, f"{module} is in no layer: add it to LAYERS"
+    return best[0]
+
+
+def upward(graph):
+    return sorted(f"{a} -> {b}" for a, targets in graph.items() for b in targets if layer_of(a) < layer_of(b))
+
+
+def _graph():
     modules = _modules()
-    graph = {name: _edges(name, path, modules) for name, path in modules.items()}
+    return {name: _edges(name, path, modules) for name, path in modules.items()}
+
+
+def test_imports_never_point_up_a_layer():
+    found = upward(_graph())
+    assert not found, "imports from a lower layer to a higher one:\n" + "\n".join(found)
+
+
+def test_a_planted_upward_import_is_caught():
+    graph = _graph()
+    graph["mltrain.spec.job"] = graph["mltrain.spec.job"] | {"mltrain.handle"}  # a job spec that imports the top
+    assert upward(graph) == ["mltrain.spec.job -> mltrain.handle"]
+    graph = _graph()
+    graph["mltrain.backends.slurm.backend"] = graph["mltrain.backends.slurm.backend"] | {"mltrain.pipelines.runner"}
+    assert upward(graph) == ["mltrain.backends.slurm.backend -> mltrain.pipelines.runner"]
+
+
+def test_every_module_has_a_layer():
+    for name in _modules():
+        layer_of(name)
+
+
+def test_no_import_cycles():
+    graph = _graph()
     cycles, stack, state = [], [], {}
 
     def visit(node):

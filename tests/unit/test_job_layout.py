@@ -2,8 +2,8 @@
 import json
 from pathlib import Path
 
-from mltrain.config.schema import DistributionConf, LocalComputeConf, SlurmComputeConf
-from mltrain.launch.job import LAYOUT, FrozenJob
+from mltrain.spec.job import LAYOUT, FrozenJob
+from mltrain.spec.schema import DistributionConf, LocalComputeConf, SlurmComputeConf
 
 from .jobs import frozen_job
 
@@ -41,8 +41,8 @@ def test_old_submitit_pickle_still_names_a_class_that_exists():
 def test_compute_settings_with_an_unknown_key_name_the_key_and_the_valid_ones():
     import pytest
 
-    from mltrain.config.schema import compute_from_dict
     from mltrain.errors import ConfigError
+    from mltrain.spec.schema import compute_from_dict
 
     with pytest.raises(ConfigError) as err:
         compute_from_dict({"kind": "slurm", "partitoin": "debug"}, key="hydra.launcher.compute")

@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 
 from mltrain.backends import get
-from mltrain.config.schema import SlurmComputeConf
 from mltrain.errors import ConfigError
+from mltrain.spec.schema import SlurmComputeConf
 
 from .jobs import frozen_job
 
@@ -21,7 +21,7 @@ def test_executor_parameters_carry_the_schema_values_and_fail_fast():
 
 
 def test_mpi_uses_srun_pmi_and_pyxis_gets_the_image_and_mounts():
-    from mltrain.config.schema import DistributionConf
+    from mltrain.spec.schema import DistributionConf
 
     job = frozen_job("slurm", distribution=DistributionConf(kind="mpi", process_count_per_node=2, slurm_mpi="pmi2"),
                      environment={"containerized": True, "spec": {"base_image": "nvcr.io/x:1", "setup": ["module load a"]}})

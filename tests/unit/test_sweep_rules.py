@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from mltrain.config.schema import EarlyTerminationConf, SweepConf
 from mltrain.errors import ConfigError
+from mltrain.spec.schema import EarlyTerminationConf, SweepConf
 from mltrain.sweeps import policies, settings, space
 from mltrain.sweeps.policies import Curve
 

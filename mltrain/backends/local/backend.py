@@ -9,7 +9,7 @@ import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 from mltrain.backends.base import (
     PORT,
@@ -23,12 +23,12 @@ from mltrain.backends.base import (
     stop_driver,
 )
 from mltrain.errors import ConfigError
-from mltrain.launch.job import FrozenJob
 from mltrain.ranks import contract
 from mltrain.runs.console import Console, RunLog
 from mltrain.runs.lifecycle import finish
 from mltrain.runs.record import RunRecord
-from mltrain.runs.status import CANCELED, FAILED, QUEUED, RUNNING, TERMINAL
+from mltrain.spec.job import FrozenJob
+from mltrain.spec.status import CANCELED, FAILED, QUEUED, RUNNING, TERMINAL
 
 
 class LocalBackend(Backend):
@@ -66,6 +66,9 @@ class LocalBackend(Backend):
         return {"CUDA_VISIBLE_DEVICES": ",".join(devices[: int(compute.gpus)])}
 
     # ------------------------------------------------------------------ submission
+    def concurrency(self, compute: Any) -> Optional[int]:
+        return int(compute.max_concurrent_jobs)
+
     def plan(self, job: FrozenJob, share: int = 1) -> Plan:
         return Plan(job, contract.plan(job, "127.0.0.1", PORT, max(1, (os.cpu_count() or 1) // share)),
                     notes=[f"MASTER_PORT ({PORT}) is handed out by the OS when the run starts"])

@@ -20,7 +20,7 @@ from mltrain.ranks.contract import RankPlace
 from mltrain.ranks.process import POLL_S, copy_output, describe_exit, stop_groups, tail
 from mltrain.runs.console import Console, RunLog
 from mltrain.runs.record import RunRecord
-from mltrain.runs.status import CANCELED, COMPLETED, FAILED
+from mltrain.spec.status import CANCELED, COMPLETED, FAILED
 
 
 class _Rank:

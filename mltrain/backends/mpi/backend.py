@@ -9,10 +9,10 @@ from typing import Any
 from mltrain.backends.base import PORT, Outcome, Plan, with_port
 from mltrain.backends.local.backend import LocalBackend
 from mltrain.errors import ConfigError
-from mltrain.launch.job import FrozenJob
 from mltrain.ranks import contract
 from mltrain.runs.console import Console, RunLog
 from mltrain.runs.record import RunRecord
+from mltrain.spec.job import FrozenJob
 
 
 class MpiBackend(LocalBackend):

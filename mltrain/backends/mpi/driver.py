@@ -14,12 +14,12 @@ import time
 from typing import Dict, List, Tuple, Union
 
 from mltrain.backends.base import Outcome, cancel_reason
-from mltrain.launch.job import FrozenJob
 from mltrain.ranks import contract, reports
 from mltrain.ranks.process import POLL_S, copy_output, stop_groups
 from mltrain.runs.console import Console, RunLog
 from mltrain.runs.record import RunRecord
-from mltrain.runs.status import CANCELED, COMPLETED, FAILED
+from mltrain.spec.job import FrozenJob
+from mltrain.spec.status import CANCELED, COMPLETED, FAILED
 
 #: What every rank needs from the driver, exported with -x so that remote ranks get it too.
 EXPORTED = ("MASTER_ADDR", "MASTER_PORT", "MLTRAIN_RUN_DIR", "PYTHONUNBUFFERED", "PATH", "PYTHONPATH",

@@ -14,10 +14,10 @@ from pathlib import Path
 
 
 def main() -> None:
-    from mltrain.launch.job import FrozenJob
     from mltrain.ranks import contract, reports
     from mltrain.ranks.process import run_program
     from mltrain.runs.console import Console
+    from mltrain.spec.job import FrozenJob
 
     run_dir = Path(os.environ["MLTRAIN_RUN_DIR"])
     job = FrozenJob.load(run_dir)

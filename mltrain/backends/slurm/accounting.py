@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass
 from typing import Dict, List, Optional
 
-from mltrain.runs.status import CANCELED, COMPLETED, FAILED, QUEUED, RUNNING
+from mltrain.spec.status import CANCELED, COMPLETED, FAILED, QUEUED, RUNNING
 
 # Slurm job state -> run status (sacct names; submitit reports them as they are).
 STATES = {

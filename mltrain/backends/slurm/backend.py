@@ -1,18 +1,19 @@
 """The slurm backend: submitit submits, Slurm's accounting tells the state, scancel stops."""
 from __future__ import annotations
 
+import dataclasses
 import threading
 from pathlib import Path
-from typing import Any, List
+from typing import Any, List, Optional
 
 from mltrain.backends.base import Backend, Plan, stop_driver
 from mltrain.backends.slurm import accounting
 from mltrain.errors import ConfigError
-from mltrain.launch.job import FrozenJob
 from mltrain.ranks import contract
 from mltrain.runs.console import Console
 from mltrain.runs.record import RunRecord
-from mltrain.runs.status import FAILED, QUEUED, TERMINAL
+from mltrain.spec.job import FrozenJob
+from mltrain.spec.status import COMPLETED, FAILED, QUEUED, TERMINAL
 
 FIRST_NODE, JOB_PORT = "<first node>", "<from job id>"
 
@@ -116,6 +117,25 @@ class SlurmBackend(Backend):
                 driver.settle(record, accounting.JobState("COMPLETED", start, end))
             else:
                 driver.settle(record, states[record.data["slurm"]["job_id"]])
+
+    def locate(self, record: RunRecord) -> Optional[str]:
+        job_id = record.scheduler_job_id
+        return f"Slurm job {job_id}" if job_id else None
+
+    holds_dependencies = True
+
+    def after(self, job: FrozenJob, parents: List[RunRecord]) -> FrozenJob:
+        """afterok on the parents' jobs that have not completed yet; kill_on_invalid_dep makes Slurm
+        itself remove the job when a parent fails, so no driver has to be there to do it."""
+        waits = [p.scheduler_job_id for p in parents if p.status != COMPLETED and p.scheduler_job_id]
+        if not waits:
+            return job
+        extra = {**job.compute.additional_parameters, "dependency": "afterok:" + ":".join(waits),
+                 "kill_on_invalid_dep": "yes"}
+        return dataclasses.replace(job, compute=dataclasses.replace(job.compute, additional_parameters=extra))
+
+    def concurrency(self, compute: Any) -> Optional[int]:
+        return getattr(compute, "array_parallelism", None)
 
     def cancel(self, record: RunRecord) -> None:
         from mltrain.backends.slurm import driver

@@ -16,13 +16,13 @@ from typing import Callable, List, Optional
 from mltrain.backends.base import Plan, cancel_reason, prepare_environment
 from mltrain.backends.slurm import accounting
 from mltrain.backends.slurm.submission import make_executor
-from mltrain.launch.job import FrozenJob
 from mltrain.ranks import reports
 from mltrain.ranks.process import follow
 from mltrain.runs.console import Console, RunLog
 from mltrain.runs.lifecycle import finish
 from mltrain.runs.record import RunRecord
-from mltrain.runs.status import CANCELED, COMPLETED, FAILED, QUEUED, RUNNING, TERMINAL
+from mltrain.spec.job import FrozenJob
+from mltrain.spec.status import CANCELED, COMPLETED, FAILED, QUEUED, RUNNING, TERMINAL
 
 #: How often the driver looks at the ranks' reports and logs (cheap: a few small files).
 TICK_S = 0.1

@@ -24,8 +24,8 @@ from typing import Optional
 
 from mltrain.atomic import atomic_write
 from mltrain.errors import RunFailed
-from mltrain.launch.job import FrozenJob
 from mltrain.ranks import contract
+from mltrain.spec.job import FrozenJob
 
 PORT_BASE, PORT_SPAN = 20000, 20000
 RENDEZVOUS_WAIT_S = 300
@@ -69,7 +69,7 @@ def rendezvous(run_dir: Path, job_id: str, attempt: int, rank: int, master: str)
 
 def _is_hydra_task(argv) -> bool:
     """Whether the rank program is a plain Hydra app's task run by this same interpreter."""
-    from mltrain.launch.job import HYDRA_TASK_MODULE
+    from mltrain.spec.job import HYDRA_TASK_MODULE
 
     return (len(argv) == 3 and argv[1:] == ["-m", HYDRA_TASK_MODULE]
             and os.path.realpath(argv[0]) == os.path.realpath(sys.executable))

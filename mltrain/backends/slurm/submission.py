@@ -7,7 +7,7 @@ from typing import Any, Dict
 
 from mltrain.backends.slurm.containers import container_flags
 from mltrain.errors import ConfigError
-from mltrain.launch.job import FrozenJob
+from mltrain.spec.job import FrozenJob
 
 
 def executor_parameters(job: FrozenJob) -> Dict[str, Any]:

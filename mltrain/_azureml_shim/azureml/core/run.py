@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, List, Optional
 
-from mltrain import run as _metrics
+from mltrain import script_metrics as _metrics
 
 
 class Run:

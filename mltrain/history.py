@@ -98,9 +98,9 @@ def compare(records: List[RunRecord]) -> Dict[str, Any]:
 
 def rerun(record: RunRecord, detach: bool = False):
     """A new run from what `record` froze: its job, config, snapshot and environment spec."""
-    from mltrain.launch.job import FrozenJob, new_run_id
     from mltrain.launch.orchestrate import create_run, execute
     from mltrain.runs.console import Console
+    from mltrain.spec.job import FrozenJob, new_run_id
 
     old = FrozenJob.load(record.dir)
     run_id = new_run_id(old.experiment)

@@ -4,7 +4,7 @@ config (DictConfig) --freeze--> FrozenJob --backend--> ranks --> run record.
 
 Freezing resolves every interpolation (`${now:}` included) exactly once; the resolved config is
 written to the run directory and every rank, requeue and rerun reads that copy (hydra #2070).
-Compute and distribution settings are the schema's own dataclasses (mltrain.config.schema), so
+Compute and distribution settings are the schema's own dataclasses (mltrain.spec.schema), so
 their defaults live in one place. Loading a FrozenJob imports neither Hydra nor OmegaConf: a rank
 on a cluster node reads job.json and starts.
 """
@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Union
 
-from mltrain.config.schema import (
+from mltrain.spec.schema import (
     DistributionConf,
     LocalComputeConf,
     SlurmComputeConf,
@@ -89,14 +89,9 @@ class FrozenJob:
             return cls.from_json(json.load(f))
 
 
-def backend_for(compute_kind: str, distribution_kind: str) -> str:
-    """Which backend runs a job: the one place that reads the two settings as strings.
-
-    On Slurm, srun starts MPI ranks itself, so `distribution=mpi` stays with the Slurm backend.
-    """
-    if compute_kind == "slurm":
-        return "slurm"
-    return "mpi" if distribution_kind == "mpi" else "local"
+#: The backend a job of the 0.1.0 layout ran on, by (compute, distribution): that layout named no backend.
+#: Today's jobs name theirs, chosen by mltrain.backends.backend_for.
+_LAYOUT1_BACKENDS = {("local", "none"): "local", ("local", "pytorch"): "local", ("local", "mpi"): "mpi"}
 
 
 def upgrade(data: Dict[str, Any]) -> Dict[str, Any]:
@@ -111,7 +106,7 @@ def upgrade(data: Dict[str, Any]) -> Dict[str, Any]:
     distribution.update(kind=distribution_kind, node_count=old.pop("node_count"),
                         process_count_per_node=old.pop("process_count_per_node"))
     return {**old, "compute": compute, "distribution": distribution, "process_group": old.pop("backend"),
-            "backend": backend_for(compute_kind, distribution_kind), "layout": LAYOUT}
+            "backend": _LAYOUT1_BACKENDS.get((compute_kind, distribution_kind), compute_kind), "layout": LAYOUT}
 
 
 def new_run_id(experiment: str) -> str:

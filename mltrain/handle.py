@@ -12,46 +12,32 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, List, Optional, Union
 
+from mltrain import backends
+from mltrain.backends.base import driver_alive
 from mltrain.errors import MltrainError, RunCanceled, RunFailed
+from mltrain.pipelines.view import PipelineView
+from mltrain.runs import mlflow_run
 from mltrain.runs.record import RunRecord, find_run, iter_runs
-from mltrain.runs.status import CANCELED, FAILED, TERMINAL
+from mltrain.spec.status import CANCELED, FAILED, TERMINAL
 
 
-def backend_of(record: RunRecord):
-    """The backend that runs (ran) this record's run. Records of 0.1.0 named the process group in
-    `backend`; their compute and distribution tell the backend instead."""
-    from mltrain import backends
-    from mltrain.launch.job import backend_for
-
-    name = record.data.get("backend")
-    if name == "pipeline":  # a pipeline's own run: its steps' runs are what their backends know
-        from mltrain.pipelines.view import PipelineView
-
+def backend_of(record: RunRecord) -> Any:
+    """The backend that runs (ran) this record's run, or for a pipeline's own run, the view that follows
+    its steps' runs on theirs."""
+    if record.is_pipeline:
         return PipelineView(refresh, backend_of)
-    if name not in backends.BACKENDS:
-        name = backend_for(str(record.data.get("compute")), str(record.data.get("distribution")))
-    return backends.get(name)
+    return backends.backend_of(record)
 
 
 def refresh(records: List[RunRecord]) -> None:
-    """Bring runs that have not ended up to date, asking each backend once for all of its runs."""
-    by_backend: Dict[str, Tuple[Any, List[RunRecord]]] = {}
-    for record in records:
-        if record.status not in TERMINAL:
-            backend = backend_of(record)
-            by_backend.setdefault(getattr(backend, "name", backend), (backend, []))[1].append(record)
-    for backend, group in by_backend.values():
-        backend.refresh(group)
-    # The command that started a run mirrors it into MLflow when it returns; a detached run (or a
-    # pipeline's step) has no such command, so the look that sees it end does.
-    ended = [r for _, group in by_backend.values() for r in group if r.status in TERMINAL]
+    """Bring runs that have not ended up to date (mltrain.backends.refresh). The command that started
+    a run mirrors it into MLflow when it returns; a detached run (or a pipeline's step) has no such
+    command, so the look that sees it end does."""
+    ended = backends.refresh(records, backend_of)
     if ended:
-        from mltrain import tracking
-        from mltrain.backends.base import driver_alive
-
-        tracking.mirror_later(str(r.dir) for r in ended if not driver_alive(r))
+        mlflow_run.mirror_later(str(r.dir) for r in ended if not driver_alive(r))
 
 
 def list_runs(root: Path, unreadable: Optional[List[Path]] = None) -> List[RunRecord]:

@@ -1,4 +1,5 @@
-"""Metrics from inside a job: `from mltrain import run; run.log("loss", 0.3, step=1)`.
+"""Metrics from inside a job: `from mltrain import run; run.log("loss", 0.3, step=1)` (`mltrain.run` is
+this module; the name says what it holds, the short name is what scripts import).
 
 Inside an mltrain run (MLTRAIN_RUN_DIR is set in every rank) values are appended to the run's
 metrics.jsonl with the rank and the time; several ranks may log at once. Outside one, they are

@@ -1,0 +1,149 @@
+"""The MLflow run each mltrain run gives its ranks, for scripts written for Azure ML v2 that log with
+`mlflow.log_metric` / `log_param` / `autolog()`.
+
+Each run gets its own small MLflow database (a copy of a template whose schema and one run already
+exist), and its ranks get MLFLOW_TRACKING_URI and MLFLOW_RUN_ID pointing at that run: several ranks
+write to one run and no rank migrates a schema. The template's run has a fixed id, so freezing a job
+can name it without building anything (freezing stays free of side effects); the template itself is
+made the first time a run is created that needs it, in a child process (the driver never imports
+MLflow), with a progress line. mltrain.tracking later folds what the ranks logged into the run's
+metrics.jsonl and mirrors the run into the shared store.
+"""
+from __future__ import annotations
+
+import functools
+import importlib.util
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import time
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Dict, Iterable, List, Optional
+
+from mltrain.runs.console import Console
+
+SWITCH = "MLTRAIN_TRACKING"           # off: no mirror, no per-run database
+RUN_DB = "mlflow.db"
+#: The template run's id, the same in every run's database (MLflow accepts any id of word characters).
+RUN_ID = "0" * 24 + "6d6c7472"
+#: What mirrors runs into the shared store: run as a program after a command returns, never imported here.
+MIRROR_PROGRAM = "mltrain.tracking"
+
+
+def enabled() -> bool:
+    """Whether runs are tracked: MLflow is installed (looked up, not imported) and not switched off."""
+    return os.environ.get(SWITCH, "on").lower() not in ("off", "0", "false") and \
+        importlib.util.find_spec("mlflow") is not None
+
+
+@functools.cache  # asked once per member of a sweep; reading package metadata is not free
+def template_dir() -> Path:
+    try:
+        ver = version("mlflow-skinny")
+    except PackageNotFoundError:
+        ver = version("mlflow")
+    cache = Path(os.environ.get("XDG_CACHE_HOME", "~/.cache")).expanduser()
+    return cache / "mltrain" / f"mlflow-{ver}-fixed-id"
+
+
+def rank_env(run_dir: str) -> Dict[str, str]:
+    """MLflow variables for a run's ranks (pure: nothing is made here)."""
+    if not enabled():
+        return {}
+    return {"MLFLOW_TRACKING_URI": f"sqlite:///{Path(run_dir) / RUN_DB}", "MLFLOW_RUN_ID": RUN_ID}
+
+
+def seed_run_db(run_dir: Path, env: Dict[str, str]) -> None:
+    """Copy the template database into a new run whose ranks were given MLflow's variables; the
+    template is made first when this machine (and MLflow version) has none yet."""
+    if env.get("MLFLOW_RUN_ID") != RUN_ID:
+        return
+    if not (template_dir() / "template.json").is_file() and not _prepare_template():
+        return
+    shutil.copyfile(template_dir() / "template.db", run_dir / RUN_DB)
+
+
+def _prepare_template() -> bool:
+    """Make the template in a child process; one status line, and a warning rather than a failed run
+    if MLflow cannot make it."""
+    console = Console()
+    console.status("tracking: preparing MLflow's database for scripts that log with mlflow "
+                   "(once per machine and MLflow version)")
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", __name__, "--template"], stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=300)
+    if done.returncode != 0 or not (template_dir() / "template.json").is_file():
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        console.status(f"warning: tracking: MLflow could not make its database ({last}); scripts' mlflow "
+                       "logging is not captured in this run")
+        return False
+    console.status(f"tracking: ready in {time.monotonic() - started:.1f}s")
+    return True
+
+
+def mirror_later(run_dirs: Iterable[str]) -> None:
+    """Mirror these runs in a background process that outlives this command."""
+    dirs = [str(d) for d in run_dirs]
+    if not dirs or not enabled():
+        return
+    subprocess.Popen([sys.executable, "-m", MIRROR_PROGRAM, *dirs], stdin=subprocess.DEVNULL,
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+def ensure_template() -> None:
+    """A database with MLflow's schema and one run, copied into each new run (see rank_env). Built in a
+    folder of its own and renamed into place whole, so processes racing to make it agree on one."""
+    folder = template_dir()
+    if (folder / "template.json").is_file():
+        return
+    from mlflow import MlflowClient
+
+    building = folder.with_name(f".{folder.name}-{os.getpid()}")
+    shutil.rmtree(building, ignore_errors=True)
+    building.mkdir(parents=True)
+    try:
+        run = MlflowClient(tracking_uri=f"sqlite:///{building / 'template.db'}").create_run(
+            "0", run_name="mltrain-run")
+        # Copied into every run: MLflow's schema on 4 KB pages is 930 KB, on 1 KB pages about a quarter.
+        con = sqlite3.connect(building / "template.db")
+        try:
+            con.execute("PRAGMA page_size=1024")
+            con.execute("VACUUM")
+        finally:
+            con.close()
+        # One fixed id in every run's copy, so freezing a job names it without reading the template.
+        con = sqlite3.connect(building / "template.db")
+        try:
+            with con:
+                for table in ("runs", "tags", "params", "metrics", "latest_metrics"):
+                    con.execute(f"UPDATE {table} SET run_uuid = ? WHERE run_uuid = ?", (RUN_ID, run.info.run_id))
+        finally:
+            con.close()
+        (building / "template.json").write_text(json.dumps({"run_id": RUN_ID}))
+        if folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()
+        os.rename(building, folder)
+    except OSError:  # another process put its template there first: use that one
+        if not (folder / "template.json").is_file():
+            raise
+    finally:
+        shutil.rmtree(building, ignore_errors=True)
+
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    import logging
+
+    logging.disable(logging.CRITICAL)
+    if (argv if argv is not None else sys.argv[1:]) == ["--template"]:
+        ensure_template()
+        return 0
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
