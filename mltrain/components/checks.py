@@ -96,36 +96,38 @@ def _require_onnx(key: str) -> None:
         raise ConfigError(key, f"ONNX needs {', '.join(lacking)}: {INSTALL}")
 
 
-def validate(cfg: Any) -> None:
-    kind = cfg.job.kind
-    if kind == "train_pytorch_model":
-        if cfg.job.untrained_model_dir:
-            read_model_spec(cfg.job.untrained_model_dir, "job.untrained_model_dir")
-        elif cfg.model.name not in MODELS:
-            raise ConfigError("model.name", f"'{cfg.model.name}' is not supported", MODELS)
-        if cfg.model.weights and not Path(cfg.model.weights).expanduser().is_file():
-            raise ConfigError("model.weights", f"file '{cfg.model.weights}' does not exist")
-        if cfg.data.kind == "image_directory":
-            found = [None if later(d) else labels_of(d, key)
-                     for d, key in ((cfg.data.train_dir, "data.train_dir"), (cfg.data.val_dir, "data.val_dir"))]
-            if None not in found:
-                check_label_sets(*found)
-        if cfg.trainer.export_onnx:
-            _require_onnx("trainer.export_onnx")
-    elif kind == "score_image_model":
-        if cfg.job.runtime not in RUNTIMES:
-            raise ConfigError("job.runtime", f"'{cfg.job.runtime}' is not a runtime", RUNTIMES)
-        if cfg.job.runtime == "onnxruntime":
-            _require_onnx("job.runtime")
-        if not later(cfg.job.model_dir):
-            read_model_spec(cfg.job.model_dir, "job.model_dir", trained=True)
-            if cfg.job.runtime == "onnxruntime" and not (Path(cfg.job.model_dir).expanduser() / "model.onnx").is_file():
-                raise ConfigError("job.runtime", f"'{cfg.job.model_dir}' has no model.onnx (train it with "
-                                  "trainer.export_onnx=true)")
-        if later(cfg.job.image_dir):
-            return
-        root = Path(cfg.job.image_dir).expanduser()
-        if not root.is_dir():
-            raise ConfigError("job.image_dir", f"directory '{root}' does not exist")
-        if not any(is_image(f) for f in root.rglob("*") if f.is_file()):
-            raise ConfigError("job.image_dir", f"'{root}' holds no images ({', '.join(IMG_EXTENSIONS)})")
+def validate_train(cfg: Any) -> None:
+    """Train PyTorch Model's inputs: the model, its weights, the image directories' labels, ONNX."""
+    if cfg.job.untrained_model_dir:
+        read_model_spec(cfg.job.untrained_model_dir, "job.untrained_model_dir")
+    elif cfg.model.name not in MODELS:
+        raise ConfigError("model.name", f"'{cfg.model.name}' is not supported", MODELS)
+    if cfg.model.weights and not Path(cfg.model.weights).expanduser().is_file():
+        raise ConfigError("model.weights", f"file '{cfg.model.weights}' does not exist")
+    if cfg.data.kind == "image_directory":
+        found = [None if later(d) else labels_of(d, key)
+                 for d, key in ((cfg.data.train_dir, "data.train_dir"), (cfg.data.val_dir, "data.val_dir"))]
+        if None not in found:
+            check_label_sets(*found)
+    if cfg.trainer.export_onnx:
+        _require_onnx("trainer.export_onnx")
+
+
+def validate_score(cfg: Any) -> None:
+    """Score Image Model's inputs: the runtime, the trained model directory, the images."""
+    if cfg.job.runtime not in RUNTIMES:
+        raise ConfigError("job.runtime", f"'{cfg.job.runtime}' is not a runtime", RUNTIMES)
+    if cfg.job.runtime == "onnxruntime":
+        _require_onnx("job.runtime")
+    if not later(cfg.job.model_dir):
+        read_model_spec(cfg.job.model_dir, "job.model_dir", trained=True)
+        if cfg.job.runtime == "onnxruntime" and not (Path(cfg.job.model_dir).expanduser() / "model.onnx").is_file():
+            raise ConfigError("job.runtime", f"'{cfg.job.model_dir}' has no model.onnx (train it with "
+                              "trainer.export_onnx=true)")
+    if later(cfg.job.image_dir):
+        return
+    root = Path(cfg.job.image_dir).expanduser()
+    if not root.is_dir():
+        raise ConfigError("job.image_dir", f"directory '{root}' does not exist")
+    if not any(is_image(f) for f in root.rglob("*") if f.is_file()):
+        raise ConfigError("job.image_dir", f"'{root}' holds no images ({', '.join(IMG_EXTENSIONS)})")

@@ -9,6 +9,7 @@ import csv
 import io
 from pathlib import Path
 
+from mltrain.components.checks import validate_score as validate  # noqa: F401  (the driver's checks: spec.kinds)
 from mltrain.components.runtime import RankContext, run_component
 
 

@@ -5,6 +5,7 @@ one, trains, and (rank 0) writes the trained model directory to outputs/model.
 """
 from __future__ import annotations
 
+from mltrain.components.checks import validate_train as validate  # noqa: F401  (the driver's checks: spec.kinds)
 from mltrain.components.runtime import RankContext, run_component
 
 MODEL_DIR = "model"

@@ -13,6 +13,7 @@ from typing import Any, Callable, Collection, List, Tuple
 from omegaconf import OmegaConf
 
 from mltrain.errors import ConfigError
+from mltrain.spec.kinds import schemas
 
 # (key, test, text of what is allowed)
 RANGE_RULES: Tuple[Tuple[str, Callable[[Any], bool], str], ...] = (
@@ -69,9 +70,7 @@ def check_known_keys(cfg: Any) -> None:
     """Keys forced in with `+key=...` bypass the schemas while composing; they are refused here."""
     import dataclasses
 
-    from mltrain.spec.schema import SCHEMAS
-
-    for group, options in SCHEMAS.items():
+    for group, options in schemas().items():
         node = cfg.get(group)
         if node is None:
             continue

@@ -1,4 +1,4 @@
-"""Job kinds: what program each rank runs, and the checks that only make sense for that kind.
+"""What program each rank runs, by job kind (mltrain.spec.kinds), and the checks of that kind.
 
 A rank program is an argv (with $VARS left unexpanded; mltrain.ranks.contract expands them per rank) and a
 working directory. Built-in components run as `python -m <module>` and read the frozen config from
@@ -6,7 +6,7 @@ $MLTRAIN_RUN_DIR, so every rank, requeue and rerun sees the same values.
 """
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import os
 import sys
 from dataclasses import dataclass
@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
 from mltrain.errors import ConfigError
+from mltrain.spec.kinds import JOB_KINDS, JobKind
 
 
 @dataclass(frozen=True)
@@ -25,13 +26,6 @@ class RankProgram:
 
 
 SNAPSHOT = "snapshot"
-
-
-#: Built-in components: job kind -> module run in each rank.
-COMPONENTS = {
-    "train_pytorch_model": "mltrain.components.train_pytorch_model",
-    "score_image_model": "mltrain.components.score_image_model",
-}
 
 
 def interpreter(cfg: Any) -> str:
@@ -78,29 +72,22 @@ def _command(cfg: Any, run_dir: str) -> RankProgram:
     return RankProgram(["/bin/sh", "-c", command], str(Path(run_dir) / SNAPSHOT), str(src))
 
 
-def _component(cfg: Any, run_dir: str) -> RankProgram:
-    module = COMPONENTS[cfg.job.kind]
+def _component(cfg: Any, run_dir: str, kind: JobKind) -> RankProgram:
     try:
-        found = importlib.util.find_spec(module) is not None
+        module = importlib.import_module(kind.program)
     except ModuleNotFoundError:
-        found = False
-    if not found:
-        raise ConfigError("job", f"job={cfg.job.kind} is not available in this installation", sorted(BUILDERS))
-    checks = importlib.import_module(module.rsplit(".", 1)[0] + ".checks")
-    checks.validate(cfg)  # data directories, model directories: before anything is queued
-    return RankProgram([interpreter(cfg), "-m", module], run_dir)
+        raise ConfigError("job", f"job={kind.name} is not available in this installation", sorted(JOB_KINDS)) from None
+    module.validate(cfg)  # data directories, model directories: before anything is queued
+    return RankProgram([interpreter(cfg), "-m", kind.program], run_dir)
 
 
-BUILDERS: Dict[str, Callable[[Any, str], RankProgram]] = {
-    "script": _script,
-    "command": _command,
-    "train_pytorch_model": _component,
-    "score_image_model": _component,
-}
+USER_PROGRAMS: Dict[str, Callable[[Any, str], RankProgram]] = {"script": _script, "command": _command}
 
 
 def rank_program(cfg: Any, run_dir: str) -> RankProgram:
-    kind = str(cfg.job.kind)
-    if kind not in BUILDERS:
-        raise ConfigError("job.kind", f"unknown job kind '{kind}'", sorted(BUILDERS))
-    return BUILDERS[kind](cfg, run_dir)
+    kind = JOB_KINDS.get(str(cfg.job.kind))
+    if kind is None:
+        raise ConfigError("job.kind", f"unknown job kind '{cfg.job.kind}'", sorted(JOB_KINDS))
+    if kind.builtin:
+        return _component(cfg, run_dir, kind)
+    return USER_PROGRAMS[kind.program](cfg, run_dir)

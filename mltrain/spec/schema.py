@@ -339,23 +339,8 @@ class MltrainConf:
     dry_run: bool = False
 
 
-SCHEMAS: Dict[str, Dict[str, Any]] = {
-    "job": {
-        "script": ScriptJobConf,
-        "command": CommandJobConf,
-        "train_pytorch_model": TrainPytorchModelJobConf,
-        "score_image_model": ScoreImageModelJobConf,
-    },
-    "environment": {"environment": EnvironmentConf},
-    "compute": {"local": LocalComputeConf, "slurm": SlurmComputeConf},
-    "distribution": {"distribution": DistributionConf},
-    "model": {"model": ModelConf},
-    "data": {"data": DataConf},
-    "trainer": {"trainer": TrainerConf},
-}
-
-
-COMPUTE_SCHEMAS: Dict[str, Any] = SCHEMAS["compute"]
+#: compute kind -> its schema (mltrain.spec.kinds.schemas() has every group's).
+COMPUTE_SCHEMAS: Dict[str, Any] = {"local": LocalComputeConf, "slurm": SlurmComputeConf}
 
 
 def compute_from_dict(values: Dict[str, Any], key: str = "compute") -> Any:

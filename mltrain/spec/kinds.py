@@ -1,0 +1,76 @@
+"""Job kinds: what a job is, one registration each.
+
+A kind names its typed schema (the `job` node of the config), the program each rank runs and a line
+that describes it. The user's own programs (`script`, `command`) run from a snapshot of
+`job.source_directory`; every other kind is a built-in component: a module under mltrain.components
+that each rank runs as `python -m MODULE` and whose `validate(cfg)` checks its inputs before anything
+is queued. Modules are named, not imported, so this table stays at the bottom of the layers; the
+launch layer imports a component's module when a job of that kind is frozen. A new kind is one
+`register(...)` line here, its schema in mltrain.spec.schema and a preset in conf/job/.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Dict
+
+from mltrain.spec.schema import (
+    CommandJobConf,
+    DataConf,
+    DistributionConf,
+    EnvironmentConf,
+    LocalComputeConf,
+    ModelConf,
+    ScoreImageModelJobConf,
+    ScriptJobConf,
+    SlurmComputeConf,
+    TrainerConf,
+    TrainPytorchModelJobConf,
+)
+
+#: The programs that are the user's own, not a component module.
+USER_PROGRAMS = ("script", "command")
+
+
+@dataclass(frozen=True)
+class JobKind:
+    name: str
+    # The dataclass of the `job` node (registered in Hydra's ConfigStore as `<name>_schema`).
+    schema: type
+    # "script" or "command", or the component module each rank runs with `python -m`.
+    program: str
+    # One line for `mltrain --help`, the dry run and `runs show`.
+    summary: str
+
+    @property
+    def builtin(self) -> bool:
+        return self.program not in USER_PROGRAMS
+
+
+JOB_KINDS: Dict[str, JobKind] = {}
+
+
+def register(kind: JobKind) -> JobKind:
+    JOB_KINDS[kind.name] = kind
+    return kind
+
+
+register(JobKind("script", ScriptJobConf, "script", "a Python script of yours, on each rank (Azure ML's ScriptRunConfig)"))
+register(JobKind("command", CommandJobConf, "command", "a shell command line, on each rank (Azure ML's command job)"))
+register(JobKind("train_pytorch_model", TrainPytorchModelJobConf, "mltrain.components.train_pytorch_model",
+                 "Designer's Train PyTorch Model: a torchvision classifier trained on an image directory"))
+register(JobKind("score_image_model", ScoreImageModelJobConf, "mltrain.components.score_image_model",
+                 "Designer's Score Image Model: a trained model directory scores an image directory"))
+
+
+def schemas() -> Dict[str, Dict[str, Any]]:
+    """Every config group's schemas by option, the job group's from the kinds above (Hydra's ConfigStore
+    registers them; the validator refuses keys they lack)."""
+    return {
+        "job": {name: kind.schema for name, kind in JOB_KINDS.items()},
+        "environment": {"environment": EnvironmentConf},
+        "compute": {"local": LocalComputeConf, "slurm": SlurmComputeConf},
+        "distribution": {"distribution": DistributionConf},
+        "model": {"model": ModelConf},
+        "data": {"data": DataConf},
+        "trainer": {"trainer": TrainerConf},
+    }
