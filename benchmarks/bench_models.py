@@ -55,7 +55,8 @@ def main() -> None:
     import torch
     from omegaconf import OmegaConf
 
-    from mltrain.components import data, models, onnx_export
+    from mltrain.components import data, onnx_export
+    from mltrain.components import model_directory as models
 
     work = Path(tempfile.mkdtemp(prefix="bench-models-"))
     model_dir = work / "model"

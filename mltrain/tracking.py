@@ -1,5 +1,5 @@
 """Runs as MLflow sees them: every run mirrored into the MLflow store that also holds the model
-registry (mltrain.models.store), so `mlflow ui --backend-store-uri <that store>` shows runs, sweeps and
+registry (mltrain.models.mlflow_store), so `mlflow ui --backend-store-uri <that store>` shows runs, sweeps and
 pipelines (as parent and child runs) and their curves. metrics.jsonl stays the source of truth; the
 mirror is a copy, made after the command that ran the runs has returned, in a background process
 (mltrain.runs.mlflow_run.mirror_later starts this module as a program), so no `mltrain` command waits
@@ -18,7 +18,7 @@ from typing import Iterable, List, Optional
 
 import yaml
 
-from mltrain.models import store
+from mltrain.models import mlflow_store as store
 from mltrain.pipelines.reuse import flatten
 from mltrain.runs.metrics import MetricsWriter
 from mltrain.runs.mlflow_run import RUN_DB, ensure_template

@@ -75,7 +75,7 @@ def test_ddp_two_ranks_trains_and_rank0_model_loads(home, project, images):
     run = only_run(home)
     assert run["world"]["world_size"] == 2
     model_dir = Path(run["dir"]) / "outputs" / "model"
-    from mltrain.components.models import load_model_dir
+    from mltrain.components.model_directory import load_model_dir
 
     model, spec = load_model_dir(str(model_dir))
     assert spec["class_names"] == ["0", "1", "2"] and spec["name"] == "resnet18"

@@ -56,7 +56,7 @@ def _hydra_app() -> None:
     from hydra._internal.hydra import Hydra
     from hydra.types import RunMode
 
-    from mltrain.config import store  # noqa: F401  (registers the typed schemas)
+    from mltrain.config import schema_store  # noqa: F401  (registers the typed schemas)
     from mltrain.config.paths import builtin_search_url
 
     # Hydra composes the whole config once only to read hydra.mode (Hydra.get_mode), then again to

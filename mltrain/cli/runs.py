@@ -204,7 +204,7 @@ def _compare(args) -> int:
 
 def _sync(args) -> int:
     from mltrain import tracking
-    from mltrain.models import store
+    from mltrain.models import mlflow_store as store
 
     store.require_mlflow()
     if args.runs:

@@ -10,7 +10,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, List
 
-from mltrain.components.errors import InvalidDatasetError, InvalidModelDirectoryError, NotLabeledDatasetError
+from mltrain.components.designer_errors import InvalidDatasetError, InvalidModelDirectoryError, NotLabeledDatasetError
 from mltrain.errors import ConfigError
 
 #: torchvision.datasets.folder.IMG_EXTENSIONS, copied so the driver need not import torchvision.

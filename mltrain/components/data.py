@@ -96,7 +96,7 @@ def load_image(path: str):
         with open(path, "rb") as f:
             return Image.open(f).convert("RGB")
     except (UnidentifiedImageError, OSError) as exc:
-        from mltrain.components.errors import InvalidDatasetError
+        from mltrain.components.designer_errors import InvalidDatasetError
 
         raise InvalidDatasetError(f"'{path}' is not a readable image ({type(exc).__name__}); remove or replace "
                                   "it") from None

@@ -91,7 +91,7 @@ class OnnxModel:
     def __init__(self, directory: str) -> None:
         path = Path(directory).expanduser() / ONNX_FILE
         if not path.is_file():
-            from mltrain.components.errors import InvalidModelDirectoryError
+            from mltrain.components.designer_errors import InvalidModelDirectoryError
 
             raise InvalidModelDirectoryError(f"'{directory}' has no {ONNX_FILE}: train with trainer.export_onnx=true")
         self.session = session_for(path)

@@ -19,7 +19,8 @@ def score(ctx: RankContext) -> None:
     from PIL import Image
 
     from mltrain.atomic import atomic_write
-    from mltrain.components import data, models
+    from mltrain.components import data
+    from mltrain.components import model_directory as models
 
     cfg = ctx.cfg
     model, spec = models.load_model_dir(cfg.job.model_dir)

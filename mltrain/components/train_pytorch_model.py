@@ -12,7 +12,8 @@ MODEL_DIR = "model"
 
 
 def train(ctx: RankContext) -> None:
-    from mltrain.components import data, models
+    from mltrain.components import data
+    from mltrain.components import model_directory as models
     from mltrain.components.trainer import Trainer, seed_everything, write_summary
 
     cfg = ctx.cfg

@@ -22,7 +22,7 @@ import torch.nn as nn
 from torch.utils.data import DataLoader, DistributedSampler, Subset
 
 from mltrain.atomic import atomic_write
-from mltrain.components.errors import NaNLossError
+from mltrain.components.designer_errors import NaNLossError
 from mltrain.components.runtime import RankContext
 from mltrain.runs.metrics import MetricsWriter
 

@@ -2,7 +2,7 @@
 
 The driver pickles (cloudpickle, as submitit does) the task function, the Hydra context, the
 member's config and the app's custom OmegaConf resolvers into the run directory; each rank runs
-them through Hydra's own run_job (mltrain.ranks.hydra_task) and pickles its JobReturn back.
+them through Hydra's own run_job (mltrain.ranks.hydra_app_rank) and pickles its JobReturn back.
 """
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Union
 
 from mltrain.errors import MltrainError
-from mltrain.models import store
+from mltrain.models import mlflow_store as store
 
 PROPERTY = "mltrain.property."
 RUN, FRAMEWORK, PATH = "mltrain.run_id", "mltrain.framework", "mltrain.model_path"

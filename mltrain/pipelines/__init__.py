@@ -136,7 +136,7 @@ def run(sweeper: Any, arguments: List[str]) -> list:
     from mltrain import backends
     from mltrain.errors import RunCanceled, RunFailed
     from mltrain.launch.orchestrate import CancelOnSignal
-    from mltrain.pipelines import record, runner
+    from mltrain.pipelines import graph_record, runner
     from mltrain.runs.console import Console
     from mltrain.spec.status import CANCELED, COMPLETED
 
@@ -164,7 +164,7 @@ def run(sweeper: Any, arguments: List[str]) -> list:
             pipe.follow_graph(interrupt)
         else:
             pipe.run_here(interrupt)
-    status = record.sync(pipe.record)
+    status = graph_record.sync(pipe.record)
     from mltrain.runs import mlflow_run
 
     mlflow_run.mirror_later([*(sr.job.run_dir for sr in pipe.runs.values()), str(pipe.record.dir)])

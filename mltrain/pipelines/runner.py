@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Optional
 from mltrain import backends
 from mltrain.errors import ConfigError, MltrainError
 from mltrain.pipelines import graph, reuse
-from mltrain.pipelines import record as precord
+from mltrain.pipelines import graph_record as precord
 from mltrain.runs.console import Console, RunLog
 from mltrain.runs.record import RunRecord
 from mltrain.spec.status import CANCELED, COMPLETED, FAILED, QUEUED, TERMINAL

@@ -13,7 +13,7 @@ from typing import Any, Callable, List, Optional
 
 from mltrain.backends.base import driver_alive, stop_driver
 from mltrain.errors import MltrainError
-from mltrain.pipelines import record as precord
+from mltrain.pipelines import graph_record as precord
 from mltrain.runs.record import RunRecord
 from mltrain.spec.status import NOT_STARTED, TERMINAL
 

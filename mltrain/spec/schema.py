@@ -5,7 +5,7 @@ OmegaConf rejects unknown keys and wrong types while composing, before anything 
 (epochs > 0, ...) cannot be expressed in a dataclass; they live in mltrain.config.validate.
 
 This module imports nothing but the standard library: the driver registers these classes with Hydra
-(mltrain.config.store), and the ranks and backends rebuild the frozen job's typed compute and
+(mltrain.config.schema_store), and the ranks and backends rebuild the frozen job's typed compute and
 distribution settings from them without loading Hydra or OmegaConf.
 """
 from __future__ import annotations

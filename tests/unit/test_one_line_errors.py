@@ -3,7 +3,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException, MissingConfigException
 
-from mltrain.config import store  # noqa: F401  (registers the schemas)
+from mltrain.config import schema_store  # noqa: F401  (registers the schemas)
 from mltrain.config.paths import builtin_conf_dir
 from mltrain.errors import ConfigError, one_line
 

@@ -135,9 +135,9 @@ class SlurmRank:
             # A plain Hydra app's task: Hydra is imported here once and the task runs in a fork of this
             # process, as hydra-submitit-launcher runs it in submitit's own, instead of paying for a
             # second interpreter that imports it all again. It keeps its own process, log and exit code.
-            from mltrain.ranks import hydra_task
+            from mltrain.ranks import hydra_app_rank
 
-            code = run_forked(hydra_task.prepare(), job.cwd, full, log_path, **keep)
+            code = run_forked(hydra_app_rank.prepare(), job.cwd, full, log_path, **keep)
         else:
             code = run_program(argv, job.cwd, full, log_path, **keep)
         self._write_rank(place.rank, attempt, exit_code=code, ended=time.time())

@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional
 
 from mltrain.atomic import atomic_write
 from mltrain.components import checks
-from mltrain.components.errors import InvalidModelDirectoryError
+from mltrain.components.designer_errors import InvalidModelDirectoryError
 from mltrain.errors import MltrainError
 
 
