@@ -5,6 +5,8 @@ from typing import Any, List, Optional, Sequence
 
 from omegaconf import DictConfig, open_dict
 
+from mltrain.config.hydra_internals import apply_value_overrides, overrides_dirname
+
 
 def is_mltrain_config(cfg: Any) -> bool:
     """mltrain's own app (job + compute + distribution + run), as opposed to a plain Hydra app on the launcher."""
@@ -57,8 +59,6 @@ def _check_optional_groups(cfg: DictConfig, loader: Any, bases: dict) -> None:
 
 
 def _compose_fast(launcher: Any, loader: Any, overrides: List[str], bases: dict) -> DictConfig:
-    from hydra._internal.config_loader_impl import ConfigLoaderImpl
-
     parsed = _parse(overrides, bases)
     cfg = _from_master(launcher, loader, parsed, bases)
     if cfg is None:
@@ -73,9 +73,7 @@ def _compose_fast(launcher: Any, loader: Any, overrides: List[str], bases: dict)
         if key not in bases:
             bases[key] = _Frozen(loader.load_sweep_config(launcher.config, groups))
         cfg = bases[key].copy()
-        # Hydra's own last composition step: value overrides on top of the composed defaults tree
-        # (a private helper, used so that +key, ++key and ~key behave exactly as in Hydra).
-        ConfigLoaderImpl._apply_overrides_to_config(values, cfg)
+        apply_value_overrides(values, cfg)  # Hydra's own last step (mltrain.config.hydra_internals)
     _name_overrides(cfg, overrides, parsed)
     return cfg
 
@@ -99,8 +97,6 @@ def _from_master(launcher: Any, loader: Any, parsed: list, bases: dict) -> Optio
     """The config Hydra composed for the sweeper holds the command line's fixed overrides (a sweep's
     ranges are left out). A member that is those plus values for other keys (a lone run; any member
     of a sweep over values) is a copy of it with those values applied: no composition at all."""
-    from hydra._internal.config_loader_impl import ConfigLoaderImpl
-
     if "master" not in bases:
         bases["master"] = None
         master = getattr(launcher, "config", None)
@@ -128,7 +124,7 @@ def _from_master(launcher: Any, loader: Any, parsed: list, bases: dict) -> Optio
     if pending:
         return None
     cfg = frozen.copy()
-    ConfigLoaderImpl._apply_overrides_to_config(rest, cfg)
+    apply_value_overrides(rest, cfg)
     return cfg
 
 
@@ -151,14 +147,13 @@ class _Frozen:
 
 
 def _name_overrides(cfg: DictConfig, overrides: List[str], parsed: list) -> None:
-    from hydra._internal.config_loader_impl import get_overrides_dirname
     from omegaconf import read_write
 
     with read_write(cfg.hydra), open_dict(cfg.hydra):
         cfg.hydra.overrides.task = overrides
         dirname = cfg.hydra.job.config.override_dirname
-        cfg.hydra.job.override_dirname = get_overrides_dirname(
-            overrides=parsed, kv_sep=dirname.kv_sep, item_sep=dirname.item_sep, exclude_keys=dirname.exclude_keys)
+        cfg.hydra.job.override_dirname = overrides_dirname(parsed, dirname.kv_sep, dirname.item_sep,
+                                                           list(dirname.exclude_keys))
 
 
 def _is_group(key: str, choices: set, loader: Any, bases: dict) -> bool:

@@ -10,8 +10,9 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from hydra._internal.core_plugins.basic_sweeper import BasicSweeper, BasicSweeperConf
 from hydra.core.config_store import ConfigStore
+
+from mltrain.config.hydra_internals import BasicSweeper, BasicSweeperConf
 
 
 @dataclass

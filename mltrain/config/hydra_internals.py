@@ -1,0 +1,53 @@
+"""Every use mltrain makes of Hydra's private modules, in one place, each with why and the Hydra issue
+whose fix would let it go. Nothing else in mltrain (or its launcher plugin) imports `hydra._internal`;
+tests/unit/test_import_graph.py holds that.
+
+- `BasicSweeper`: Hydra ships its basic sweeper only under `hydra._internal.core_plugins`; the mltrain
+  sweeper is that sweeper with its pre-launch composition of every member left to the launcher
+  (hydra#1324: startup of large sweeps), so it subclasses it rather than copying its loop.
+- `apply_value_overrides`: Hydra's last composition step (value overrides applied on top of a composed
+  defaults tree) has no public entry point. A sweep's members that differ only in values are copies of
+  the config composed once, with their values applied by Hydra's own step, so `+key`, `++key` and `~key`
+  behave exactly as in Hydra without composing each member again (hydra#1543: composing many configs).
+- `overrides_dirname`: `hydra.job.override_dirname` of such a member, computed as Hydra computes it.
+- `skip_mode_discovery`: Hydra composes the whole config once only to read `hydra.mode`, then again to
+  run it (hydra#3440). mltrain's primary config fixes hydra.mode=MULTIRUN, so the first composition
+  answers a known question; the `mltrain` process runs no other Hydra app.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any, List
+
+from hydra._internal.config_loader_impl import ConfigLoaderImpl, get_overrides_dirname
+
+__all__ = ["apply_value_overrides", "overrides_dirname", "skip_mode_discovery"]
+
+
+def __getattr__(name: str) -> Any:
+    """BasicSweeper and its config, looked up when the sweeper plugin asks: Hydra's plugin scan executes
+    the modules under hydra._internal.core_plugins again, so a class taken from them before the scan is
+    not the one the scan's instances belong to (`super()` then fails inside BasicSweeper)."""
+    if name in ("BasicSweeper", "BasicSweeperConf"):
+        return getattr(importlib.import_module("hydra._internal.core_plugins.basic_sweeper"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def apply_value_overrides(overrides: List[Any], cfg: Any) -> None:
+    """Hydra's own application of parsed value overrides to a composed config, in place."""
+    ConfigLoaderImpl._apply_overrides_to_config(overrides, cfg)
+
+
+def overrides_dirname(overrides: List[Any], kv_sep: str, item_sep: str, exclude_keys: List[str]) -> str:
+    return str(get_overrides_dirname(overrides=overrides, kv_sep=kv_sep, item_sep=item_sep, exclude_keys=exclude_keys))
+
+
+def skip_mode_discovery() -> None:
+    """Every mltrain command is a multirun (its sweeper and launcher run it): say so instead of composing."""
+    from hydra._internal.hydra import Hydra
+    from hydra.types import RunMode
+
+    def get_mode(self: Any, config_name: Any, overrides: Any) -> RunMode:
+        return RunMode.MULTIRUN
+
+    Hydra.get_mode = get_mode  # type: ignore[method-assign]
