@@ -73,7 +73,7 @@ class Run:
 
     @property
     def record(self) -> Dict[str, Any]:
-        return self.load().data
+        return self.load().to_json()
 
     @property
     def status(self) -> str:
@@ -125,7 +125,7 @@ class Run:
         record = RunRecord.load(self.run_dir)
         if raise_on_error and record.status in (FAILED, CANCELED):
             error = RunCanceled if record.status == CANCELED else RunFailed
-            raise error(f"run {self.id} {record.status}: {record.data.get('error') or ''}".strip())
+            raise error(f"run {self.id} {record.status}: {record.doc.error or ''}".strip())
         return record.status
 
     def cancel(self) -> str:

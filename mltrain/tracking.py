@@ -23,6 +23,7 @@ from mltrain.pipelines.reuse import flatten
 from mltrain.runs.metrics import MetricsWriter
 from mltrain.runs.mlflow_run import RUN_DB, ensure_template
 from mltrain.runs.record import RunRecord
+from mltrain.spec.records import MlflowMark
 
 STATUS = {"Completed": "FINISHED", "Failed": "FAILED", "Canceled": "KILLED"}
 
@@ -58,14 +59,13 @@ def _parent(client, experiment: str, key: str, name: str) -> str:
 def _mirror_one(client, record) -> str:
     from mlflow.entities import Metric, Param, RunTag
 
-    d = record.data
-    mark = d.get("mlflow") or {}
-    experiment = _experiment(client, d.get("experiment") or "mltrain")
-    run_id = mark.get("run_id")
-    if run_id is None:
+    d = record.doc
+    mark = d.mlflow
+    experiment = _experiment(client, d.experiment or "mltrain")
+    if mark is None:
         tags = {"mltrain.run_id": record.id, "mltrain.run_dir": str(record.dir)}
-        group = (d.get("sweep") or {}).get("dir") or (d.get("pipeline_step") or {}).get("pipeline_run")
-        if d.get("pipeline"):  # the parent its steps name: found, or made now
+        group = d.sweep.dir or (d.pipeline_step or {}).get("pipeline_run")
+        if d.pipeline is not None:  # the parent its steps name: found, or made now
             run_id = _parent(client, experiment, record.id, record.id)
             client.log_batch(run_id, tags=[RunTag(k, v) for k, v in tags.items()])
         else:
@@ -73,7 +73,7 @@ def _mirror_one(client, record) -> str:
                 tags["mlflow.parentRunId"] = _parent(client, experiment, group, Path(group).name)
             run_id = client.create_run(experiment, start_time=int(record.created * 1000), run_name=record.id,
                                        tags=tags).info.run_id
-        params = {"overrides": " ".join(d.get("overrides") or [])[:6000]}
+        params = {"overrides": " ".join(d.overrides)[:6000]}
         config = record.dir / "config.yaml"
         if config.is_file():
             for key, value in flatten(yaml.safe_load(config.read_text()) or {}).items():
@@ -81,18 +81,18 @@ def _mirror_one(client, record) -> str:
         items = [Param(k, str(v)[:6000]) for k, v in params.items()]
         for i in range(0, len(items), 100):
             client.log_batch(run_id, params=items[i:i + 100])
-        mark = {"run_id": run_id, "lines": 0, "folded": 0}
-    mark["folded"] = _fold_script_metrics(record, mark.get("folded", 0))
-    script_params = d.get("script_params") or {}
-    if script_params:  # logged again with the same value each time: MLflow accepts that
-        client.log_batch(run_id, params=[Param(k[:250], str(v)[:6000]) for k, v in script_params.items()])
-    metrics, mark["lines"] = _new_metrics(record.dir / "metrics.jsonl", mark.get("lines", 0))
+        mark = MlflowMark(run_id=run_id)
+    run_id = mark.run_id
+    mark.folded = _fold_script_metrics(record, mark.folded)
+    if d.script_params:  # logged again with the same value each time: MLflow accepts that
+        client.log_batch(run_id, params=[Param(k[:250], str(v)[:6000]) for k, v in d.script_params.items()])
+    metrics, mark.lines = _new_metrics(record.dir / "metrics.jsonl", mark.lines)
     for i in range(0, len(metrics), 1000):
         client.log_batch(run_id, metrics=[Metric(*m) for m in metrics[i:i + 1000]])
-    client.log_batch(run_id, tags=[RunTag("mltrain.status", d["status"])])
-    mark["status"] = d["status"]
-    if d["status"] in STATUS:
-        client.set_terminated(run_id, STATUS[d["status"]], end_time=int(max(d["phases"].values()) * 1000))
+    client.log_batch(run_id, tags=[RunTag("mltrain.status", d.status)])
+    mark.status = d.status
+    if d.status in STATUS:
+        client.set_terminated(run_id, STATUS[d.status], end_time=int(d.ended_at * 1000))
     record.update(mlflow=mark)
     return run_id
 
@@ -138,7 +138,7 @@ def _fold_script_metrics(record, done: int) -> int:
         writer.write({"name": key, "value": value, "step": step, "kind": "scalar", "source": "mlflow",
                       "logged": stamp / 1000.0})
     for key, value in params:
-        record.data.setdefault("script_params", {})[key] = value
+        record.doc.script_params[key] = value
     return len(rows)
 
 

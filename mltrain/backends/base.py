@@ -173,7 +173,7 @@ def prepare_environment(job: FrozenJob, record: RunRecord, log: RunLog) -> Optio
         # Listing the interpreter's packages takes a moment: it overlaps with the ranks' start.
         def listing() -> None:
             packages = materialize.record_packages(info["interpreter"])
-            record.update(environment={**record.data["environment"], "packages": packages})
+            record.update(environment={**record.doc.environment, "packages": packages})
 
         thread = threading.Thread(target=listing, daemon=True)
         thread.start()
@@ -207,7 +207,7 @@ def bind(ranks: List[dict], port: int) -> List[dict]:
 
 def driver_alive(record: RunRecord) -> bool:
     """Whether the `mltrain` process that started the run still runs (on this machine)."""
-    pid = record.data.get("driver_pid")
+    pid = record.doc.driver_pid
     if not pid or not record.host_is_here():
         return False
     try:
@@ -229,10 +229,10 @@ def stop_driver(record: RunRecord) -> bool:
     if not driver_alive(record):
         return False
     try:
-        os.kill(int(record.data["driver_pid"]), signal.SIGTERM)
+        os.kill(int(record.doc.driver_pid), signal.SIGTERM)
     except ProcessLookupError:
         return False
-    deadline = time.monotonic() + 15.0 + float(record.data.get("kill_grace_s") or 5.0)
+    deadline = time.monotonic() + 15.0 + float(record.doc.kill_grace_s or 5.0)
     while time.monotonic() < deadline:
         record.reload()
         if record.status in TERMINAL:

@@ -40,8 +40,8 @@ def _list(args) -> int:
     print(f"{'RUN':<48} {'STATUS':<10} {'RANKS':>5}  {'STARTED':<19}  DURATION")
     for r in runs[: args.limit]:
         start = r.created
-        end = max(r.data["phases"].values())
-        print(f"{r.id:<48} {r.status:<10} {r.data['world']['world_size']:>5}  "
+        end = r.ended_at
+        print(f"{r.id:<48} {r.status:<10} {r.world_size:>5}  "
               f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(start))}  {end - start:7.1f}s")
     for path in sorted(unreadable):
         print(f"{path.name:<48} {'unreadable':<10}  (run.json cannot be read)")
@@ -53,34 +53,34 @@ def _show(args) -> int:
 
     run = _handle(args)
     record = run.load()
-    d = record.data
+    d = record.doc
     if args.json:
-        print(json.dumps(d, indent=2, sort_keys=True))
+        print(json.dumps(record.to_json(), indent=2, sort_keys=True))
         return 0
-    if d.get("pipeline"):
+    if d.pipeline is not None:
         _show_pipeline(record)
         return 0
     where = backend_of(record).locate(record)
-    print(f"run:       {d['id']}\nstatus:    {d['status']}{f'  ({where})' if where else ''}\ndir:       {record.dir}")
-    print(f"world:     {d['world']['world_size']} rank(s) on {d.get('backend') or d.get('compute')} "
-          f"({d['distribution']}, process group {d.get('process_group') or '-'})")
-    print(f"overrides: {' '.join(d.get('overrides') or []) or '(none)'}")
-    print(f"command:   {' '.join(d['command'])}")
+    print(f"run:       {d.id}\nstatus:    {d.status}{f'  ({where})' if where else ''}\ndir:       {record.dir}")
+    print(f"world:     {d.world.world_size} rank(s) on {d.backend or d.compute} "
+          f"({d.distribution}, process group {d.process_group or '-'})")
+    print(f"overrides: {' '.join(d.overrides) or '(none)'}")
+    print(f"command:   {' '.join(d.command)}")
     print("phases:    " + "  ".join(f"{k} {v:.2f}s" for k, v in record.durations().items()))
-    for rank, info in sorted(d["ranks"].items(), key=lambda kv: int(kv[0])):
-        print(f"rank {rank}:    exit code {info.get('exit_code')}" + (f" on {info['host']}" if info.get("host") else ""))
+    for rank, info in sorted(d.ranks.items(), key=lambda kv: int(kv[0])):
+        print(f"rank {rank}:    exit code {info.exit_code}" + (f" on {info.host}" if info.host else ""))
     metrics = last_and_best(read_metrics(record.dir / "metrics.jsonl"))
     if metrics:
         print("metrics:   (name: last, min, max over n values)")
         for name, m in sorted(metrics.items()):
             print(f"  {name}: {m['last']:.6g}, {m['min']:.6g}, {m['max']:.6g} over {m['count']}")
-    outputs = d.get("outputs") or []
+    outputs = d.outputs or []
     if outputs:
         print(f"outputs:   {len(outputs)} file(s) in {record.dir / 'outputs'}")
         for f in outputs[:20]:
             print(f"  {f['path']} ({f['bytes']} bytes)")
-    if d.get("error"):
-        print(f"error:     {d['error']}")
+    if d.error:
+        print(f"error:     {d.error}")
     return 0
 
 
@@ -99,30 +99,30 @@ def _logs(args) -> int:
 def _show_pipeline(record) -> int:
     from mltrain.errors import first_line
 
-    d, pipe = record.data, record.data["pipeline"]
-    print(f"pipeline:  {pipe['name']} ({pipe['mode']})\nrun:       {d['id']}\nstatus:    {d['status']}\n"
+    d, pipe = record.doc, record.doc.pipeline
+    print(f"pipeline:  {pipe.name} ({pipe.mode})\nrun:       {d.id}\nstatus:    {d.status}\n"
           f"dir:       {record.dir}")
-    print(f"overrides: {' '.join(d.get('overrides') or []) or '(none)'}")
+    print(f"overrides: {' '.join(d.overrides) or '(none)'}")
     print(f"{'STEP':<16} {'STATUS':<10} {'AFTER':<20} {'SECONDS':>7}  RUN / WHY")
-    for name in pipe["order"]:
-        info = pipe["steps"][name]
-        phases = info.get("phases") or {}
+    for name in pipe.order:
+        info = pipe.steps[name]
+        phases = info.phases or {}
         took = max(phases.values()) - min(phases.values()) if phases else 0.0
-        print(f"{name:<16} {info['status']:<10} {','.join(info['parents']) or '-':<20} {took:7.1f}  {info['run_id']}")
-        why = info.get("error") if info["status"] in ("Failed", "Canceled") else info.get("reason")
+        print(f"{name:<16} {info.status:<10} {','.join(info.parents) or '-':<20} {took:7.1f}  {info.run_id}")
+        why = info.error if info.status in ("Failed", "Canceled") else info.reason
         if why:
             print(f"{'':<57}{first_line(why)}")
-    if d.get("error"):
-        print(f"error:     {d['error']}")
+    if d.error:
+        print(f"error:     {d.error}")
     return 0
 
 
 def _status(args) -> int:
     record = _handle(args).load()
-    job = record.data.get("slurm", {}).get("job_id")
-    print(f"{record.id} {record.status}" + (f" (Slurm job {job})" if job else ""))
-    if record.data.get("error") and record.status == "Failed":
-        print(record.data["error"])
+    where = backend_of(record).locate(record)
+    print(f"{record.id} {record.status}" + (f" ({where})" if where else ""))
+    if record.doc.error and record.status == "Failed":
+        print(record.doc.error)
     return 0
 
 
@@ -149,10 +149,10 @@ def _resume(args) -> int:
     from mltrain.spec.status import QUEUED
 
     record = find_run(_root(args), args.run)
-    if record.data.get("pipeline"):
+    if record.doc.pipeline:
         from mltrain.errors import MltrainError
 
-        raise MltrainError(f"{record.id} is a pipeline: run `mltrain pipeline={record.data['pipeline']['name']}` again "
+        raise MltrainError(f"{record.id} is a pipeline: run `mltrain pipeline={record.doc.pipeline.name}` again "
                            "(its steps that completed are reused)")
     result = resume(record, detach=args.detach)
     if args.detach and result.status == QUEUED:
@@ -211,7 +211,7 @@ def _sync(args) -> int:
         records = [Run(find_run(_root(args), ref).dir).load() for ref in args.runs]
     else:  # what the mirror has not seen end: new runs, and runs that were still going when it looked
         records = list_runs(_root(args))
-        records = [r for r in records if (r.data.get("mlflow") or {}).get("status") != r.status]
+        records = [r for r in records if (r.doc.mlflow.status if r.doc.mlflow else None) != r.status]
     ids = tracking.mirror(str(r.dir) for r in records)
     print(f"mirrored {len(ids)} run(s) into {store.uri()}")
     return 0

@@ -112,7 +112,7 @@ def execute(jobs: List[FrozenJob], records: List[RunRecord], consoles: List[Cons
     with CancelOnSignal(cancel) as guard:
         share = max(1, min(backend.concurrency(jobs[0].compute) or 1, len(jobs)))
         statuses = backend.launch([backend.plan(job, share) for job in jobs], records, consoles, cancel)
-    results = [RunResult(job, status, record.data.get("error")) for job, status, record in zip(jobs, statuses, records)]
+    results = [RunResult(job, status, record.doc.error) for job, status, record in zip(jobs, statuses, records)]
     mlflow_run.mirror_later(job.run_dir for job in jobs)  # MLflow's copy of the runs, made after this command
     if guard.signum is not None:
         for r in results:

@@ -171,7 +171,7 @@ def run(sweeper: Any, arguments: List[str]) -> list:
     _summary(pipe)
     if status != COMPLETED:
         error = RunCanceled if status == CANCELED else RunFailed
-        message = f"pipeline {pipe.record.id} {status}: {pipe.record.data.get('error') or ''}".strip()
+        message = f"pipeline {pipe.record.id} {status}: {pipe.record.doc.error or ''}".strip()
         Console().status(message)
         raise error(message)
     return []
@@ -183,14 +183,14 @@ def _summary(pipe: Any) -> None:
 
     console = Console()
     pipe.record.reload()
-    table = pipe.record.data["pipeline"]["steps"]
+    table = pipe.record.doc.pipeline.steps
     console.status(f"pipeline {pipe.name} {pipe.record.status} ({len(table)} steps)  {pipe.record.dir}")
-    for step in pipe.record.data["pipeline"]["order"]:
+    for step in pipe.record.doc.pipeline.order:
         info = table[step]
-        phases = info.get("phases") or {}
+        phases = info.phases or {}
         took = max(phases.values()) - min(phases.values()) if phases else 0.0
-        how = f"reused {info['reused_from']}" if info.get("reused_from") else first_line(info.get("error") or "")
-        console.write_line(f"  {step:<16} {info['status']:<9} {took:7.1f}s  {info['run_id']}  {how}".rstrip())
+        how = f"reused {info.reused_from}" if info.reused_from else first_line(info.error or "")
+        console.write_line(f"  {step:<16} {info.status:<9} {took:7.1f}s  {info.run_id}  {how}".rstrip())
 
 
 def _dry_run(pipe: Any) -> list:

@@ -19,6 +19,7 @@ from mltrain import backends
 from mltrain.pipelines import reuse
 from mltrain.runs.lifecycle import finish
 from mltrain.runs.record import RunRecord
+from mltrain.spec.records import PipelineGraph, RunDoc, StepEntry, World
 from mltrain.spec.status import (
     CANCELED,
     COMPLETED,
@@ -30,6 +31,9 @@ from mltrain.spec.status import (
     TERMINAL,
 )
 
+#: What a pipeline's own run names as its backend: it has none, its steps each have theirs.
+PIPELINE_BACKEND = "pipeline"
+
 
 def create(run_dir: Path, name: str, steps: List[Any], runs: Dict[str, Any], mode: str,
            overrides: List[str]) -> RunRecord:
@@ -37,18 +41,14 @@ def create(run_dir: Path, name: str, steps: List[Any], runs: Dict[str, Any], mod
     run_dir.mkdir(parents=True, exist_ok=False)
     (run_dir / "logs").mkdir()
     now = time.time()
-    table = {s.name: {"run_id": runs[s.name].run_id, "run_dir": runs[s.name].run_dir, "parents": s.parents,
-                      "status": NOT_STARTED, "reused_from": None, "reason": None} for s in steps}
-    record = RunRecord(run_dir, {
-        "id": run_dir.name, "experiment": name, "status": NOT_STARTED, "created": now, "phases": {NOT_STARTED: now},
-        "host": socket.gethostname(), "driver_pid": os.getpid(), "backend": "pipeline", "compute": mode,
-        "distribution": "pipeline", "process_group": None,
-        "world": {"node_count": 0, "process_count_per_node": 0,
-                  "world_size": sum(runs[s.name].world_size for s in steps)},
-        "command": [os.path.basename(sys.argv[0]) or "mltrain", *sys.argv[1:]], "kill_grace_s": 5.0,
-        "cwd": os.getcwd(), "overrides": overrides, "sweep": {"dir": None, "index": None}, "ranks": {},
-        "error": None, "pipeline": {"name": name, "mode": mode, "order": [s.name for s in steps], "steps": table},
-    })
+    table = {s.name: StepEntry(run_id=runs[s.name].run_id, run_dir=runs[s.name].run_dir, parents=list(s.parents),
+                               status=NOT_STARTED) for s in steps}
+    record = RunRecord(run_dir, RunDoc(
+        id=run_dir.name, experiment=name, status=NOT_STARTED, created=now, phases={NOT_STARTED: now},
+        host=socket.gethostname(), driver_pid=os.getpid(), backend=PIPELINE_BACKEND, compute=mode,
+        distribution="pipeline", world=World(0, 0, sum(runs[s.name].world_size for s in steps)),
+        command=[os.path.basename(sys.argv[0]) or "mltrain", *sys.argv[1:]], cwd=os.getcwd(), overrides=overrides,
+        pipeline=PipelineGraph(name=name, mode=mode, order=[s.name for s in steps], steps=table)))
     record.save()
     return record
 
@@ -67,38 +67,38 @@ def overall(statuses: List[str]) -> str:
 
 def sync(pipeline: RunRecord) -> str:
     """Copy each step's status into the pipeline's record and derive the pipeline's own status."""
-    table = pipeline.data["pipeline"]["steps"]
+    table = pipeline.doc.pipeline.steps
     for info in table.values():
         try:
-            step = RunRecord.load(info["run_dir"])
+            step = RunRecord.load(info.run_dir)
         except Exception:  # a deleted step run: the pipeline cannot have completed
-            info.update(status=FAILED, reason=info.get("reason") or "its run directory is gone")
+            info.status, info.reason = FAILED, info.reason or "its run directory is gone"
             continue
-        info["status"] = step.status
-        info["phases"] = step.data["phases"]
-        mark = step.data.get("pipeline_step") or {}
-        info["reused_from"] = mark.get("reused_from")
-        info["reason"] = mark.get("decision") or info.get("reason")
-        if step.status in (FAILED, CANCELED) and step.data.get("error"):
-            info["error"] = step.data["error"]
+        info.status = step.status
+        info.phases = dict(step.doc.phases)
+        mark = step.doc.pipeline_step or {}
+        info.reused_from = mark.get("reused_from")
+        info.reason = mark.get("decision") or info.reason
+        if step.status in (FAILED, CANCELED) and step.doc.error:
+            info.error = step.doc.error
         where = backends.backend_of(step).locate(step)
         if where:
-            info["scheduler"] = where
-    status = overall([info["status"] for info in table.values()])
+            info.scheduler = where
+    status = overall([info.status for info in table.values()])
     # The pipeline's phases come from its steps' own times, not from when someone looked (a detached graph).
-    times = [i.get("phases") or {} for i in table.values()]
+    times = [i.phases or {} for i in table.values()]
     ran = [p[RUNNING] for p in times if RUNNING in p]
-    if ran and RUNNING not in pipeline.data["phases"] and status != NOT_STARTED:
-        pipeline.data["phases"][RUNNING] = min(ran)
+    if ran and RUNNING not in pipeline.doc.phases and status != NOT_STARTED:
+        pipeline.doc.phases[RUNNING] = min(ran)
     at = max((max(p.values()) for p in times if p), default=None) if status in TERMINAL else None
     if status != pipeline.status:
         error = None
         if status in (FAILED, CANCELED):
-            bad = [n for n, i in table.items() if i["status"] == status and "upstream step" not in (i.get("error") or "")]
+            bad = [n for n, i in table.items() if i.status == status and "upstream step" not in (i.error or "")]
             error = f"step {', '.join(bad)} {status.lower()}" if bad else status.lower()
-        pipeline.set_status(status, at=at, error=error, pipeline=pipeline.data["pipeline"])
+        pipeline.set_status(status, at=at, error=error, pipeline=pipeline.doc.pipeline)
     else:
-        pipeline.update(pipeline=pipeline.data["pipeline"])
+        pipeline.update(pipeline=pipeline.doc.pipeline)
     return status
 
 
@@ -106,7 +106,7 @@ def sync(pipeline: RunRecord) -> str:
 def settle_completed(step: RunRecord, root: Path, parents: Dict[str, RunRecord]) -> None:
     """A step that ran and completed: digest its outputs, fill in the input digests that were still
     pending when it was queued (a Slurm graph), and index it as a producer for later reuse."""
-    mark = dict(step.data.get("pipeline_step") or {})
+    mark = dict(step.doc.pipeline_step or {})
     if not mark or mark.get("produced") is not None or mark.get("reused_from"):
         return
     parts = dict(mark["parts"])
@@ -114,7 +114,7 @@ def settle_completed(step: RunRecord, root: Path, parents: Dict[str, RunRecord])
     for name, value in inputs.items():
         if str(value).startswith("pending:"):
             parent = parents.get(str(value).split(":", 2)[1])
-            produced = ((parent.data.get("pipeline_step") or {}).get("produced") or {}) if parent else {}
+            produced = ((parent.doc.pipeline_step or {}).get("produced") or {}) if parent else {}
             output = mark["input_outputs"][name]
             inputs[name] = produced.get(output, {}).get("digest", value)
     parts["inputs"] = inputs
@@ -132,7 +132,7 @@ def cancel_unstarted(step: RunRecord, reason: str, console: Optional[Any] = None
     step.reload()
     if step.status in TERMINAL:
         return
-    mark = dict(step.data.get("pipeline_step") or {})
+    mark = dict(step.doc.pipeline_step or {})
     mark["decision"] = reason
     step.update(pipeline_step=mark)
     finish(step, CANCELED, error=reason, console=console)
@@ -156,6 +156,6 @@ def settle_graph(root: Path, steps: Dict[str, RunRecord], parents: Dict[str, Lis
             settle_completed(step, root, mine)
             continue
         reason = upstream_reason(step, mine)
-        if step.status == CANCELED and reason and "upstream step" not in (step.data.get("error") or ""):
-            mark = {**(step.data.get("pipeline_step") or {}), "decision": reason}
+        if step.status == CANCELED and reason and "upstream step" not in (step.doc.error or ""):
+            mark = {**(step.doc.pipeline_step or {}), "decision": reason}
             step.update(error=reason, pipeline_step=mark)

@@ -98,7 +98,7 @@ class PipelineRun:
                 continue
             parent = self.runs[inp.step].record
             parent.reload()
-            produced = (parent.data.get("pipeline_step") or {}).get("produced") or {}
+            produced = (parent.doc.pipeline_step or {}).get("produced") or {}
             if parent.status == COMPLETED and inp.output in produced:
                 out[inp.name] = produced[inp.output]["digest"]
             else:
@@ -108,7 +108,7 @@ class PipelineRun:
     def _parts(self, sr: StepRun) -> Dict[str, Any]:
         from importlib.metadata import version
 
-        from mltrain.launch.programs import COMPONENTS
+        from mltrain.spec.kinds import JOB_KINDS
 
         job = sr.job
         names = {job.run_dir: "<run>"}
@@ -119,7 +119,7 @@ class PipelineRun:
             from mltrain.environments.spec import EnvironmentSpec
 
             environment = EnvironmentSpec(**job.environment["spec"]).cache_key()
-        return {"program": f"{kind} (mltrain {version('mltrain')})" if kind in COMPONENTS else kind,
+        return {"program": f"{kind} (mltrain {version('mltrain')})" if JOB_KINDS[kind].builtin else kind,
                 "version": sr.step.version, "config": reuse.config_part(job.config, names),
                 "source": _hashed(reuse.snapshot_files(sr.record.dir), sr.step.hash_paths), "environment": environment,
                 "inputs": self._input_digests(sr), "outputs": list(sr.step.outputs)}
@@ -140,7 +140,7 @@ class PipelineRun:
                 why = "runs: " + (broken or self._what_changed(sr, parts))
         if producer is not None:
             why = f"reused: run {producer.id} has the same key {key[:12]} (config, source, environment and inputs unchanged)"
-        mark = {**(sr.record.data.get("pipeline_step") or {}), "parts": parts, "key": key, "decision": why}
+        mark = {**(sr.record.doc.pipeline_step or {}), "parts": parts, "key": key, "decision": why}
         sr.record.update(pipeline_step=mark)
         sr.console.status(why)
         self.log.info(f"[{sr.name}] {why}")
@@ -156,7 +156,7 @@ class PipelineRun:
             except MltrainError:
                 broken = f"run {entry.get('run_id')} had the same key, but its run directory is gone"
                 continue
-            mark = earlier.data.get("pipeline_step") or {}
+            mark = earlier.doc.pipeline_step or {}
             if earlier.status != COMPLETED or mark.get("key") != key:
                 continue
             problem = reuse.intact(earlier.dir, mark.get("produced") or {})
@@ -173,7 +173,7 @@ class PipelineRun:
                 earlier = RunRecord.load(entry["run_dir"])
             except MltrainError:
                 continue
-            reasons = reuse.explain((earlier.data.get("pipeline_step") or {}).get("parts") or {}, parts)
+            reasons = reuse.explain((earlier.doc.pipeline_step or {}).get("parts") or {}, parts)
             if reasons:
                 return ", ".join(reasons) + f" (against run {earlier.id})"
         pending = [v.split(":")[1] for v in parts["inputs"].values() if str(v).startswith("pending:")]
@@ -189,8 +189,8 @@ class PipelineRun:
             target = sr.record.dir / "outputs" / out
             target.rmdir()
             target.symlink_to(producer.dir / "outputs" / out, target_is_directory=True)
-        mark = {**sr.record.data["pipeline_step"], "reused_from": producer.id,
-                "produced": (producer.data.get("pipeline_step") or {}).get("produced") or {}}
+        mark = {**sr.record.doc.pipeline_step, "reused_from": producer.id,
+                "produced": (producer.doc.pipeline_step or {}).get("produced") or {}}
         # no Finalizing: nothing ran
         sr.record.set_status(COMPLETED, pipeline_step=mark, outputs=outputs_manifest(producer.dir / "outputs"))
         sr.console.status(f"{COMPLETED} (reused)")
@@ -302,7 +302,7 @@ class PipelineRun:
                 status = sr.record.status
                 if said.get(sr.name) != status:
                     said[sr.name] = status
-                    extra = f": {sr.record.data.get('error')}" if status in (FAILED, CANCELED) else ""
+                    extra = f": {sr.record.doc.error}" if status in (FAILED, CANCELED) else ""
                     sr.console.status(f"{status}{extra}")
             if precord.sync(self.record) in TERMINAL:
                 return

@@ -31,7 +31,7 @@ class PipelineView:
                 continue
             steps = _steps(pipeline)
             self._refresh(list(steps.values()))
-            parents = {n: i["parents"] for n, i in pipeline.data["pipeline"]["steps"].items()}
+            parents = {n: i.parents for n, i in pipeline.doc.pipeline.steps.items()}
             precord.settle_graph(pipeline.dir.parent, steps, parents)
             precord.sync(pipeline)
 
@@ -55,10 +55,10 @@ class PipelineView:
 def _steps(pipeline: RunRecord) -> dict:
     """The steps' runs, parents first (run.json keeps its keys sorted; `order` keeps the graph's)."""
     out = {}
-    table = pipeline.data["pipeline"]["steps"]
-    for name in pipeline.data["pipeline"]["order"]:
+    table = pipeline.doc.pipeline.steps
+    for name in pipeline.doc.pipeline.order:
         try:
-            out[name] = RunRecord.load(table[name]["run_dir"])
+            out[name] = RunRecord.load(table[name].run_dir)
         except MltrainError:
             continue
     return out

@@ -21,8 +21,11 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Tuple
 
+import yaml
+
 from mltrain.atomic import atomic_write
 from mltrain.errors import MltrainError
+from mltrain.spec.records import RankEntry, RunDoc, SweepRef, World
 from mltrain.spec.status import NOT_STARTED, ORDER, RUNNING
 
 if TYPE_CHECKING:
@@ -30,11 +33,12 @@ if TYPE_CHECKING:
 
 
 class RunRecord:
-    """run.json of one run; updates are serialised (supervisor and reader threads both write)."""
+    """run.json of one run (its fields: mltrain.spec.records.RunDoc); updates are serialised (supervisor
+    and reader threads both write)."""
 
-    def __init__(self, run_dir: str | Path, data: Dict[str, Any]):
+    def __init__(self, run_dir: str | Path, doc: RunDoc):
         self.dir = Path(run_dir)
-        self.data = data
+        self.doc = doc
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ creation and loading
@@ -45,41 +49,18 @@ class RunRecord:
         for sub in ("logs", "outputs", "checkpoints"):
             (run_dir / sub).mkdir()
         (run_dir / "metrics.jsonl").touch()
-        import yaml
-
         # libyaml's dumper when PyYAML has it: the same YAML, written several times faster (a sweep writes one per member)
         dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
         atomic_write(run_dir / "config.yaml", yaml.dump(job.config, Dumper=dumper, sort_keys=False))
         atomic_write(run_dir / "job.json", json.dumps(job.to_json(), indent=2))
         now = time.time()
-        record = cls(
-            run_dir,
-            {
-                "id": job.run_id,
-                "experiment": job.experiment,
-                "status": NOT_STARTED,
-                "created": now,
-                "phases": {NOT_STARTED: now},
-                "host": socket.gethostname(),
-                "driver_pid": os.getpid(),
-                "backend": job.backend,
-                "compute": job.compute.kind,
-                "distribution": job.distribution.kind,
-                "process_group": job.process_group,
-                "world": {
-                    "node_count": job.node_count,
-                    "process_count_per_node": job.process_count_per_node,
-                    "world_size": job.world_size,
-                },
-                "command": job.argv,
-                "kill_grace_s": job.kill_grace_s,
-                "cwd": job.cwd,
-                "overrides": job.overrides,
-                "sweep": {"dir": job.sweep_dir, "index": job.sweep_index},
-                "ranks": {},
-                "error": None,
-            },
-        )
+        record = cls(run_dir, RunDoc(
+            id=job.run_id, experiment=job.experiment, status=NOT_STARTED, created=now, phases={NOT_STARTED: now},
+            host=socket.gethostname(), driver_pid=os.getpid(), backend=job.backend, compute=job.compute.kind,
+            distribution=job.distribution.kind, process_group=job.process_group,
+            world=World(job.node_count, job.process_count_per_node, job.world_size), command=job.argv,
+            kill_grace_s=job.kill_grace_s, cwd=job.cwd, overrides=job.overrides,
+            sweep=SweepRef(job.sweep_dir, job.sweep_index)))
         record.save()
         return record
 
@@ -88,99 +69,105 @@ class RunRecord:
         path = Path(run_dir) / "run.json"
         try:
             with open(path, encoding="utf-8") as f:
-                return cls(run_dir, json.load(f))
+                raw = json.load(f)
         except FileNotFoundError:
             raise MltrainError(f"no run record at {path}") from None
         except ValueError as exc:
             raise MltrainError(f"{path} is unreadable ({exc}); the run's logs are in {Path(run_dir) / 'logs'}") from None
+        try:
+            return cls(run_dir, RunDoc.from_json(raw))
+        except MltrainError as exc:
+            raise MltrainError(f"{path}: {exc}") from None
 
     # ------------------------------------------------------------------ updates
     def save(self) -> None:
-        atomic_write(self.dir / "run.json", json.dumps(self.data, indent=2, sort_keys=True))
+        atomic_write(self.dir / "run.json", json.dumps(self.doc.to_json(), indent=2, sort_keys=True))
 
     def update(self, **fields: Any) -> None:
         with self._lock:
-            self.data.update(fields)
+            self.doc.set(**fields)
             self.save()
 
     def set_status(self, status: str, at: Optional[float] = None, **fields: Any) -> None:
         """Enter `status`; `at` is when the backend says it happened (Slurm's accounting), else now.
         The first time of each phase is kept (a requeued job is Queued and Running again)."""
         with self._lock:
-            self.data["status"] = status
-            self.data["phases"].setdefault(status, at if at is not None else time.time())
-            self.data.update(fields)
+            self.doc.status = status
+            self.doc.phases.setdefault(status, at if at is not None else time.time())
+            self.doc.set(**fields)
             self.save()
 
     def reopen(self) -> None:
         """Start another attempt of this run in the same directory; earlier attempts stay in `attempts`."""
         with self._lock:
-            d = self.data
-            d.setdefault("attempts", []).append({"status": d["status"], "phases": d["phases"], "ranks": d["ranks"],
-                                                  "error": d.get("error")})
-            d.update(status=NOT_STARTED, phases={NOT_STARTED: time.time()}, ranks={}, error=None, failed_rank=None,
-                     driver_pid=os.getpid(), outputs=[])
+            d = self.doc
+            d.attempts.append({"status": d.status, "phases": d.phases, "ranks": {r: e.to_json() for r, e in d.ranks.items()},
+                               "error": d.error})
+            d.set(status=NOT_STARTED, phases={NOT_STARTED: time.time()}, ranks={}, error=None, failed_rank=None,
+                  driver_pid=os.getpid(), outputs=[])
             self.save()
 
     def set_rank(self, rank: int, **fields: Any) -> None:
         with self._lock:
-            self.data["ranks"].setdefault(str(rank), {}).update(fields)
+            entry = self.doc.ranks.setdefault(str(rank), RankEntry())
+            for key, value in fields.items():
+                if not hasattr(entry, key):
+                    raise AttributeError(f"rank entries have no field {key!r}")
+                setattr(entry, key, value)
             self.save()
 
     def reload(self) -> None:
         """Read run.json again (another process, the driver or a rank, may have written it)."""
         fresh = RunRecord.load(self.dir)
         with self._lock:
-            self.data = fresh.data
+            self.doc = fresh.doc
 
     # ------------------------------------------------------------------ reading
     def host_is_here(self) -> bool:
         """Whether the run's driver ran on this machine (only then can its pid be looked at)."""
-        return self.data.get("host") in (None, socket.gethostname())
+        return self.doc.host in (None, socket.gethostname())
 
     @property
     def id(self) -> str:
-        return self.data["id"]
+        return self.doc.id
 
     @property
     def status(self) -> str:
-        return self.data["status"]
+        return self.doc.status
 
     @property
     def backend(self) -> str:
         """The backend named at freezing ("pipeline" for a pipeline's own run; the process group in 0.1.0)."""
-        return str(self.data.get("backend"))
+        return self.doc.backend
 
     @property
     def compute_kind(self) -> str:
-        return str(self.data.get("compute"))
+        return self.doc.compute
 
     @property
     def distribution_kind(self) -> str:
-        return str(self.data.get("distribution"))
+        return self.doc.distribution
 
     @property
     def is_pipeline(self) -> bool:
-        return bool(self.data.get("pipeline"))
+        return self.doc.pipeline is not None
 
     @property
     def scheduler_job_id(self) -> Optional[str]:
         """The scheduler's id of the run's job (Slurm's), once it was submitted to one."""
-        job = (self.data.get("slurm") or {}).get("job_id")
-        return str(job) if job else None
+        return self.doc.slurm.job_id if self.doc.slurm else None
 
     @property
     def error(self) -> Optional[str]:
-        return self.data.get("error")
+        return self.doc.error
 
     @property
     def world_size(self) -> int:
-        return int(self.data["world"]["world_size"])
+        return self.doc.world.world_size
 
     @property
     def ended_at(self) -> float:
-        """The time of its latest phase (its end, once it has ended)."""
-        return float(max(self.data["phases"].values()))
+        return self.doc.ended_at
 
     def log_path(self, rank: Optional[int] = None) -> Path:
         return self.dir / "logs" / ("launcher.log" if rank is None else f"rank_{rank}.log")
@@ -188,28 +175,32 @@ class RunRecord:
     @property
     def created(self) -> float:
         """When the run (or its current attempt) was created; records of 0.1.0 start at Queued."""
-        return float(self.data.get("created") or min(self.data["phases"].values()))
+        return self.doc.created
 
     def times(self) -> Tuple[float, float]:
         """(seconds it ran, seconds it waited before running) once it has ended."""
-        phases = self.data["phases"]
+        phases = self.doc.phases
         end = max(phases.values())
         start = phases.get(RUNNING, end)
         return end - start, start - min(phases.values())
 
     def phase_order(self) -> List[str]:
         """The phases in the order they happened (equal times in lifecycle order)."""
-        phases = self.data["phases"]
+        phases = self.doc.phases
         rank = {name: i for i, name in enumerate(ORDER)}
         return sorted(phases, key=lambda name: (phases[name], rank.get(name, len(ORDER))))
 
     def durations(self) -> Dict[str, float]:
         """Seconds spent in each phase: where the time went."""
-        phases = [(name, self.data["phases"][name]) for name in self.phase_order()]
+        phases = [(name, self.doc.phases[name]) for name in self.phase_order()]
         out = {}
         for (name, start), (_, end) in zip(phases, phases[1:]):
             out[name] = end - start
         return out
+
+    def to_json(self) -> Dict[str, Any]:
+        """run.json as written (`runs show --json`)."""
+        return self.doc.to_json()
 
 
 def iter_runs(root: Path, unreadable: Optional[List[Path]] = None) -> Iterator[RunRecord]:

@@ -243,7 +243,7 @@ class Controller:
         if member.record is not None:
             member.record.reload()
             member.status = member.record.status
-            member.error = member.record.data.get("error") or member.error
+            member.error = member.record.doc.error or member.error
         if member.status != CANCELED:
             member.reason = None if member.reason and member.status == COMPLETED else member.reason
         self._tell(member)

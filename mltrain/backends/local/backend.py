@@ -122,7 +122,7 @@ class LocalBackend(Backend):
         for record in records:
             if record.status in TERMINAL:
                 continue
-            pid = record.data.get("driver_pid")
+            pid = record.doc.driver_pid
             if pid and record.host_is_here() and not driver_alive(record):
                 record.reload()
                 if record.status not in TERMINAL:

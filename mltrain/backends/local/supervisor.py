@@ -9,6 +9,7 @@
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import threading
@@ -45,7 +46,7 @@ class LocalSupervisor:
     def run(self, port: int) -> Outcome:
         # rank 0 may draw a progress bar when the driver's output is a terminal
         tty = {"MLTRAIN_TTY": "1"} if self.job.console != "none" and self.console.is_terminal() else {}
-        self.record.update(world={**self.record.data["world"], "master_addr": "127.0.0.1", "master_port": port})
+        self.record.update(world=dataclasses.replace(self.record.doc.world, master_addr="127.0.0.1", master_port=port))
         try:
             for spec in bind(self.plan.ranks, port):
                 self.log.info(f"rank {spec['rank']}: {' '.join(spec['argv'])} (cwd {spec['cwd']})")

@@ -1,6 +1,7 @@
 """The mpi backend: like the local one, but the ranks are started by one `mpirun` (Open MPI)."""
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import threading
@@ -49,6 +50,6 @@ class MpiBackend(LocalBackend):
 
         with claim_port() as port:
             argv, env = with_port(plan.details["mpirun"], plan.details["mpirun_env"], port.port)
-            record.update(world={**record.data["world"], "master_addr": "127.0.0.1", "master_port": port.port},
+            record.update(world=dataclasses.replace(record.doc.world, master_addr="127.0.0.1", master_port=port.port),
                           mpirun=argv)
             return MpiSupervisor(argv, env, plan.job, record, log, console, cancel).run()

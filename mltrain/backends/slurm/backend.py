@@ -104,10 +104,10 @@ class SlurmBackend(Backend):
         from mltrain.backends.slurm import driver
         from mltrain.ranks import reports
 
-        pending = [r for r in records if r.status not in TERMINAL and "slurm" in r.data]
+        pending = [r for r in records if r.status not in TERMINAL and r.doc.slurm is not None]
         seen = {id(r): reports.read_now(r.dir) for r in pending}
-        finished = [r for r in pending if reports.ended_well(r.dir, r.data["world"]["world_size"], seen[id(r)])]
-        states = accounting.query([r.data["slurm"]["job_id"] for r in pending if r not in finished])
+        finished = [r for r in pending if reports.ended_well(r.dir, r.doc.world.world_size, seen[id(r)])]
+        states = accounting.query([r.doc.slurm.job_id for r in pending if r not in finished])
         for record in pending:
             record.reload()
             if record.status in TERMINAL:
@@ -116,7 +116,7 @@ class SlurmBackend(Backend):
                 start, end = reports.span(seen[id(record)])
                 driver.settle(record, accounting.JobState("COMPLETED", start, end))
             else:
-                driver.settle(record, states[record.data["slurm"]["job_id"]])
+                driver.settle(record, states[record.doc.slurm.job_id])
 
     def locate(self, record: RunRecord) -> Optional[str]:
         job_id = record.scheduler_job_id
@@ -141,11 +141,11 @@ class SlurmBackend(Backend):
         from mltrain.backends.slurm import driver
 
         self.refresh([record])
-        if record.status in TERMINAL or "slurm" not in record.data:
+        if record.status in TERMINAL or record.doc.slurm is None:
             return
-        if not record.data.get("detached") and stop_driver(record):
+        if not record.doc.detached and stop_driver(record):
             return  # the driver watching it scancelled and recorded Canceled
-        job_id = record.data["slurm"]["job_id"]
+        job_id = record.doc.slurm.job_id
         accounting.scancel([job_id])
         state = accounting.JobState("CANCELLED")
         driver.settle(record, state, canceled="canceled by the user (scancel)")

@@ -22,6 +22,7 @@ from mltrain.runs.console import Console, RunLog
 from mltrain.runs.lifecycle import finish
 from mltrain.runs.record import RunRecord
 from mltrain.spec.job import FrozenJob
+from mltrain.spec.records import SlurmJob
 from mltrain.spec.status import CANCELED, COMPLETED, FAILED, QUEUED, RUNNING, TERMINAL
 
 #: How often the driver looks at the ranks' reports and logs (cheap: a few small files).
@@ -50,7 +51,7 @@ def submit(plans: List[Plan], records: List[RunRecord], consoles: List[Console])
             submitted = [executor.submit(SlurmRank(job.run_dir)) for job in jobs]
     ids = [str(s.job_id) for s in submitted]
     for record, console, job_id in zip(records, consoles, ids):
-        record.set_status(QUEUED, slurm={"job_id": job_id, "submitit_folder": str(folder)})
+        record.set_status(QUEUED, slurm=SlurmJob(str(job_id), str(folder)))
         RunLog(record.log_path(), console).info(f"{QUEUED}: submitted as Slurm job {job_id}", show=True)
     return ids
 
@@ -64,7 +65,7 @@ def final_status(record: RunRecord, state: str):
         if status == COMPLETED:
             status = FAILED
     elif status != COMPLETED:
-        error = f"Slurm job {record.data['slurm']['job_id']} ended {state}" + _why_not_requeued(record)
+        error = f"Slurm job {record.doc.slurm.job_id if record.doc.slurm else '?'} ended {state}" + _why_not_requeued(record)
     return status, error, failed_rank
 
 
@@ -93,7 +94,7 @@ def backend_time(when: Optional[float], record: RunRecord, live: bool) -> Option
     finer clock; a later look takes accounting's, never earlier than the run's last phase."""
     if when is None or (live and time.time() - when < 2.0):
         return None
-    return max(when, max(record.data["phases"].values()))
+    return max(when, max(record.doc.phases.values()))
 
 
 def settle(record: RunRecord, job: accounting.JobState, console: Optional[Console] = None, live: bool = False,
@@ -112,7 +113,7 @@ def settle(record: RunRecord, job: accounting.JobState, console: Optional[Consol
 
 
 def mark_running(record: RunRecord, console: Optional[Console], at: Optional[float] = None) -> None:
-    if RUNNING in record.data["phases"]:
+    if RUNNING in record.doc.phases:
         return
     record.set_status(RUNNING, at=at)
     RunLog(record.log_path(), console).info(RUNNING, show=True)
@@ -187,7 +188,7 @@ def wait(plans: List[Plan], records: List[RunRecord], ids: List[str], consoles: 
                 for s in streams[i]:
                     s.pump(final=True)
 
-            if RUNNING not in record.data["phases"] and (seen[i] or any(s.has_new() for s in streams[i])):
+            if RUNNING not in record.doc.phases and (seen[i] or any(s.has_new() for s in streams[i])):
                 mark_running(record, console)  # the ranks say it runs before accounting does
             for s in streams[i]:
                 s.pump()

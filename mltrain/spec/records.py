@@ -1,0 +1,254 @@
+"""The run record's types: what run.json holds, typed, with one reader (`RunDoc.from_json`) and one
+writer (`RunDoc.to_json`), versioned by `layout`.
+
+Every run directory has a run.json: a single run's, a sweep member's, a pipeline step's, and a
+pipeline's own run (whose `pipeline` field holds its graph). mltrain.runs.record reads and writes it
+atomically; every other module reads these fields, never the JSON. Layouts read:
+
+- 0.1.0 (no `layout`, no `created`): `backend` named the process group (gloo, nccl), the phases began
+  at Queued; the backend is then told by the compute and distribution (mltrain.backends.backend_for).
+- 2 (no `layout` field either, `created` present): today's fields, written before this module.
+- 3: the same fields with `layout` written.
+
+Keys a later mltrain wrote that this one does not know are kept in `extra` and written back, so an
+older mltrain looking at a newer run loses nothing. `Any` appears only where the data comes from
+outside mltrain's own records: the environment listing, the snapshot summary, a step's reuse parts
+(hashes of the user's files and config) and the user's own parameters.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+from mltrain.errors import MltrainError
+
+#: run.json layout version.
+RUN_LAYOUT = 3
+
+
+def _known(cls: type, data: Dict[str, Any]) -> Dict[str, Any]:
+    names = {f.name for f in dataclasses.fields(cls)}
+    return {k: v for k, v in data.items() if k in names}
+
+
+def _compact(data: Dict[str, Any], keep: tuple = ()) -> Dict[str, Any]:
+    """Optional fields are written only once they have a value, as the layouts before this one did."""
+    def empty(v: Any) -> bool:  # not `v in (None, False, ...)`: 0 == False, and rank 0 is a value
+        return v is None or v is False or (isinstance(v, (dict, list)) and not v)
+
+    return {k: v for k, v in data.items() if k in keep or not empty(v)}
+
+
+@dataclass
+class World:
+    node_count: int
+    process_count_per_node: int
+    world_size: int
+    # Where the ranks meet, once the start knows (a local port handed out by the OS).
+    master_addr: Optional[str] = None
+    master_port: Optional[int] = None
+
+    @classmethod
+    def from_json(cls, data: Dict[str, Any]) -> World:
+        return cls(**_known(cls, data))
+
+    def to_json(self) -> Dict[str, Any]:
+        return _compact(dataclasses.asdict(self), keep=("node_count", "process_count_per_node", "world_size"))
+
+
+@dataclass
+class SweepRef:
+    """The sweep a run is a member of (both None for a lone run)."""
+
+    dir: Optional[str] = None
+    index: Optional[int] = None
+
+
+@dataclass
+class RankEntry:
+    """What a rank reported, or its supervisor saw, of it."""
+
+    exit_code: Optional[int] = None
+    host: Optional[str] = None
+    pid: Optional[int] = None
+    attempt: Optional[int] = None
+    stopped_by_mltrain: Optional[bool] = None
+
+    def to_json(self) -> Dict[str, Any]:
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+
+
+@dataclass
+class SlurmJob:
+    job_id: str
+    submitit_folder: Optional[str] = None
+
+
+@dataclass
+class MlflowMark:
+    """How far the mirror (mltrain.tracking) has copied the run into MLflow's store."""
+
+    run_id: str
+    lines: int = 0
+    folded: int = 0
+    status: Optional[str] = None
+
+
+@dataclass
+class StepEntry:
+    """One step in a pipeline's own record."""
+
+    run_id: str
+    run_dir: str
+    parents: List[str]
+    status: str
+    reused_from: Optional[str] = None
+    reason: Optional[str] = None
+    phases: Dict[str, float] = field(default_factory=dict)
+    error: Optional[str] = None
+    # Where the step's job is in its scheduler's terms ("Slurm job 12"), once it was queued on one.
+    scheduler: Optional[str] = None
+
+    def to_json(self) -> Dict[str, Any]:
+        return _compact(dataclasses.asdict(self), keep=("run_id", "run_dir", "parents", "status", "reused_from", "reason"))
+
+
+@dataclass
+class PipelineGraph:
+    """A pipeline's graph, in its own run's record: the steps in graph order, each with its run."""
+
+    name: str
+    mode: str
+    order: List[str]
+    steps: Dict[str, StepEntry]
+
+    @classmethod
+    def from_json(cls, data: Dict[str, Any]) -> PipelineGraph:
+        steps = {name: StepEntry(**_known(StepEntry, info)) for name, info in data["steps"].items()}
+        return cls(name=data["name"], mode=data["mode"], order=list(data["order"]), steps=steps)
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"name": self.name, "mode": self.mode, "order": self.order,
+                "steps": {n: s.to_json() for n, s in self.steps.items()}}
+
+
+@dataclass
+class RunDoc:
+    id: str
+    experiment: str
+    status: str
+    created: float
+    phases: Dict[str, float]
+    backend: str
+    compute: str
+    distribution: str
+    world: World
+    command: List[str]
+    cwd: str
+    host: Optional[str] = None
+    driver_pid: Optional[int] = None
+    process_group: Optional[str] = None
+    kill_grace_s: float = 5.0
+    overrides: List[str] = field(default_factory=list)
+    sweep: SweepRef = field(default_factory=SweepRef)
+    ranks: Dict[str, RankEntry] = field(default_factory=dict)
+    error: Optional[str] = None
+    failed_rank: Optional[int] = None
+    # The outputs/ manifest ({"path", "bytes"} per file), written when the run ends.
+    outputs: Optional[List[Dict[str, Any]]] = None
+    # Earlier attempts of a resumed run: their status, phases, ranks and error, as they were.
+    attempts: List[Dict[str, Any]] = field(default_factory=list)
+    slurm: Optional[SlurmJob] = None
+    # The mpirun command line that started the ranks (the mpi backend).
+    mpirun: Optional[List[str]] = None
+    detached: bool = False
+    environment: Dict[str, Any] = field(default_factory=dict)
+    snapshot: Optional[Dict[str, Any]] = None
+    mlflow: Optional[MlflowMark] = None
+    # A pipeline's own run: its graph. A pipeline's step: its reuse bookkeeping (mltrain.pipelines.reuse).
+    pipeline: Optional[PipelineGraph] = None
+    pipeline_step: Optional[Dict[str, Any]] = None
+    # `runs rerun`: the run this one reproduces.
+    reproduces: Optional[str] = None
+    # What the job's scripts logged with mlflow.log_param, folded in by the mirror.
+    script_params: Dict[str, str] = field(default_factory=dict)
+    extra: Dict[str, Any] = field(default_factory=dict)
+    layout: int = RUN_LAYOUT
+
+    # ------------------------------------------------------------------ the one reader
+    @classmethod
+    def from_json(cls, raw: Dict[str, Any]) -> RunDoc:
+        try:
+            return cls._read(dict(raw))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise MltrainError(f"not a run record mltrain can read ({type(exc).__name__}: {exc})") from None
+
+    @classmethod
+    def _read(cls, data: Dict[str, Any]) -> RunDoc:
+        phases = {str(k): float(v) for k, v in data["phases"].items()}
+        names = {f.name for f in dataclasses.fields(cls)}
+        extra = {k: v for k, v in data.items() if k not in names}
+        extra.update(data.get("extra") or {})
+        world = World.from_json(data["world"])
+        sweep = data.get("sweep") or {}
+        slurm, mark, graph = data.get("slurm"), data.get("mlflow"), data.get("pipeline")
+        return cls(
+            id=str(data["id"]), experiment=str(data.get("experiment") or "mltrain"), status=str(data["status"]),
+            # 0.1.0 records start at Queued and have no `created`
+            created=float(data.get("created") or min(phases.values())),
+            phases=phases, backend=str(data.get("backend")), compute=str(data.get("compute")),
+            distribution=str(data.get("distribution")), world=world, command=list(data.get("command") or []),
+            cwd=str(data.get("cwd") or ""), host=data.get("host"), driver_pid=data.get("driver_pid"),
+            process_group=data.get("process_group"), kill_grace_s=float(data.get("kill_grace_s") or 5.0),
+            overrides=list(data.get("overrides") or []),
+            sweep=SweepRef(dir=sweep.get("dir"), index=sweep.get("index")),
+            ranks={str(r): RankEntry(**_known(RankEntry, info)) for r, info in (data.get("ranks") or {}).items()},
+            error=data.get("error"), failed_rank=data.get("failed_rank"), outputs=data.get("outputs"),
+            attempts=list(data.get("attempts") or []),
+            slurm=SlurmJob(str(slurm["job_id"]), slurm.get("submitit_folder")) if slurm else None,
+            mpirun=data.get("mpirun"),
+            detached=bool(data.get("detached")), environment=dict(data.get("environment") or {}),
+            snapshot=data.get("snapshot"), mlflow=MlflowMark(**_known(MlflowMark, mark)) if mark else None,
+            pipeline=PipelineGraph.from_json(graph) if graph else None, pipeline_step=data.get("pipeline_step"),
+            reproduces=data.get("reproduces"), script_params=dict(data.get("script_params") or {}),
+            extra=extra, layout=RUN_LAYOUT,
+        )
+
+    # ------------------------------------------------------------------ the one writer
+    def to_json(self) -> Dict[str, Any]:
+        out: Dict[str, Any] = dict(self.extra)
+        out.update({
+            "id": self.id, "experiment": self.experiment, "status": self.status, "created": self.created,
+            "phases": self.phases, "host": self.host, "driver_pid": self.driver_pid, "backend": self.backend,
+            "compute": self.compute, "distribution": self.distribution, "process_group": self.process_group,
+            "world": self.world.to_json(), "command": self.command, "kill_grace_s": self.kill_grace_s,
+            "cwd": self.cwd, "overrides": self.overrides,
+            "sweep": {"dir": self.sweep.dir, "index": self.sweep.index},
+            "ranks": {r: e.to_json() for r, e in self.ranks.items()}, "error": self.error, "layout": self.layout,
+        })
+        optional = {
+            "failed_rank": self.failed_rank, "outputs": self.outputs, "attempts": self.attempts,
+            "slurm": dataclasses.asdict(self.slurm) if self.slurm else None, "mpirun": self.mpirun,
+            "detached": self.detached,
+            "environment": self.environment, "snapshot": self.snapshot,
+            "mlflow": dataclasses.asdict(self.mlflow) if self.mlflow else None,
+            "pipeline": self.pipeline.to_json() if self.pipeline else None, "pipeline_step": self.pipeline_step,
+            "reproduces": self.reproduces, "script_params": self.script_params,
+        }
+        out.update(_compact(optional, keep=("outputs",) if self.outputs is not None else ()))
+        return out
+
+    # ------------------------------------------------------------------ reading
+    @property
+    def ended_at(self) -> float:
+        """The time of its latest phase (its end, once it has ended)."""
+        return max(self.phases.values())
+
+    def set(self, **fields: Any) -> None:
+        """Assign fields by name; a name run.json does not have is mltrain's own mistake."""
+        names = {f.name for f in dataclasses.fields(self)}
+        for key, value in fields.items():
+            if key not in names:
+                raise AttributeError(f"run records have no field {key!r}")
+            setattr(self, key, value)
