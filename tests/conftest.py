@@ -2,11 +2,43 @@
 (unless marked `gpu`) no visible GPU. Helpers live in support.py."""
 from __future__ import annotations
 
+import inspect
 import shutil
 from pathlib import Path
 
 import pytest
 from support import SCRIPTS
+
+#: Seconds a unit test may take (tests/unit: no processes, no cluster); other tests take pyproject's
+#: `timeout`, so a hang fails one test instead of spending CI's whole budget.
+UNIT_TIMEOUT_S = 30
+#: What a test needs, marked from the helpers it (or a fixture it uses) calls: `-m "not slurm"` on a
+#: laptop, `-m mpi` to run only the MPI tests.
+NEEDS = {"require_cluster": "slurm", "require_mpi": "mpi", "require_horovod": "horovod"}
+
+
+def _sources(item) -> str:
+    parts = []
+    for fn in [getattr(item, "function", None)] + [
+            d.func for defs in item._fixtureinfo.name2fixturedefs.values() for d in defs]:
+        try:
+            parts.append(inspect.getsource(fn))
+        except (OSError, TypeError):
+            continue
+    return "\n".join(parts)
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if "unit" in Path(str(item.fspath)).parts:
+            item.add_marker(pytest.mark.timeout(UNIT_TIMEOUT_S))
+            continue
+        text = _sources(item)
+        for helper, marker in NEEDS.items():
+            if helper in text:
+                item.add_marker(getattr(pytest.mark, marker))
+        if "horovod" in [m.name for m in item.iter_markers()]:
+            item.add_marker(pytest.mark.mpi)
 
 
 @pytest.fixture(autouse=True)
