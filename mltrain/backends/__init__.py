@@ -30,7 +30,7 @@ _loaded: Dict[str, Backend] = {}
 #: (compute kind, distribution kind) -> backend, where the pair decides it; otherwise the compute's own
 #: backend. On Slurm, srun starts MPI ranks itself, so `distribution=mpi` stays with the Slurm backend;
 #: on this machine an MPI job needs mpirun.
-_CHOICE: Dict[tuple, str] = {("local", "mpi"): "mpi"}
+_CHOICE: Dict[Tuple[str, str], str] = {("local", "mpi"): "mpi"}
 
 
 def backend_for(compute_kind: str, distribution_kind: str) -> str:

@@ -14,12 +14,14 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Dict, List, Optional
+from pathlib import Path
+from typing import Any, ClassVar, Dict, List, Optional, Tuple
 
 from mltrain.errors import ConfigError, MltrainError
 from mltrain.runs.console import Console, RunLog
 from mltrain.runs.record import RunRecord
 from mltrain.spec.job import FrozenJob
+from mltrain.spec.schema import ComputeConf
 from mltrain.spec.status import PREPARING, TERMINAL
 
 #: Stands for a value only the start of the run knows (a port the OS hands out, a node name).
@@ -40,7 +42,8 @@ class Cancel(threading.Event):
 
 
 def cancel_reason(cancel: threading.Event) -> str:
-    return getattr(cancel, "reason", None) or "canceled by the user"
+    """Why the run is being canceled: a Cancel says; a plain Event (a command stopped by a signal) does not."""
+    return cancel.reason if isinstance(cancel, Cancel) and cancel.reason else "canceled by the user"
 
 
 @dataclass
@@ -55,8 +58,8 @@ class Plan:
     """What a backend starts for one run."""
 
     job: FrozenJob
-    # Per rank: {"rank", "place", "argv", "cwd", "env"} (mltrain.ranks.contract.plan).
-    ranks: List[dict]
+    # Per rank: {"rank", "place", "argv", "cwd", "env"} (mltrain.ranks.contract.plan, which types them no closer).
+    ranks: List[Dict[str, Any]]
     # How the placeholders in `ranks` get their values, one line each.
     notes: List[str] = field(default_factory=list)
     # The backend's own submission (mpirun argv, submitit parameters, batch script), by name.
@@ -91,11 +94,11 @@ class Backend(ABC):
     def gpus_per_node(self, cfg: Any) -> int:
         """GPUs each node of the job will have."""
 
-    def job_env(self, compute: Any) -> Dict[str, str]:
+    def job_env(self, compute: ComputeConf) -> Dict[str, str]:
         """Variables this backend adds for every rank of a job."""
         return {}
 
-    def argv_prefix(self, compute: Any, environment: Dict[str, Any], run_dir: str) -> List[str]:
+    def argv_prefix(self, compute: ComputeConf, environment: Dict[str, Any], run_dir: str) -> List[str]:
         """A wrapper every rank program runs under (a container runtime)."""
         return []
 
@@ -131,7 +134,7 @@ class Backend(ABC):
     def cancel(self, record: RunRecord) -> None:
         """Stop every rank of a run that has not ended; it ends Canceled."""
 
-    def log_path(self, record: RunRecord, rank: Optional[int] = None):
+    def log_path(self, record: RunRecord, rank: Optional[int] = None) -> Path:
         """Where a rank's log (or, with None, the launcher's) is; every backend writes them into the run."""
         return record.log_path(rank)
 
@@ -191,14 +194,14 @@ def failure_text(exc: BaseException) -> str:
     return f"internal error in mltrain: {type(exc).__name__}: {exc}"
 
 
-def with_port(argv: List[str], env: Dict[str, str], port: int):
+def with_port(argv: List[str], env: Dict[str, str], port: int) -> Tuple[List[str], Dict[str, str]]:
     """(argv, env) with the rendezvous port the start was handed in place of PORT."""
     return [a.replace(PORT, str(port)) for a in argv], {k: v.replace(PORT, str(port)) for k, v in env.items()}
 
 
-def bind(ranks: List[dict], port: int) -> List[dict]:
+def bind(ranks: List[Dict[str, Any]], port: int) -> List[Dict[str, Any]]:
     """The plan's rank specs with the rendezvous port the start was handed."""
-    out = []
+    out: List[Dict[str, Any]] = []
     for spec in ranks:
         argv, env = with_port(spec["argv"], spec["env"], port)
         out.append({**spec, "env": env, "argv": argv})
@@ -226,10 +229,11 @@ def driver_alive(record: RunRecord) -> bool:
 def stop_driver(record: RunRecord) -> bool:
     """Ask a run's driver to cancel it (SIGTERM: it stops the ranks and records Canceled) and wait until
     the record says it ended. False when no driver was there to ask."""
-    if not driver_alive(record):
+    pid = record.doc.driver_pid
+    if pid is None or not driver_alive(record):
         return False
     try:
-        os.kill(int(record.doc.driver_pid), signal.SIGTERM)
+        os.kill(int(pid), signal.SIGTERM)
     except ProcessLookupError:
         return False
     deadline = time.monotonic() + 15.0 + float(record.doc.kill_grace_s or 5.0)

@@ -5,17 +5,18 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Optional, Tuple
+from typing import BinaryIO, Callable, Optional, TextIO, Tuple
 
 
 class Console:
-    def __init__(self, prefix: str = "", stream=None) -> None:
+    def __init__(self, prefix: str = "", stream: Optional[TextIO] = None) -> None:
         self.prefix = prefix
         self._stream = stream
         self._lock = _LOCK
 
     @property
-    def stream(self):
+    def stream(self) -> TextIO:
+        # looked up at each write: sys.stdout may be replaced after the console is made (pytest's capture)
         return self._stream or sys.stdout
 
     def status(self, text: str) -> None:
@@ -39,7 +40,8 @@ class Console:
     def raw(self, data: bytes) -> None:
         """Bytes as a rank wrote them (rank 0): partial lines and '\r' redraws pass through."""
         with self._lock:
-            buffer = getattr(self.stream, "buffer", None)
+            # a stream standing in for stdout (io.StringIO) has no binary buffer beneath it
+            buffer: Optional[BinaryIO] = getattr(self.stream, "buffer", None)
             if buffer is not None:
                 buffer.write(data)
             else:

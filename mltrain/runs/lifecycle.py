@@ -3,16 +3,17 @@ summary line. Backends call finish() once they know how the ranks ended."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 from mltrain.runs.console import Console, RunLog
 from mltrain.runs.record import RunRecord
+from mltrain.spec.records import OutputFile
 from mltrain.spec.status import FAILED, FINALIZING
 
 
-def outputs_manifest(outputs: Path) -> List[dict]:
+def outputs_manifest(outputs: Path) -> List[OutputFile]:
     """What the run produced: the outputs/ files with their sizes."""
-    files = []
+    files: List[OutputFile] = []
     for path in sorted(outputs.rglob("*")):
         if path.is_file():
             files.append({"path": str(path.relative_to(outputs)), "bytes": path.stat().st_size})
@@ -25,7 +26,7 @@ def finish(record: RunRecord, status: str, error: Optional[str] = None, failed_r
     log = RunLog(record.log_path(), console)
     record.set_status(FINALIZING, at=at)
     log.info(FINALIZING, show=True)
-    fields = {"outputs": outputs_manifest(record.dir / "outputs"), "error": error}
+    fields: Dict[str, object] = {"outputs": outputs_manifest(record.dir / "outputs"), "error": error}
     if failed_rank is not None:
         fields["failed_rank"] = failed_rank
     record.set_status(status, at=at, **fields)

@@ -11,10 +11,10 @@ import math
 import os
 import time
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
 
-def _clean(value: Any) -> Any:
+def _clean(value: object) -> object:
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)  # JSON has no NaN/inf; keep them readable
     return value
@@ -25,10 +25,10 @@ class MetricsWriter:
         self.path = Path(path)
         self.rank = int(os.environ.get("RANK", "0")) if rank is None else rank
 
-    def log(self, name: str, value: Any, step: Optional[int] = None, **extra: Any) -> None:
+    def log(self, name: str, value: object, step: Optional[int] = None, **extra: object) -> None:
         self.write({"name": name, "value": _clean(value), "step": step, **extra})
 
-    def log_many(self, values: Dict[str, Any], step: Optional[int] = None, **extra: Any) -> None:
+    def log_many(self, values: Mapping[str, object], step: Optional[int] = None, **extra: object) -> None:
         for name, value in values.items():
             self.log(name, value, step, **extra)
 
@@ -77,7 +77,7 @@ def last_and_best(records: List[Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
     return out
 
 
-def read_new(path: str | Path, offset: int) -> tuple:
+def read_new(path: str | Path, offset: int) -> Tuple[List[Dict[str, Any]], int]:
     """(records, new offset): the whole lines appended since `offset`, for following a run's metrics
     while it runs (a line still being written is left for the next look)."""
     try:
@@ -87,7 +87,7 @@ def read_new(path: str | Path, offset: int) -> tuple:
     except FileNotFoundError:
         return [], offset
     end = data.rfind(b"\n") + 1
-    records = []
+    records: List[Dict[str, Any]] = []
     for line in data[:end].splitlines():
         if line.strip():
             try:

@@ -83,12 +83,12 @@ class RunRecord:
     def save(self) -> None:
         atomic_write(self.dir / "run.json", json.dumps(self.doc.to_json(), indent=2, sort_keys=True))
 
-    def update(self, **fields: Any) -> None:
+    def update(self, **fields: object) -> None:
         with self._lock:
             self.doc.set(**fields)
             self.save()
 
-    def set_status(self, status: str, at: Optional[float] = None, **fields: Any) -> None:
+    def set_status(self, status: str, at: Optional[float] = None, **fields: object) -> None:
         """Enter `status`; `at` is when the backend says it happened (Slurm's accounting), else now.
         The first time of each phase is kept (a requeued job is Queued and Running again)."""
         with self._lock:
@@ -107,7 +107,7 @@ class RunRecord:
                   driver_pid=os.getpid(), outputs=[])
             self.save()
 
-    def set_rank(self, rank: int, **fields: Any) -> None:
+    def set_rank(self, rank: int, **fields: object) -> None:
         with self._lock:
             entry = self.doc.ranks.setdefault(str(rank), RankEntry())
             for key, value in fields.items():
@@ -193,7 +193,7 @@ class RunRecord:
     def durations(self) -> Dict[str, float]:
         """Seconds spent in each phase: where the time went."""
         phases = [(name, self.doc.phases[name]) for name in self.phase_order()]
-        out = {}
+        out: Dict[str, float] = {}
         for (name, start), (_, end) in zip(phases, phases[1:]):
             out[name] = end - start
         return out

@@ -17,13 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Union
 
-from mltrain.spec.schema import (
-    DistributionConf,
-    LocalComputeConf,
-    SlurmComputeConf,
-    compute_from_dict,
-    distribution_from_dict,
-)
+from mltrain.spec.schema import ComputeConf, DistributionConf, compute_from_dict, distribution_from_dict
 
 #: job.json layout version; files without one were written before the package layout (0.1.0).
 LAYOUT = 2
@@ -40,7 +34,7 @@ class FrozenJob:
     experiment: str
     # The Backend that runs it (mltrain.backends.BACKENDS), chosen once at freezing.
     backend: str
-    compute: Union[LocalComputeConf, SlurmComputeConf]
+    compute: ComputeConf
     distribution: DistributionConf
     # The torch.distributed backend the ranks use (gloo | nccl), None without a process group.
     process_group: Optional[str]

@@ -11,7 +11,7 @@ launch layer imports a component's module when a job of that kind is frozen. A n
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict
+from typing import Dict
 
 from mltrain.spec.schema import (
     CommandJobConf,
@@ -62,7 +62,7 @@ register(JobKind("score_image_model", ScoreImageModelJobConf, "mltrain.component
                  "Designer's Score Image Model: a trained model directory scores an image directory"))
 
 
-def schemas() -> Dict[str, Dict[str, Any]]:
+def schemas() -> Dict[str, Dict[str, type]]:
     """Every config group's schemas by option, the job group's from the kinds above (Hydra's ConfigStore
     registers them; the validator refuses keys they lack)."""
     return {

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple, TypedDict
 
 from mltrain.errors import MltrainError
 
@@ -32,7 +32,7 @@ def _known(cls: type, data: Dict[str, Any]) -> Dict[str, Any]:
     return {k: v for k, v in data.items() if k in names}
 
 
-def _compact(data: Dict[str, Any], keep: tuple = ()) -> Dict[str, Any]:
+def _compact(data: Dict[str, Any], keep: Tuple[str, ...] = ()) -> Dict[str, Any]:
     """Optional fields are written only once they have a value, as the layouts before this one did."""
     def empty(v: Any) -> bool:  # not `v in (None, False, ...)`: 0 == False, and rank 0 is a value
         return v is None or v is False or (isinstance(v, (dict, list)) and not v)
@@ -133,6 +133,22 @@ class PipelineGraph:
                 "steps": {n: s.to_json() for n, s in self.steps.items()}}
 
 
+class OutputFile(TypedDict):
+    """One file of the outputs/ manifest, its path relative to outputs/."""
+
+    path: str
+    bytes: int
+
+
+class Attempt(TypedDict):
+    """An earlier attempt of a resumed run, as it was when the next one began."""
+
+    status: str
+    phases: Dict[str, float]
+    ranks: Dict[str, Dict[str, Any]]
+    error: Optional[str]
+
+
 @dataclass
 class RunDoc:
     id: str
@@ -155,10 +171,10 @@ class RunDoc:
     ranks: Dict[str, RankEntry] = field(default_factory=dict)
     error: Optional[str] = None
     failed_rank: Optional[int] = None
-    # The outputs/ manifest ({"path", "bytes"} per file), written when the run ends.
-    outputs: Optional[List[Dict[str, Any]]] = None
-    # Earlier attempts of a resumed run: their status, phases, ranks and error, as they were.
-    attempts: List[Dict[str, Any]] = field(default_factory=list)
+    # The outputs/ manifest, written when the run ends.
+    outputs: Optional[List[OutputFile]] = None
+    # Earlier attempts of a resumed run.
+    attempts: List[Attempt] = field(default_factory=list)
     slurm: Optional[SlurmJob] = None
     # The mpirun command line that started the ranks (the mpi backend).
     mpirun: Optional[List[str]] = None
@@ -245,7 +261,7 @@ class RunDoc:
         """The time of its latest phase (its end, once it has ended)."""
         return max(self.phases.values())
 
-    def set(self, **fields: Any) -> None:
+    def set(self, **fields: object) -> None:
         """Assign fields by name; a name run.json does not have is mltrain's own mistake."""
         names = {f.name for f in dataclasses.fields(self)}
         for key, value in fields.items():

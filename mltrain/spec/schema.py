@@ -11,7 +11,10 @@ distribution settings from them without loading Hydra or OmegaConf.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Type, TypeVar, Union
+
+if TYPE_CHECKING:  # typeshed's protocol of a dataclass exists for type checkers only
+    from _typeshed import DataclassInstance
 
 #: OmegaConf's marker for a value that must be set (omegaconf.MISSING), spelled out to stay light.
 MISSING: Any = "???"
@@ -339,11 +342,18 @@ class MltrainConf:
     dry_run: bool = False
 
 
+#: A frozen job's compute settings: one schema per compute kind.
+ComputeConf = Union[LocalComputeConf, SlurmComputeConf]
+
 #: compute kind -> its schema (mltrain.spec.kinds.schemas() has every group's).
-COMPUTE_SCHEMAS: Dict[str, Any] = {"local": LocalComputeConf, "slurm": SlurmComputeConf}
+COMPUTE_SCHEMAS: Dict[str, Union[Type[LocalComputeConf], Type[SlurmComputeConf]]] = {
+    "local": LocalComputeConf, "slurm": SlurmComputeConf}
+
+_Schema = TypeVar("_Schema", bound="DataclassInstance")
+_Compute = TypeVar("_Compute", LocalComputeConf, SlurmComputeConf)
 
 
-def compute_from_dict(values: Dict[str, Any], key: str = "compute") -> Any:
+def compute_from_dict(values: Dict[str, Any], key: str = "compute") -> ComputeConf:
     """Typed compute settings from plain data (a frozen job, a Hydra app's launcher options).
 
     Defaults live only in the dataclasses above; an unknown key raises ConfigError naming the valid ones.
@@ -357,11 +367,19 @@ def compute_from_dict(values: Dict[str, Any], key: str = "compute") -> Any:
     return _build(schema, values, key)
 
 
+def compute_as(compute: ComputeConf, schema: Type[_Compute]) -> _Compute:
+    """`compute` as the schema of the one compute kind a backend runs (mltrain.backends.backend_for
+    gives a backend jobs of its own kind only, so any other kind is mltrain's own mistake)."""
+    if not isinstance(compute, schema):
+        raise TypeError(f"compute settings of kind '{compute.kind}' where {schema.__name__} was expected")
+    return compute
+
+
 def distribution_from_dict(values: Dict[str, Any], key: str = "distribution") -> DistributionConf:
     return _build(DistributionConf, values, key)
 
 
-def _build(schema: Any, values: Dict[str, Any], key: str) -> Any:
+def _build(schema: Type[_Schema], values: Dict[str, Any], key: str) -> _Schema:
     import dataclasses
 
     names = [f.name for f in dataclasses.fields(schema)]

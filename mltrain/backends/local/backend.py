@@ -28,13 +28,14 @@ from mltrain.runs.console import Console, RunLog
 from mltrain.runs.lifecycle import finish
 from mltrain.runs.record import RunRecord
 from mltrain.spec.job import FrozenJob
+from mltrain.spec.schema import ComputeConf, LocalComputeConf, compute_as
 from mltrain.spec.status import CANCELED, FAILED, QUEUED, RUNNING, TERMINAL
 
 
 class LocalBackend(Backend):
     name = "local"
 
-    def check(self, cfg: Any):
+    def check(self, cfg: Any) -> Optional[str]:
         from mltrain.config.validate import visible_gpus
 
         dist = cfg.distribution
@@ -55,15 +56,16 @@ class LocalBackend(Backend):
         cap = cfg.compute.get("gpus")
         return visible_gpus() if cap is None else min(int(cap), visible_gpus())
 
-    def job_env(self, compute: Any) -> Dict[str, str]:
-        if compute.gpus is None:
+    def job_env(self, compute: ComputeConf) -> Dict[str, str]:
+        gpus = compute_as(compute, LocalComputeConf).gpus
+        if gpus is None:
             return {}
         from mltrain.config.validate import visible_gpus
 
         # compute.gpus caps the GPUs the ranks see: the first N of those visible to mltrain
         visible = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
         devices = visible or [str(i) for i in range(visible_gpus())]
-        return {"CUDA_VISIBLE_DEVICES": ",".join(devices[: int(compute.gpus)])}
+        return {"CUDA_VISIBLE_DEVICES": ",".join(devices[: int(gpus)])}
 
     # ------------------------------------------------------------------ submission
     def concurrency(self, compute: Any) -> Optional[int]:
@@ -78,7 +80,7 @@ class LocalBackend(Backend):
         for record, console in zip(records, consoles):
             record.set_status(QUEUED)
             RunLog(record.log_path(), console).info(QUEUED, show=True)
-        parallel = max(1, min(plans[0].job.compute.max_concurrent_jobs, len(plans)))
+        parallel = max(1, min(compute_as(plans[0].job.compute, LocalComputeConf).max_concurrent_jobs, len(plans)))
         if parallel == 1:
             return [self._run(p, r, c, cancel) for p, r, c in zip(plans, records, consoles)]
         with ThreadPoolExecutor(parallel) as pool:

@@ -11,13 +11,13 @@ import os
 import socket
 import tempfile
 from pathlib import Path
-from typing import Optional
+from typing import Optional, TextIO
 
 _REGISTRY = Path(tempfile.gettempdir()) / "mltrain-ports"
 
 
 class PortClaim:
-    def __init__(self, port: int, handle) -> None:
+    def __init__(self, port: int, handle: Optional[TextIO]) -> None:
         self.port = port
         self._handle = handle
 
@@ -32,14 +32,15 @@ class PortClaim:
     def __enter__(self) -> PortClaim:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.release()
 
 
 def _os_free_port(host: str) -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
-        return s.getsockname()[1]
+        _, port = s.getsockname()  # an AF_INET address: (host, port)
+        return int(port)
 
 
 def claim_port(host: str = "127.0.0.1", attempts: int = 50) -> PortClaim:

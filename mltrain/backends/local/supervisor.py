@@ -14,7 +14,8 @@ import os
 import subprocess
 import threading
 import time
-from typing import List, Optional
+from pathlib import Path
+from typing import Any, Dict, List, Optional
 
 from mltrain.backends.base import Outcome, Plan, bind, cancel_reason
 from mltrain.ranks.contract import RankPlace
@@ -25,7 +26,7 @@ from mltrain.spec.status import CANCELED, COMPLETED, FAILED
 
 
 class _Rank:
-    def __init__(self, place: RankPlace, proc: subprocess.Popen, log_path) -> None:
+    def __init__(self, place: RankPlace, proc: subprocess.Popen[bytes], log_path: Path) -> None:
         self.place = place
         self.proc = proc
         self.log_path = log_path
@@ -61,7 +62,7 @@ class LocalSupervisor:
             for r in self.ranks:
                 self.record.set_rank(r.rank, exit_code=r.proc.returncode, stopped_by_mltrain=r.terminated)
 
-    def _spawn(self, spec: dict) -> _Rank:
+    def _spawn(self, spec: Dict[str, Any]) -> _Rank:
         proc = subprocess.Popen(spec["argv"], cwd=spec["cwd"], env={**os.environ, **spec["env"]},
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 start_new_session=True)
@@ -105,7 +106,7 @@ class LocalSupervisor:
     def _stop_all(self) -> None:
         by_proc = {id(r.proc): r for r in self.ranks}
 
-        def killed(proc) -> None:
+        def killed(proc: subprocess.Popen[bytes]) -> None:
             self.log.info(f"rank {by_proc[id(proc)].rank} ignored SIGTERM for {self.job.kill_grace_s}s: SIGKILL")
 
         for proc in stop_groups([r.proc for r in self.ranks], self.job.kill_grace_s, on_kill=killed):

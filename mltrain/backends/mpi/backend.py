@@ -5,7 +5,7 @@ import dataclasses
 import os
 import shutil
 import threading
-from typing import Any
+from typing import Any, Optional
 
 from mltrain.backends.base import PORT, Outcome, Plan, with_port
 from mltrain.backends.local.backend import LocalBackend
@@ -19,7 +19,7 @@ from mltrain.spec.job import FrozenJob
 class MpiBackend(LocalBackend):
     name = "mpi"
 
-    def check(self, cfg: Any):
+    def check(self, cfg: Any) -> Optional[str]:
         from mltrain.config.validate import visible_gpus
 
         if shutil.which("mpirun") is None:

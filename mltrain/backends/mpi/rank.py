@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 from pathlib import Path
+from types import FrameType
+from typing import Optional
 
 
 def main() -> None:
@@ -25,9 +28,13 @@ def main() -> None:
     env = {**os.environ, **contract.rank_env(job, place, os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]))}
     reports.write(run_dir, place.rank, pid=os.getpid(), host=os.uname().nodename)
 
-    def forward_signals(proc) -> None:
+    def forward_signals(proc: subprocess.Popen[bytes]) -> None:
+        def forward(signum: int, frame: Optional[FrameType]) -> None:
+            if proc.poll() is None:
+                proc.send_signal(signum)
+
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):
-            signal.signal(sig, lambda s, f: proc.poll() is None and proc.send_signal(s))
+            signal.signal(sig, forward)
 
     # mpirun collects every rank's stdout for the driver: each rank prints only what is shown
     show = job.console == "all" or (job.console == "rank0" and place.rank == 0)

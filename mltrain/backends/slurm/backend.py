@@ -4,7 +4,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional, Set
 
 from mltrain.backends.base import Backend, Plan, stop_driver
 from mltrain.backends.slurm import accounting
@@ -13,6 +13,7 @@ from mltrain.ranks import contract
 from mltrain.runs.console import Console
 from mltrain.runs.record import RunRecord
 from mltrain.spec.job import FrozenJob
+from mltrain.spec.schema import ComputeConf, SlurmComputeConf, compute_as
 from mltrain.spec.status import COMPLETED, FAILED, QUEUED, TERMINAL
 
 FIRST_NODE, JOB_PORT = "<first node>", "<from job id>"
@@ -25,9 +26,9 @@ class SlurmBackend(Backend):
     no_gpus_reason = "compute.gpus_per_node is 0"
 
     def __init__(self) -> None:
-        self._checked: set = set()  # executor parameter sets submitit has already accepted
+        self._checked: Set[str] = set()  # executor parameter sets submitit has already accepted
 
-    def check(self, cfg: Any):
+    def check(self, cfg: Any) -> Optional[str]:
         max_nodes = cfg.compute.max_nodes
         if max_nodes is not None and cfg.distribution.node_count > max_nodes:
             raise ConfigError("distribution.node_count",
@@ -37,10 +38,10 @@ class SlurmBackend(Backend):
     def gpus_per_node(self, cfg: Any) -> int:
         return int(cfg.compute.gpus_per_node)
 
-    def argv_prefix(self, compute: Any, environment, run_dir: str) -> List[str]:
+    def argv_prefix(self, compute: ComputeConf, environment: Dict[str, Any], run_dir: str) -> List[str]:
         from mltrain.backends.slurm.containers import container_flags
 
-        return container_flags(compute, environment, run_dir)[1]
+        return container_flags(compute_as(compute, SlurmComputeConf), environment, run_dir)[1]
 
     def validate(self, job: FrozenJob) -> None:
         """submitit's own check of the executor parameters (it names the valid ones), before anything
@@ -50,7 +51,8 @@ class SlurmBackend(Backend):
         params = executor_parameters(job)
         key = repr(sorted(params.items()))
         if key not in self._checked:
-            make_executor(params, Path(job.run_dir) / "submitit", job.compute.max_requeues, offline=True)  # creates nothing
+            max_requeues = compute_as(job.compute, SlurmComputeConf).max_requeues
+            make_executor(params, Path(job.run_dir) / "submitit", max_requeues, offline=True)  # creates nothing
             self._checked.add(key)
 
     def preflight(self) -> None:
@@ -72,7 +74,8 @@ class SlurmBackend(Backend):
     def describe(self, plan: Plan) -> List[str]:
         from mltrain.backends.slurm.submission import sbatch_script
 
-        script = sbatch_script(plan.details["executor"], Path(plan.details["folder"]), plan.job.compute.max_requeues)
+        max_requeues = compute_as(plan.job.compute, SlurmComputeConf).max_requeues
+        script = sbatch_script(plan.details["executor"], Path(plan.details["folder"]), max_requeues)
         return [*plan.notes, "submitit parameters: " + repr(plan.details["executor"]), "sbatch script:",
                 *("  " + line for line in script.splitlines())]
 
@@ -104,10 +107,11 @@ class SlurmBackend(Backend):
         from mltrain.backends.slurm import driver
         from mltrain.ranks import reports
 
-        pending = [r for r in records if r.status not in TERMINAL and r.doc.slurm is not None]
+        job_ids = {id(r): r.doc.slurm.job_id for r in records if r.status not in TERMINAL and r.doc.slurm is not None}
+        pending = [r for r in records if id(r) in job_ids]
         seen = {id(r): reports.read_now(r.dir) for r in pending}
         finished = [r for r in pending if reports.ended_well(r.dir, r.doc.world.world_size, seen[id(r)])]
-        states = accounting.query([r.doc.slurm.job_id for r in pending if r not in finished])
+        states = accounting.query([job_ids[id(r)] for r in pending if r not in finished])
         for record in pending:
             record.reload()
             if record.status in TERMINAL:
@@ -116,7 +120,7 @@ class SlurmBackend(Backend):
                 start, end = reports.span(seen[id(record)])
                 driver.settle(record, accounting.JobState("COMPLETED", start, end))
             else:
-                driver.settle(record, states[record.doc.slurm.job_id])
+                driver.settle(record, states[job_ids[id(record)]])
 
     def locate(self, record: RunRecord) -> Optional[str]:
         job_id = record.scheduler_job_id
@@ -130,9 +134,10 @@ class SlurmBackend(Backend):
         waits = [p.scheduler_job_id for p in parents if p.status != COMPLETED and p.scheduler_job_id]
         if not waits:
             return job
-        extra = {**job.compute.additional_parameters, "dependency": "afterok:" + ":".join(waits),
+        compute = compute_as(job.compute, SlurmComputeConf)
+        extra = {**compute.additional_parameters, "dependency": "afterok:" + ":".join(waits),
                  "kill_on_invalid_dep": "yes"}
-        return dataclasses.replace(job, compute=dataclasses.replace(job.compute, additional_parameters=extra))
+        return dataclasses.replace(job, compute=dataclasses.replace(compute, additional_parameters=extra))
 
     def concurrency(self, compute: Any) -> Optional[int]:
         return getattr(compute, "array_parallelism", None)

@@ -5,8 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
+from mltrain.spec.schema import SlurmComputeConf
 
-def container_flags(compute: Any, environment: Dict[str, Any], run_dir: str) -> Tuple[List[str], List[str]]:
+
+def container_flags(compute: SlurmComputeConf, environment: Dict[str, Any], run_dir: str) -> Tuple[List[str], List[str]]:
     """(srun arguments, rank program prefix) that run the ranks in environment's docker image."""
     if not environment.get("containerized"):
         return [], []

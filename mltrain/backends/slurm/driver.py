@@ -11,7 +11,7 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Callable, List, Optional
+from typing import Callable, List, Optional, Tuple
 
 from mltrain.backends.base import Plan, cancel_reason, prepare_environment
 from mltrain.backends.slurm import accounting
@@ -23,6 +23,7 @@ from mltrain.runs.lifecycle import finish
 from mltrain.runs.record import RunRecord
 from mltrain.spec.job import FrozenJob
 from mltrain.spec.records import SlurmJob
+from mltrain.spec.schema import SlurmComputeConf, compute_as
 from mltrain.spec.status import CANCELED, COMPLETED, FAILED, QUEUED, RUNNING, TERMINAL
 
 #: How often the driver looks at the ranks' reports and logs (cheap: a few small files).
@@ -36,12 +37,13 @@ def submit(plans: List[Plan], records: List[RunRecord], consoles: List[Console])
     from mltrain.backends.slurm.rank import SlurmRank
 
     jobs = [p.job for p in plans]
-    sweep = len(jobs) > 1 and jobs[0].sweep_dir
+    compute = compute_as(jobs[0].compute, SlurmComputeConf)
+    sweep_dir = jobs[0].sweep_dir if len(jobs) > 1 else None
     # A lone run's submitit files go in its own directory (as its dry run showed); an array's beside the sweep.
-    folder = Path(jobs[0].sweep_dir) / "submitit" if sweep else Path(plans[0].details["folder"])
+    folder = Path(sweep_dir) / "submitit" if sweep_dir else Path(plans[0].details["folder"])
     params = dict(plans[0].details["executor"])
-    params["slurm_array_parallelism"] = jobs[0].compute.array_parallelism
-    executor = make_executor(params, folder, jobs[0].compute.max_requeues)
+    params["slurm_array_parallelism"] = compute.array_parallelism
+    executor = make_executor(params, folder, compute.max_requeues)
     for job, record, console in zip(jobs, records, consoles):
         prepare_environment(job, record, RunLog(record.log_path(), console))
     if len(jobs) == 1:
@@ -56,8 +58,8 @@ def submit(plans: List[Plan], records: List[RunRecord], consoles: List[Console])
     return ids
 
 
-def final_status(record: RunRecord, state: str):
-    """(status, error) of a run whose Slurm job has ended, from the ranks' own reports."""
+def final_status(record: RunRecord, state: str) -> Tuple[str, Optional[str], Optional[int]]:
+    """(status, error, failed rank) of a run whose Slurm job has ended, from the ranks' own reports."""
     status = accounting.STATES.get(state, FAILED)
     failed_rank, error = reports.failure(record)
     if failed_rank is not None:
@@ -83,7 +85,7 @@ def _why_not_requeued(record: RunRecord) -> str:
         if found:
             reason = found[-1]
             if "too many times" in reason:
-                limit = FrozenJob.load(record.dir).compute.max_requeues
+                limit = compute_as(FrozenJob.load(record.dir).compute, SlurmComputeConf).max_requeues
                 return f": it timed out too many times (compute.max_requeues={limit} requeue(s) used up; submitit: {reason})"
             return f": not requeued ({reason})"
     return ""
@@ -122,7 +124,8 @@ def mark_running(record: RunRecord, console: Optional[Console], at: Optional[flo
 class _Stream:
     """Follows one rank's log and shows what is new: raw bytes, or whole lines with a prefix."""
 
-    def __init__(self, path: Path, on_chunk, on_line) -> None:
+    def __init__(self, path: Path, on_chunk: Optional[Callable[[bytes], None]],
+                 on_line: Optional[Callable[[str], None]]) -> None:
         self.path, self.on_chunk, self.on_line = path, on_chunk, on_line
         self.offset, self.pending = 0, b""
 
@@ -165,7 +168,7 @@ def wait(plans: List[Plan], records: List[RunRecord], ids: List[str], consoles: 
     node they compete with the ranks.
     """
     streams = [_streams(p, r, c) for p, r, c in zip(plans, records, consoles)]
-    poll = plans[0].job.compute.poll_s
+    poll = compute_as(plans[0].job.compute, SlurmComputeConf).poll_s
     tick = min(poll, TICK_S)
     open_ = set(range(len(plans)))
     canceled = False
@@ -184,7 +187,7 @@ def wait(plans: List[Plan], records: List[RunRecord], ids: List[str], consoles: 
         for i in sorted(open_):
             record, console, job = records[i], consoles[i], plans[i].job
 
-            def flush(i=i) -> None:
+            def flush(i: int = i) -> None:
                 for s in streams[i]:
                     s.pump(final=True)
 

@@ -20,12 +20,25 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Optional
+from types import FrameType
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Union
 
 from mltrain.atomic import atomic_write
 from mltrain.errors import RunFailed
 from mltrain.ranks import contract
 from mltrain.spec.job import FrozenJob
+from mltrain.spec.schema import SlurmComputeConf, compute_as
+
+if TYPE_CHECKING:
+    from submitit.helpers import DelayedSubmission
+
+    from mltrain.ranks.process import ForkedChild
+
+    #: The rank program's process: a program of its own, or a fork of this one (a plain Hydra app's task).
+    _Child = Union[subprocess.Popen[bytes], ForkedChild]
+
+#: What signal.getsignal gives back: a Python handler, or SIG_DFL / SIG_IGN (or None: not set from Python).
+_Handler = Union[Callable[[int, Optional[FrameType]], object], int, signal.Handlers, None]
 
 PORT_BASE, PORT_SPAN = 20000, 20000
 RENDEZVOUS_WAIT_S = 300
@@ -67,7 +80,7 @@ def rendezvous(run_dir: Path, job_id: str, attempt: int, rank: int, master: str)
     raise RuntimeError(f"rank {rank}: rank 0 published no rendezvous in {RENDEZVOUS_WAIT_S}s ({path})")
 
 
-def _is_hydra_task(argv) -> bool:
+def _is_hydra_task(argv: List[str]) -> bool:
     """Whether the rank program is a plain Hydra app's task run by this same interpreter."""
     from mltrain.spec.job import HYDRA_TASK_MODULE
 
@@ -80,12 +93,12 @@ class SlurmRank:
 
     def __init__(self, run_dir: str) -> None:
         self.run_dir = run_dir
-        self._proc: Optional[subprocess.Popen] = None
+        self._proc: Optional[_Child] = None
 
-    def __getstate__(self) -> dict:
+    def __getstate__(self) -> Dict[str, str]:
         return {"run_dir": self.run_dir}
 
-    def __setstate__(self, state: dict) -> None:
+    def __setstate__(self, state: Dict[str, str]) -> None:
         self.run_dir, self._proc = state["run_dir"], None
 
     def __call__(self) -> int:
@@ -95,7 +108,7 @@ class SlurmRank:
         run_dir = Path(self.run_dir)
         job = FrozenJob.load(run_dir)
         attempt = int(os.environ.get("SLURM_RESTART_COUNT", "0"))
-        max_requeues = job.compute.max_requeues
+        max_requeues = compute_as(job.compute, SlurmComputeConf).max_requeues
         place = contract.RankPlace(env.global_rank, env.local_rank, env.node)
         (run_dir / "ranks").mkdir(exist_ok=True)
         if attempt > max_requeues:
@@ -122,7 +135,7 @@ class SlurmRank:
         # SIGUSR1 + checkpoint_requested from this wrapper instead, which handles USR2 once it has started.
         signal.signal(signal.SIGUSR2, signal.SIG_IGN)
 
-        def started(proc) -> None:
+        def started(proc: _Child) -> None:
             self._proc = proc
             signal.signal(signal.SIGUSR2, lambda s, f: self._checkpoint_signal(s, f, previous))
 
@@ -137,7 +150,8 @@ class SlurmRank:
             # second interpreter that imports it all again. It keeps its own process, log and exit code.
             from mltrain.ranks import hydra_app_rank
 
-            code = run_forked(hydra_app_rank.prepare(), job.cwd, full, log_path, **keep)
+            # prepare() is not annotated yet: mltrain.ranks is outside the strictly typed packages
+            code = run_forked(hydra_app_rank.prepare(), job.cwd, full, log_path, **keep)  # type: ignore[no-untyped-call]
         else:
             code = run_program(argv, job.cwd, full, log_path, **keep)
         self._write_rank(place.rank, attempt, exit_code=code, ended=time.time())
@@ -145,19 +159,19 @@ class SlurmRank:
             raise RunFailed(f"rank {place.rank} {describe_exit(code)}")
         return code
 
-    def _write_rank(self, rank: int, attempt: int, **fields) -> None:
+    def _write_rank(self, rank: int, attempt: int, **fields: object) -> None:
         from mltrain.ranks import reports
 
         reports.write(self.run_dir, rank, attempt=attempt, **fields)
 
-    def _checkpoint_signal(self, signum, frame, previous) -> None:
+    def _checkpoint_signal(self, signum: int, frame: Optional[FrameType], previous: _Handler) -> None:
         Path(self.run_dir, CHECKPOINT_FILE).touch()
         if self._proc is not None and self._proc.poll() is None:
             self._proc.send_signal(signal.SIGUSR1)
         if callable(previous):
             previous(signum, frame)  # submitit: rank 0 checkpoints and requeues
 
-    def checkpoint(self, *args, **kwargs):
+    def checkpoint(self, *args: object, **kwargs: object) -> DelayedSubmission:
         """Called by submitit on rank 0 before it requeues: the rank program had its signal; give it
         a moment to save, then run the same callable again."""
         import submitit

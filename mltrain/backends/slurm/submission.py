@@ -3,16 +3,20 @@ submitit's executor parameters for a run, and the batch script submitit writes f
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Dict
+from typing import TYPE_CHECKING, Any, Dict
 
 from mltrain.backends.slurm.containers import container_flags
 from mltrain.errors import ConfigError
 from mltrain.spec.job import FrozenJob
+from mltrain.spec.schema import SlurmComputeConf, compute_as
+
+if TYPE_CHECKING:
+    from submitit import AutoExecutor
 
 
 def executor_parameters(job: FrozenJob) -> Dict[str, Any]:
     """submitit AutoExecutor parameters for one run (a sweep's array parallelism is added by the caller)."""
-    c = job.compute
+    c = compute_as(job.compute, SlurmComputeConf)
     params: Dict[str, Any] = {
         "nodes": job.node_count,
         "tasks_per_node": job.process_count_per_node,
@@ -71,7 +75,7 @@ def submitit_names(extra: Dict[str, Any]) -> Dict[str, Any]:
     return out
 
 
-def make_executor(params: Dict[str, Any], folder: Path, max_requeues: int, offline: bool = False):
+def make_executor(params: Dict[str, Any], folder: Path, max_requeues: int, offline: bool = False) -> AutoExecutor:
     """submitit's executor for these parameters. `offline` (the parameter check and the dry run) builds it
     where no Slurm is installed too: submitit refuses to build one unless srun is on PATH, but checking the
     parameters and writing the batch script need no cluster, and a dry run on a laptop must still show them."""
@@ -96,6 +100,9 @@ def make_executor(params: Dict[str, Any], folder: Path, max_requeues: int, offli
 
 def sbatch_script(params: Dict[str, Any], folder: Path, max_requeues: int) -> str:
     """The batch script submitit writes for these parameters (submitit builds it; nothing is submitted)."""
+    from submitit.slurm.slurm import SlurmExecutor
+
     executor = make_executor(params, folder, max_requeues, offline=True)
     inner = executor._executor  # the SlurmExecutor behind AutoExecutor: it owns the script template
+    assert isinstance(inner, SlurmExecutor)  # what cluster="slurm" builds; AutoExecutor types it as any Executor
     return inner._make_submission_file_text(inner._submitit_command_str, uid="DRYRUN")
