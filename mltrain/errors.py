@@ -50,12 +50,12 @@ def _visible(options: Sequence[str]) -> list:
 
 def one_line(exc: BaseException) -> str:
     """Render any configuration or composition error as a single line."""
-    from hydra.errors import (
+    from hydra.errors import (  # startup
         ConfigCompositionException,
         MissingConfigException,
         OverrideParseException,
     )
-    from omegaconf.errors import (
+    from omegaconf.errors import (  # startup
         ConfigAttributeError,
         ConfigKeyError,
         InterpolationResolutionError,
@@ -70,7 +70,7 @@ def one_line(exc: BaseException) -> str:
         options = sorted(_visible(getattr(exc, "options", None) or []))
         missing = getattr(exc, "missing_cfg_file", None) or ""
         if "/" in missing:
-            import difflib
+            import difflib  # startup
 
             group, _, name = missing.rpartition("/")
             close = difflib.get_close_matches(name, options, n=3, cutoff=0.5)

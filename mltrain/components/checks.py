@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, List
 
 from mltrain.components.designer_errors import InvalidDatasetError, InvalidModelDirectoryError, NotLabeledDatasetError
+from mltrain.components.onnx_export import INSTALL, missing
 from mltrain.errors import ConfigError
 
 #: torchvision.datasets.folder.IMG_EXTENSIONS, copied so the driver need not import torchvision.
@@ -89,8 +90,6 @@ RUNTIMES = ("pytorch", "onnxruntime")
 
 def _require_onnx(key: str) -> None:
     """The ranks' interpreter is this one unless an environment is built; then the ranks say it themselves."""
-    from mltrain.components.onnx_export import INSTALL, missing
-
     lacking = missing()
     if lacking:
         raise ConfigError(key, f"ONNX needs {', '.join(lacking)}: {INSTALL}")

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, List, Tuple
 
 from mltrain.components import checks
+from mltrain.components.designer_errors import InvalidDatasetError
 from mltrain.config.paths import mltrain_home
 
 SAMPLE_NAME = "digits-v1"
@@ -35,9 +36,9 @@ def sample_dirs() -> Tuple[Path, Path]:
 
 
 def _write_sample(root: Path) -> None:
-    import numpy as np
-    from PIL import Image
-    from sklearn.datasets import load_digits
+    import numpy as np  # heavy
+    from PIL import Image  # heavy
+    from sklearn.datasets import load_digits  # heavy
 
     tmp = root.with_name(root.name + f".tmp{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -65,7 +66,7 @@ def resolve_dirs(cfg: Any) -> Tuple[Path, Path]:
 
 
 def transforms(cfg: Any, train: bool):
-    from torchvision import transforms as T
+    from torchvision import transforms as T  # heavy
 
     size = int(cfg.data.image_size)
     if train:
@@ -79,7 +80,7 @@ def transforms(cfg: Any, train: bool):
 
 def datasets(cfg: Any):
     """(train, val) ImageFolder datasets, with the Designer's label checks."""
-    from torchvision.datasets import ImageFolder
+    from torchvision.datasets import ImageFolder  # heavy
 
     train_dir, val_dir = resolve_dirs(cfg)
     checks.check_label_sets(checks.labels_of(str(train_dir), "data.train_dir"), checks.labels_of(str(val_dir), "data.val_dir"))
@@ -90,14 +91,12 @@ def datasets(cfg: Any):
 
 def load_image(path: str):
     """torchvision's default image loader, with the Designer's error naming a file that is not an image."""
-    from PIL import Image, UnidentifiedImageError
+    from PIL import Image, UnidentifiedImageError  # heavy
 
     try:
         with open(path, "rb") as f:
             return Image.open(f).convert("RGB")
     except (UnidentifiedImageError, OSError) as exc:
-        from mltrain.components.designer_errors import InvalidDatasetError
-
         raise InvalidDatasetError(f"'{path}' is not a readable image ({type(exc).__name__}); remove or replace "
                                   "it") from None
 

@@ -27,8 +27,8 @@ def spec_from_config(cfg: Any) -> Dict[str, Any]:
 
 def build(spec: Dict[str, Any], num_classes: int):
     """A torchvision model with its classifier sized to `num_classes`; pretrained weights from disk only."""
-    import torch
-    from torchvision.models import get_model
+    import torch  # heavy
+    from torchvision.models import get_model  # heavy
 
     name = spec["name"]
     kwargs = {"memory_efficient": True} if name.startswith("densenet") and spec.get("memory_efficient") else {}
@@ -44,8 +44,8 @@ def build(spec: Dict[str, Any], num_classes: int):
 def _pretrained_file(name: str, weights: Optional[str]) -> str:
     if weights:
         return str(Path(weights).expanduser())
-    import torch
-    from torchvision.models import get_model_weights
+    import torch  # heavy
+    from torchvision.models import get_model_weights  # heavy
 
     url = get_model_weights(name).DEFAULT.url
     cached = Path(torch.hub.get_dir()) / "checkpoints" / os.path.basename(url)
@@ -58,7 +58,7 @@ def _pretrained_file(name: str, weights: Optional[str]) -> str:
 
 
 def _replace_head(model, num_classes: int) -> None:
-    import torch.nn as nn
+    import torch.nn as nn  # heavy
 
     if hasattr(model, "fc"):
         model.fc = nn.Linear(model.fc.in_features, num_classes)
@@ -68,7 +68,7 @@ def _replace_head(model, num_classes: int) -> None:
 
 def save_model_dir(directory: Path, spec: Dict[str, Any], class_names: List[str], image_size: int, state_dict) -> None:
     """Write a trained model directory; weights first, spec last, so a half-written one is not trained."""
-    import torch
+    import torch  # heavy
 
     directory.mkdir(parents=True, exist_ok=True)
     tmp = directory / f".{checks.WEIGHTS_FILE}.tmp"
@@ -82,7 +82,7 @@ def save_model_dir(directory: Path, spec: Dict[str, Any], class_names: List[str]
 
 def load_model_dir(directory: str, key: str = "job.model_dir"):
     """(model in eval mode, spec) from a trained model directory."""
-    import torch
+    import torch  # heavy
 
     spec = checks.read_model_spec(directory, key, trained=True)
     model = build({**spec, "pretrained": False}, len(spec["class_names"]))

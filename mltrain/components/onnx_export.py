@@ -8,11 +8,15 @@ training batch size (`assert_allclose(rtol=1e-3, atol=1e-5)` on the logits), and
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import time
+import warnings
 from pathlib import Path
 from typing import Any, Dict, Tuple
+
+from mltrain.components.designer_errors import InvalidModelDirectoryError
 
 ONNX_FILE, REPORT_FILE = "model.onnx", "onnx.json"
 PACKAGES = ("onnx", "onnxscript", "onnxruntime")
@@ -22,17 +26,13 @@ RTOL, ATOL = 1e-3, 1e-5
 
 def missing() -> Tuple[str, ...]:
     """The ONNX packages this interpreter lacks (looked up, not imported)."""
-    import importlib.util
-
     return tuple(p for p in PACKAGES if importlib.util.find_spec(p) is None)
 
 
 def export(model: Any, directory: Path, image_size: int, batch_size: int, opset: int = 18) -> Dict[str, Any]:
     """Write directory/model.onnx from an eval-mode model, verify it, and return (and write) the report."""
-    import warnings
-
-    import numpy as np
-    import torch
+    import numpy as np  # heavy
+    import torch  # heavy
 
     model = model.eval()
     directory.mkdir(parents=True, exist_ok=True)
@@ -62,8 +62,8 @@ def export(model: Any, directory: Path, image_size: int, batch_size: int, opset:
         errors[str(batch)] = {"max_abs_error": float(np.abs(got - expected).max()),
                               "max_rel_error": float((np.abs(got - expected) / (np.abs(expected) + 1e-12)).max())}
     os.replace(tmp, directory / ONNX_FILE)
-    import onnx
-    import onnxruntime
+    import onnx  # heavy
+    import onnxruntime  # heavy
 
     report = {"file": ONNX_FILE, "opset": opset, "bytes": (directory / ONNX_FILE).stat().st_size,
               "input": [None, 3, image_size, image_size], "dynamic_batch": True, "export_seconds": round(seconds, 2),
@@ -76,7 +76,7 @@ def export(model: Any, directory: Path, image_size: int, batch_size: int, opset:
 
 
 def session_for(path: Path):
-    import onnxruntime as ort
+    import onnxruntime as ort  # heavy
 
     options = ort.SessionOptions()
     threads = os.environ.get("OMP_NUM_THREADS")
@@ -91,13 +91,11 @@ class OnnxModel:
     def __init__(self, directory: str) -> None:
         path = Path(directory).expanduser() / ONNX_FILE
         if not path.is_file():
-            from mltrain.components.designer_errors import InvalidModelDirectoryError
-
             raise InvalidModelDirectoryError(f"'{directory}' has no {ONNX_FILE}: train with trainer.export_onnx=true")
         self.session = session_for(path)
         self.input = self.session.get_inputs()[0].name
 
     def __call__(self, x):
-        import torch
+        import torch  # heavy
 
         return torch.from_numpy(self.session.run(None, {self.input: x.numpy()})[0])

@@ -3,11 +3,14 @@ from __future__ import annotations
 
 import datetime
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from omegaconf import OmegaConf
+
+from mltrain.errors import MltrainError
 
 
 @dataclass
@@ -53,19 +56,19 @@ def init_distributed(ctx: RankContext) -> None:
     """torch.distributed from the env:// contract every backend sets (RANK, WORLD_SIZE, MASTER_*), and
     Horovod (hvd.init over MPI) when the job asks for it."""
     if ctx.horovod:
-        import horovod.torch as hvd
+        import horovod.torch as hvd  # heavy
 
         hvd.init()
         if hvd.size() != ctx.world_size or hvd.rank() != ctx.rank:
             raise RuntimeError(f"Horovod sees rank {hvd.rank()} of {hvd.size()}, mltrain {ctx.rank} of {ctx.world_size}")
     if not ctx.distributed:
         return
-    import torch.distributed as dist
+    import torch.distributed as dist  # heavy
 
     backend = os.environ.get("MLTRAIN_BACKEND", "gloo")
     timeout = datetime.timedelta(seconds=float(os.environ.get("MLTRAIN_DIST_TIMEOUT_S", "1800")))
     if backend == "nccl":
-        import torch
+        import torch  # heavy
 
         torch.cuda.set_device(ctx.local_rank)
     dist.init_process_group(backend, init_method="env://", rank=ctx.rank, world_size=ctx.world_size, timeout=timeout)
@@ -73,11 +76,11 @@ def init_distributed(ctx: RankContext) -> None:
 
 def shutdown_distributed(ctx: RankContext) -> None:
     if ctx.horovod:
-        import horovod.torch as hvd
+        import horovod.torch as hvd  # heavy
 
         hvd.shutdown()
     if ctx.distributed:
-        import torch.distributed as dist
+        import torch.distributed as dist  # heavy
 
         if dist.is_initialized():
             # Leave together: a rank tearing its process group down while rank 0 (which hosts the
@@ -88,10 +91,6 @@ def shutdown_distributed(ctx: RankContext) -> None:
 
 def run_component(body) -> None:
     """Run a component's body; a Designer error ends the rank with its one-line message."""
-    import sys
-
-    from mltrain.errors import MltrainError
-
     ctx = load_context()
     try:
         init_distributed(ctx)

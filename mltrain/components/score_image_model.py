@@ -9,24 +9,24 @@ import csv
 import io
 from pathlib import Path
 
+from omegaconf import OmegaConf
+
+from mltrain.atomic import atomic_write
+from mltrain.components import data
+from mltrain.components import model_directory as models
 from mltrain.components.checks import validate_score as validate  # noqa: F401  (the driver's checks: spec.kinds)
+from mltrain.components.onnx_export import OnnxModel
 from mltrain.components.runtime import RankContext, run_component
 
 
 def score(ctx: RankContext) -> None:
-    import torch
-    import torch.distributed as dist
-    from PIL import Image
-
-    from mltrain.atomic import atomic_write
-    from mltrain.components import data
-    from mltrain.components import model_directory as models
+    import torch  # heavy
+    import torch.distributed as dist  # heavy
+    from PIL import Image  # heavy
 
     cfg = ctx.cfg
     model, spec = models.load_model_dir(cfg.job.model_dir)
     if cfg.job.runtime == "onnxruntime":
-        from mltrain.components.onnx_export import OnnxModel
-
         model = OnnxModel(cfg.job.model_dir)
     images = data.list_images(cfg.job.image_dir)
     mine = images[ctx.rank::ctx.world_size]
@@ -56,8 +56,6 @@ def score(ctx: RankContext) -> None:
 
 
 def _with_size(cfg, size: int):
-    from omegaconf import OmegaConf
-
     copy = OmegaConf.create(OmegaConf.to_container(cfg))
     copy.data.image_size = size
     return copy

@@ -5,6 +5,8 @@ one, trains, and (rank 0) writes the trained model directory to outputs/model.
 """
 from __future__ import annotations
 
+from mltrain.components import data, onnx_export
+from mltrain.components import model_directory as models
 from mltrain.components.checks import validate_train as validate  # noqa: F401  (the driver's checks: spec.kinds)
 from mltrain.components.runtime import RankContext, run_component
 
@@ -12,9 +14,7 @@ MODEL_DIR = "model"
 
 
 def train(ctx: RankContext) -> None:
-    from mltrain.components import data
-    from mltrain.components import model_directory as models
-    from mltrain.components.trainer import Trainer, seed_everything, write_summary
+    from mltrain.components.trainer import Trainer, seed_everything, write_summary  # heavy
 
     cfg = ctx.cfg
     seed_everything(int(cfg.trainer.seed))
@@ -30,8 +30,6 @@ def train(ctx: RankContext) -> None:
         models.save_model_dir(out, spec, train_ds.classes, int(cfg.data.image_size),
                               {k: v.detach().cpu() for k, v in weights.items()})
         if cfg.trainer.export_onnx:
-            from mltrain.components import onnx_export
-
             # the saved (best) weights, on the CPU in float32: what Score Image Model loads
             exported = models.build({**spec, "pretrained": False}, num_classes=len(train_ds.classes))
             exported.load_state_dict({k: v.detach().cpu().float() for k, v in weights.items()})

@@ -7,6 +7,7 @@ channels-last on a GPU. Checkpoints every epoch; `resume()` is the explicit entr
 from __future__ import annotations
 
 import copy
+import json
 import math
 import os
 import random
@@ -24,7 +25,7 @@ from torch.utils.data import DataLoader, DistributedSampler, Subset
 from mltrain.atomic import atomic_write
 from mltrain.components.designer_errors import NaNLossError
 from mltrain.components.runtime import RankContext
-from mltrain.runs.metrics import MetricsWriter
+from mltrain.runs.metrics import MetricsWriter, iter_metrics
 
 POLY_POWER = 0.9
 LATEST = "latest.pt"
@@ -34,7 +35,7 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     torch.manual_seed(seed)
     try:
-        import numpy as np
+        import numpy as np  # optional
 
         np.random.seed(seed)
     except ImportError:
@@ -85,7 +86,7 @@ class Trainer:
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=self.effective_lr,
                                          momentum=float(self.t.momentum), weight_decay=float(self.t.weight_decay))
         if ctx.horovod:
-            import horovod.torch as hvd
+            import horovod.torch as hvd  # heavy
 
             self.optimizer = hvd.DistributedOptimizer(self.optimizer, named_parameters=self.model.named_parameters())
         iters = len(self.train_loader)
@@ -112,7 +113,7 @@ class Trainer:
         if not self.ctx.is_main:
             return None
         try:
-            from torch.utils.tensorboard import SummaryWriter
+            from torch.utils.tensorboard import SummaryWriter  # optional
         except ImportError:  # tensorboard is optional
             return None
         return SummaryWriter(str(self.ctx.run_dir / "tensorboard"))
@@ -203,8 +204,6 @@ class Trainer:
         resumed run logs that epoch's metrics now (once), instead of training the epoch again."""
         if not self.ctx.is_main or not self.state.history:
             return
-        from mltrain.runs.metrics import iter_metrics
-
         last = self.state.history[-1]
         epoch = last["epoch"]
         if any(r.get("step") == epoch and r.get("rank", 0) == 0 for r in iter_metrics(self.metrics.path)):
@@ -294,7 +293,7 @@ class Trainer:
                  f"effective learning rate {self.effective_lr:g}"
                  + (" (gradients through Horovod)" if self.ctx.horovod else ""))
         if self.ctx.horovod:
-            import horovod.torch as hvd
+            import horovod.torch as hvd  # heavy
 
             # Every rank starts from rank 0's weights, and after a resume from its optimizer state. Not on a
             # fresh start: the state is empty on every rank, and Horovod would fill it by stepping the
@@ -348,7 +347,5 @@ class Trainer:
 
 
 def write_summary(path: Path, state: TrainState) -> None:
-    import json
-
     atomic_write(path, json.dumps(state.__dict__, indent=2))
 

@@ -1,11 +1,16 @@
 """Composing the members of a sweep (the first step of the launch path)."""
 from __future__ import annotations
 
+import copy
+import difflib
+import pickle
 from typing import Any, List, Optional, Sequence
 
-from omegaconf import DictConfig, open_dict
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from mltrain.config.hydra_internals import apply_value_overrides, overrides_dirname
+from mltrain.errors import ConfigError
 
 
 def is_mltrain_config(cfg: Any) -> bool:
@@ -39,8 +44,6 @@ OPTIONAL_GROUPS = ("experiment", "pipeline")
 
 def _check_optional_groups(cfg: DictConfig, loader: Any, bases: dict) -> None:
     """A named experiment that does not exist is refused (Hydra would run the defaults without it)."""
-    from mltrain.errors import ConfigError
-
     choices = cfg.hydra.runtime.choices
     for group in OPTIONAL_GROUPS:
         chosen = choices.get(group)
@@ -48,8 +51,6 @@ def _check_optional_groups(cfg: DictConfig, loader: Any, bases: dict) -> None:
             continue
         options = bases.setdefault(f"options:{group}", sorted(loader.get_group_options(group)))
         if chosen not in options:
-            import difflib
-
             close = difflib.get_close_matches(str(chosen), options, n=3, cutoff=0.5)
             if not options:
                 hint = f" (add {group}/{chosen}.yaml to ./.mltrain or ./conf)"
@@ -80,8 +81,6 @@ def _compose_fast(launcher: Any, loader: Any, overrides: List[str], bases: dict)
 
 def _parse(overrides: List[str], bases: dict) -> list:
     """Hydra's parse of each override, once per distinct string (a 100-member sweep repeats all but one)."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
     cache = bases.setdefault("parsed", {})
     missing = [line for line in dict.fromkeys(overrides) if line not in cache]
     if missing:
@@ -101,8 +100,6 @@ def _from_master(launcher: Any, loader: Any, parsed: list, bases: dict) -> Optio
         bases["master"] = None
         master = getattr(launcher, "config", None)
         if master is not None and "hydra" in master:
-            from omegaconf import OmegaConf
-
             task = OmegaConf.to_container(master.hydra.overrides.task, resolve=False)  # as typed: `${hydra:..}` too
             fixed = [o for o in _parse(list(task), bases) if not o.is_sweep_override()]
             bases["master"] = (_Frozen(master), [_meaning(o) for o in fixed], {o.key_or_group for o in fixed})
@@ -132,23 +129,16 @@ class _Frozen:
     """A composed config kept as bytes: unpickling one is several times faster than deep-copying it."""
 
     def __init__(self, cfg: DictConfig) -> None:
-        import pickle
-
         try:
             self._bytes, self._cfg = pickle.dumps(cfg), None
         except Exception:  # a plain Hydra app's config may hold objects pickle refuses
             self._bytes, self._cfg = None, cfg
 
     def copy(self) -> DictConfig:
-        import copy
-        import pickle
-
         return pickle.loads(self._bytes) if self._bytes is not None else copy.deepcopy(self._cfg)
 
 
 def _name_overrides(cfg: DictConfig, overrides: List[str], parsed: list) -> None:
-    from omegaconf import read_write
-
     with read_write(cfg.hydra), open_dict(cfg.hydra):
         cfg.hydra.overrides.task = overrides
         dirname = cfg.hydra.job.config.override_dirname

@@ -20,6 +20,8 @@ import importlib
 from typing import Any, List
 
 from hydra._internal.config_loader_impl import ConfigLoaderImpl, get_overrides_dirname
+from hydra._internal.hydra import Hydra
+from hydra.types import RunMode
 
 __all__ = ["apply_value_overrides", "overrides_dirname", "skip_mode_discovery"]
 
@@ -44,9 +46,6 @@ def overrides_dirname(overrides: List[Any], kv_sep: str, item_sep: str, exclude_
 
 def skip_mode_discovery() -> None:
     """Every mltrain command is a multirun (its sweeper and launcher run it): say so instead of composing."""
-    from hydra._internal.hydra import Hydra
-    from hydra.types import RunMode
-
     def get_mode(self: Any, config_name: Any, overrides: Any) -> RunMode:
         return RunMode.MULTIRUN
 

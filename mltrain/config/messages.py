@@ -2,16 +2,17 @@
 mltrain.errors, because it names the schema's keys (errors is imported by the schema)."""
 from __future__ import annotations
 
+import dataclasses
+import re
 from typing import Optional
 
 from mltrain.errors import first_line
+from mltrain.spec import schema
 
 
 def composition_error_line(text: str) -> Optional[str]:
     """Hydra reports an error inside a preset as "In 'group/option': KeyError raised while composing
     config:" followed by OmegaConf's lines, with no exception attached: read the key and the schema."""
-    import re
-
     m = re.match(r"In '([^']+)': (\w+) raised while composing config:\n(.*)", text, re.S)
     if not m:
         return None
@@ -26,9 +27,5 @@ def composition_error_line(text: str) -> Optional[str]:
 
 
 def _schema_fields(name: str) -> list:
-    import dataclasses
-
-    from mltrain.spec import schema
-
     cls = getattr(schema, name, None)
     return [f.name for f in dataclasses.fields(cls)] if dataclasses.is_dataclass(cls) else []

@@ -7,6 +7,8 @@ the key and what is allowed.
 """
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import os
 from typing import Any, Callable, Collection, List, Tuple
 
@@ -14,6 +16,7 @@ from omegaconf import OmegaConf
 
 from mltrain.errors import ConfigError
 from mltrain.spec.kinds import schemas
+from mltrain.spec.schema import MltrainConf
 
 # (key, test, text of what is allowed)
 RANGE_RULES: Tuple[Tuple[str, Callable[[Any], bool], str], ...] = (
@@ -68,8 +71,6 @@ def visible_gpus() -> int:
 
 def check_known_keys(cfg: Any) -> None:
     """Keys forced in with `+key=...` bypass the schemas while composing; they are refused here."""
-    import dataclasses
-
     for group, options in schemas().items():
         node = cfg.get(group)
         if node is None:
@@ -110,11 +111,6 @@ def check_added_keys(overrides: List[str], groups: Collection[str] = ()) -> None
     """`+key=...` adds a key Hydra would otherwise refuse; a top-level one the schema does not declare
     is refused here like a group key (keys added inside groups are caught by check_known_keys).
     `+group=option` adds a config group (e.g. an experiment) and is Hydra's to check."""
-    import dataclasses
-    import difflib
-
-    from mltrain.spec.schema import MltrainConf
-
     declared = [f.name for f in dataclasses.fields(MltrainConf)]
     for override in overrides:
         if not override.startswith("+"):

@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import time
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
@@ -118,8 +119,6 @@ def _patch(source: Path) -> None:
 
 def build(interpreter: str = sys.executable, log: Callable[[str], None] = print, force: bool = False) -> Path:
     """The Horovod wheel for this interpreter's torch, from the cache or built now."""
-    import time
-
     info = probe(interpreter)
     wheel = None if force else cached_wheel(info)
     if wheel is not None:

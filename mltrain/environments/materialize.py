@@ -22,6 +22,8 @@ import time
 from pathlib import Path
 from typing import Callable, List, Optional, Tuple
 
+from packaging.requirements import InvalidRequirement, Requirement
+
 from mltrain.config.paths import mltrain_home
 from mltrain.environments.catalog import TORCH_MAX_PYTHON
 from mltrain.environments.spec import EnvironmentSpec, current_python
@@ -69,8 +71,6 @@ def check_buildable(spec: EnvironmentSpec) -> None:
 
 def check_user_managed(spec: EnvironmentSpec, mode: str = "error") -> List[str]:
     """Mismatches between the spec's Python packages and what the interpreter has installed."""
-    from packaging.requirements import InvalidRequirement, Requirement
-
     wanted = spec.python_packages()
     if not wanted:
         return []

@@ -14,6 +14,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+import yaml
+
+from mltrain.atomic import atomic_write
 from mltrain.environments.catalog import CURATED
 from mltrain.errors import ConfigError, MltrainError
 
@@ -71,10 +74,6 @@ class EnvironmentSpec:
     def save(self, directory: str | Path, overwrite: bool = False) -> Path:
         """Azure's save_to_directory: the spec as JSON and its conda dependencies as YAML. A spec
         already saved there is kept unless overwrite is asked for (Azure's default, too)."""
-        import yaml
-
-        from mltrain.atomic import atomic_write
-
         folder = Path(directory)
         if not overwrite and (folder / SPEC_FILE).exists():
             raise MltrainError(f"{folder / SPEC_FILE} already exists; nothing was written (pass --overwrite to replace it)")
@@ -107,8 +106,6 @@ def _read_conda(value: Any) -> Optional[Dict[str, Any]]:
     if value is None:
         return None
     if isinstance(value, str):
-        import yaml
-
         path = Path(value).expanduser()
         if not path.is_file():
             raise ConfigError("environment.conda", f"file '{path}' does not exist")

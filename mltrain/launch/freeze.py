@@ -6,14 +6,22 @@ backend needs (Backend.check). The backend is chosen here, once, and named in th
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
+from omegaconf import OmegaConf
+
+from mltrain import backends
 from mltrain.backends import backend_for
+from mltrain.config import aliases, validate
 from mltrain.config.compose import is_mltrain_config
+from mltrain.environments import materialize
+from mltrain.environments import spec as env_spec
 from mltrain.errors import ConfigError, MltrainError
+from mltrain.launch import programs
 from mltrain.runs import mlflow_run
 from mltrain.spec.job import HYDRA_TASK_MODULE, FrozenJob, new_run_id
 from mltrain.spec.schema import compute_from_dict, distribution_from_dict
@@ -24,18 +32,12 @@ if TYPE_CHECKING:
 
 def task_config(sweep_config: DictConfig) -> DictConfig:
     """The job's own config: everything but the `hydra` node."""
-    from omegaconf import OmegaConf
-
     return OmegaConf.masked_copy(sweep_config, [k for k in sweep_config.keys() if k != "hydra"])
 
 
 def freeze(sweep_config: DictConfig, runs_root: str, sweep_index: Optional[int] = None,
            app_compute: Optional[Dict[str, Any]] = None) -> FrozenJob:
     """Resolve, validate and freeze one composed config. Raises ConfigError on bad input."""
-    from omegaconf import OmegaConf
-
-    from mltrain.config import aliases, validate
-
     overrides = list(OmegaConf.to_container(sweep_config.hydra.overrides.task))
     sweep_dir = str(OmegaConf.select(sweep_config, "hydra.sweep.dir", default=None) or "") or None
     if not is_mltrain_config(sweep_config):
@@ -79,8 +81,6 @@ PATH_KEYS = ("data.train_dir", "data.val_dir", "model.weights", "job.untrained_m
 
 
 def _absolute_paths(cfg) -> None:
-    from omegaconf import OmegaConf
-
     for key in PATH_KEYS:
         value = OmegaConf.select(cfg, key, default=None)
         if isinstance(value, str) and value and value != "???":
@@ -88,16 +88,11 @@ def _absolute_paths(cfg) -> None:
 
 
 def _freeze_mltrain(cfg, overrides, sweep_dir, sweep_index) -> FrozenJob:
-    from omegaconf import OmegaConf
-
-    from mltrain import backends
-    from mltrain.launch import programs
-
     backend = backends.get(backend_for(str(cfg.compute.kind), str(cfg.distribution.kind)))
     process_group = backend.check(cfg)
     environment = _resolve_environment(cfg, backend.containers)
     if cfg.distribution.horovod and not environment["containerized"]:
-        from mltrain.environments import horovod
+        from mltrain.environments import horovod  # startup
 
         try:  # the ranks' own interpreter must have a Horovod built with MPI for its torch
             horovod.require(str(cfg.environment.python.interpreter))
@@ -180,8 +175,6 @@ _RANK_SITE = str(_PACKAGE_DIR / "_rank_site")
 
 def _azureml_shim() -> List[str]:
     """Scripts doing `from azureml.core.run import Run` get mltrain's stand-in, unless the real one exists."""
-    import importlib.util
-
     try:
         real = importlib.util.find_spec("azureml.core") is not None
     except ModuleNotFoundError:
@@ -213,11 +206,6 @@ def _interpreter_env(cfg, environment: Dict[str, Any]) -> Dict[str, str]:
 
 def _resolve_environment(cfg, backend_runs_containers: bool) -> Dict[str, Any]:
     """The spec, checked now: pins impossible here or a user-managed mismatch stop the run before it queues."""
-    from omegaconf import OmegaConf
-
-    from mltrain.environments import materialize
-    from mltrain.environments import spec as env_spec
-
     spec = env_spec.from_config(OmegaConf.to_container(cfg.environment))
     containerized = bool(spec.base_image) and backend_runs_containers
     if not containerized and not spec.user_managed:
@@ -230,8 +218,6 @@ def _resolve_environment(cfg, backend_runs_containers: bool) -> Dict[str, Any]:
 
 def _freeze_hydra_app(sweep_config, resolved, overrides, runs_root, sweep_dir, sweep_index, app_compute) -> FrozenJob:
     """Any Hydra app can use this launcher; its ranks run the task function via run_job."""
-    from omegaconf import OmegaConf
-
     compute = compute_from_dict(dict(app_compute or {"kind": "local"}), key="hydra.launcher.compute")
     name = str(OmegaConf.select(sweep_config, "hydra.job.name", default="app"))
     run_id = new_run_id(name)

@@ -2,12 +2,19 @@
 member, freeze it, then print the dry run or run them, and answer Hydra with JobReturns."""
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, List, Sequence
 
+from hydra.core.hydra_config import HydraConfig
+from hydra.core.utils import JobReturn, JobStatus, setup_globals
 from omegaconf import DictConfig, OmegaConf
 
+from mltrain import backends
 from mltrain.config.compose import compose_members, is_mltrain_config
 from mltrain.errors import RunCanceled, RunFailed
+from mltrain.launch import hydra_app
+from mltrain.launch.dryrun import dry_run_text
+from mltrain.launch.freeze import freeze
 from mltrain.launch.orchestrate import RunResult, print_summary, run_all, write_sweep_summary
 from mltrain.runs.console import Console
 from mltrain.spec.job import FrozenJob
@@ -15,10 +22,6 @@ from mltrain.spec.status import CANCELED, COMPLETED, FAILED, QUEUED
 
 
 def freeze_members(configs: List[DictConfig], runs_root: str, app_compute=None) -> List[FrozenJob]:
-    from hydra.core.hydra_config import HydraConfig
-
-    from mltrain.launch.freeze import freeze
-
     jobs = []
     for cfg in configs:
         if not is_mltrain_config(cfg) or _uses_hydra_resolver(cfg):
@@ -31,8 +34,6 @@ def freeze_members(configs: List[DictConfig], runs_root: str, app_compute=None) 
 
 def _uses_hydra_resolver(cfg: DictConfig) -> bool:
     """Whether the job's own part of the config reads `${hydra:...}` (then HydraConfig must hold this member)."""
-    from omegaconf import OmegaConf
-
     def raw(node):  # unresolved: reading the value would resolve it, before HydraConfig is set
         return OmegaConf.to_container(node, resolve=False) if OmegaConf.is_config(node) else node._value()
 
@@ -54,8 +55,6 @@ def app_compute(params: dict):
 
 
 def job_return(cfg: DictConfig, result: RunResult):
-    from hydra.core.utils import JobReturn, JobStatus
-
     ret = JobReturn(
         overrides=list(result.job.overrides),
         # The frozen, resolved config as plain data: copying each member's DictConfig again would
@@ -77,33 +76,23 @@ def job_return(cfg: DictConfig, result: RunResult):
 
 def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list:
     """The body of MltrainLauncher.launch()."""
-    from hydra.core.utils import setup_globals
-
     setup_globals()
     configs = compose_members(launcher, job_overrides, initial_job_idx)
     runs_root = str(launcher.params.get("runs_root") or "~/.mltrain/runs")
     jobs = freeze_members(configs, runs_root, app_compute(launcher.params))
     if any(is_mltrain_config(c) and c.dry_run for c in configs):
-        from mltrain.launch.dryrun import dry_run_text
-
         console = Console()
         for job in jobs:
             console.write_line(dry_run_text(job))
         return [job_return(c, RunResult(j, COMPLETED)) for c, j in zip(configs, jobs)]
-    from mltrain import backends
-
     for name in sorted({job.backend for job in jobs}):
         backends.get(name).preflight()
     launcher.started = True  # runs are created from here on (mltrain's sweeper keeps their sweep folder)
     # A lone run is not a sweep: no sweep folder beside it (mltrain's sweeper removes the one Hydra made).
     launcher.single_run = initial_job_idx == 0 and len(jobs) == 1 and is_mltrain_config(configs[0])
     if launcher.single_run:
-        import dataclasses
-
         jobs = [dataclasses.replace(jobs[0], sweep_dir=None, sweep_index=None)]
     if not is_mltrain_config(configs[0]):
-        from mltrain.launch import hydra_app
-
         results = run_all(jobs, hydra_app.payloads(launcher, configs))
         return hydra_app.job_returns(configs, results)
     results = run_all(jobs)

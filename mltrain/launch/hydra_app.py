@@ -10,13 +10,18 @@ import pickle
 from pathlib import Path
 from typing import Any, List
 
+from hydra.core.singleton import Singleton
+from hydra.core.utils import JobReturn, JobStatus
+from omegaconf.basecontainer import BaseContainer
+
+from mltrain.errors import RunFailed
+
 # Resolvers every Hydra process registers for itself (setup_globals) or OmegaConf ships.
 _BUILTIN_RESOLVERS = ("now", "hydra", "python_version")
 
 
 def _custom_resolvers() -> dict:
-    import cloudpickle
-    from omegaconf.basecontainer import BaseContainer
+    import cloudpickle  # startup
 
     out = {}
     for name, fn in BaseContainer._resolvers.items():
@@ -32,8 +37,7 @@ def _custom_resolvers() -> dict:
 
 def payloads(launcher: Any, configs: List[Any]) -> List[bytes]:
     """What each member's ranks unpickle. The parts every member shares are pickled once."""
-    import cloudpickle
-    from hydra.core.singleton import Singleton
+    import cloudpickle  # startup
 
     shared = cloudpickle.dumps({"task_function": launcher.task_function, "hydra_context": launcher.hydra_context,
                                 "resolvers": _custom_resolvers(), "singletons": Singleton.get_state()})
@@ -42,10 +46,6 @@ def payloads(launcher: Any, configs: List[Any]) -> List[bytes]:
 
 def job_returns(configs: List[Any], results: List[Any]) -> list:
     """Each member's JobReturn, as its rank 0 pickled it (or a failed one if it never did)."""
-    from hydra.core.utils import JobReturn, JobStatus
-
-    from mltrain.errors import RunFailed
-
     returns = []
     for cfg, result in zip(configs, results):
         path = Path(result.run_dir) / "returns" / "rank_0.pkl"

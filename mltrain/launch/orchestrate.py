@@ -18,6 +18,7 @@ from typing import List, Optional
 
 from mltrain import backends
 from mltrain.atomic import atomic_write
+from mltrain.backends.base import failure_text
 from mltrain.errors import ConfigError, MltrainError
 from mltrain.runs import mlflow_run
 from mltrain.runs.console import Console, RunLog
@@ -63,8 +64,6 @@ class CancelOnSignal:
 
 def create_run(job: FrozenJob, console: Console, payload: Optional[bytes] = None) -> RunRecord:
     """The run's directory, its frozen config and, for script jobs, the source snapshot."""
-    from mltrain.backends.base import failure_text
-
     try:
         record = RunRecord.create(job)
     except FileExistsError:
@@ -82,7 +81,7 @@ def create_run(job: FrozenJob, console: Console, payload: Optional[bytes] = None
 
 
 def _fill(record: RunRecord, job: FrozenJob, console: Console, payload: Optional[bytes]) -> None:
-    from mltrain.launch import snapshot
+    from mltrain.launch import snapshot  # startup
 
     mlflow_run.seed_run_db(record.dir, job.env)
     if payload is not None:  # a plain Hydra app's pickled task function, read by its ranks

@@ -19,6 +19,9 @@ from typing import Collection, List, Optional, Tuple
 
 import pathspec
 
+from mltrain.config.paths import mltrain_home
+from mltrain.errors import MltrainError
+
 IGNORE_FILES = (".amlignore", ".gitignore")
 RESERVED = ("outputs", "logs")
 WARN_BYTES = 300 * 1024 * 1024
@@ -46,8 +49,6 @@ def _rules(directory: Path) -> Optional[pathspec.GitIgnoreSpec]:
             try:
                 return pathspec.GitIgnoreSpec.from_lines(path.read_text(encoding="utf-8", errors="replace").splitlines())
             except ValueError as exc:  # pathspec's pattern errors are ValueErrors
-                from mltrain.errors import MltrainError
-
                 raise MltrainError(f"{path}: {exc} (gitignore patterns use '/', not '\\')") from None
     return None
 
@@ -65,8 +66,6 @@ def _ignored(rel: str, is_dir: bool, stack: List[Tuple[str, pathspec.GitIgnoreSp
 
 def own_folders(run_dir: str) -> List[str]:
     """mltrain's own state, never part of a snapshot: the run root and MLTRAIN_HOME."""
-    from mltrain.config.paths import mltrain_home
-
     return [str(Path(run_dir).parent), str(mltrain_home())]
 
 

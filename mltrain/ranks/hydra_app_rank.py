@@ -6,27 +6,24 @@ from __future__ import annotations
 import os
 import pickle
 import sys
+import traceback
 from pathlib import Path
+
+import cloudpickle  # registers what unpickling the payload needs
+from hydra.core.singleton import Singleton
+from hydra.core.utils import JobStatus, run_job, setup_globals
+from omegaconf.basecontainer import BaseContainer
+
+from mltrain.atomic import atomic_write_bytes
 
 
 def prepare():
-    """Import what the task needs, then return its entry point: a Slurm task calls this before it
-    forks the rank (mltrain.backends.slurm.rank), so the fork finds Hydra already loaded."""
-    import cloudpickle  # noqa: F401
-    import hydra.core.singleton  # noqa: F401
-    import hydra.core.utils  # noqa: F401
-
+    """The task's entry point. A Slurm task imports this module (and with it Hydra) and calls this
+    before it forks the rank (mltrain.backends.slurm.rank), so the fork finds Hydra already loaded."""
     return main
 
 
 def main() -> None:
-    import cloudpickle  # noqa: F401  (registers what unpickling the payload needs)
-    from hydra.core.singleton import Singleton
-    from hydra.core.utils import JobStatus, run_job, setup_globals
-    from omegaconf.basecontainer import BaseContainer
-
-    from mltrain.atomic import atomic_write_bytes
-
     run_dir = Path(os.environ["MLTRAIN_RUN_DIR"])
     rank = int(os.environ.get("RANK", "0"))
     with open(run_dir / "task.pkl", "rb") as f:
@@ -54,8 +51,6 @@ def main() -> None:
         data = cloudpickle.dumps(ret)
     atomic_write_bytes(out / f"rank_{rank}.pkl", data)
     if ret.status == JobStatus.FAILED:
-        import traceback
-
         traceback.print_exception(ret._return_value)
         sys.exit(1)
 

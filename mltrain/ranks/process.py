@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 from typing import Callable, List, Optional, Sequence
 
 POLL_S = 0.05
@@ -156,8 +157,6 @@ def run_forked(target: Callable[[], None], cwd: str, env: dict, log_path, on_sta
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         except BaseException:  # noqa: B036 - the child must always end with an exit code
-            import traceback
-
             traceback.print_exc()
         finally:
             for stream in (sys.stdout, sys.stderr):
