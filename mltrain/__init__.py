@@ -14,6 +14,7 @@ The packages, in the order data flows through them:
   cli/           `mltrain`, `mltrain runs`, `mltrain env`
   components/    the Designer's built-in components, run inside the ranks
 """
+import importlib
 
 __version__ = "0.2.0"
 
@@ -23,11 +24,7 @@ _LAZY = {"submit": "mltrain.api", "Run": "mltrain.handle", "Model": "mltrain.mod
 
 def __getattr__(name):
     if name == "run":  # `from mltrain import run`: the metrics API for scripts
-        import importlib
-
         return importlib.import_module("mltrain.script_metrics")
     if name in _LAZY:
-        import importlib
-
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'mltrain' has no attribute {name!r}")

@@ -16,9 +16,12 @@ from typing import Any, Dict, List, Optional, Union
 
 from mltrain import backends
 from mltrain.backends.base import driver_alive
+from mltrain.config.paths import mltrain_home
 from mltrain.errors import MltrainError, RunCanceled, RunFailed
 from mltrain.pipelines.view import PipelineView
+from mltrain.ranks.process import follow
 from mltrain.runs import mlflow_run
+from mltrain.runs.metrics import read_metrics, summarize
 from mltrain.runs.record import RunRecord, find_run, iter_runs
 from mltrain.spec.status import CANCELED, FAILED, TERMINAL
 
@@ -57,8 +60,6 @@ class Run:
     @classmethod
     def get(cls, run_id: str, root: Optional[Union[str, Path]] = None) -> Run:
         """A run by id, unique id prefix or directory (under $MLTRAIN_HOME/runs unless `root` is given)."""
-        from mltrain.config.paths import mltrain_home
-
         return cls(find_run(Path(root).expanduser() if root else mltrain_home() / "runs", run_id).dir)
 
     @property
@@ -101,8 +102,6 @@ class Run:
 
     def wait(self, show_output: bool = False, raise_on_error: bool = True, timeout: Optional[float] = None) -> str:
         """Block until the run ends; with show_output, stream rank 0's log and status changes."""
-        from mltrain.ranks.process import follow
-
         deadline = None if timeout is None else time.monotonic() + timeout
         offset, last_status = 0, None
         poll = backend_of(RunRecord.load(self.run_dir)).wait_poll_s
@@ -137,8 +136,6 @@ class Run:
 
     def metrics(self, name: Optional[str] = None) -> Dict[str, Any]:
         """{name: value} for metrics logged once, {name: [values]} otherwise (Azure: get_metrics)."""
-        from mltrain.runs.metrics import read_metrics, summarize
-
         return summarize(read_metrics(self.run_dir / "metrics.jsonl"), name)
 
     def get_file_names(self) -> List[str]:
@@ -160,7 +157,7 @@ class Run:
     def register_model(self, model_name: str, model_path: str, tags: Optional[Dict[str, str]] = None,
                        properties: Optional[Dict[str, str]] = None, description: Optional[str] = None):
         """Register a file or folder of this run (e.g. 'outputs/model') as the next version of model_name."""
-        from mltrain.models.registry import Model
+        from mltrain.models.registry import Model  # startup
 
         return Model.register(model_name, model_path, run=str(self.run_dir), tags=tags, properties=properties,
                               description=description)

@@ -13,9 +13,15 @@ import os
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+import yaml
+
 from mltrain.errors import MltrainError
+from mltrain.launch.orchestrate import create_run, execute
+from mltrain.pipelines.reuse import flatten
+from mltrain.runs.console import Console
 from mltrain.runs.metrics import last_and_best, read_metrics
 from mltrain.runs.record import RunRecord
+from mltrain.spec.job import FrozenJob, new_run_id
 
 
 def curves(record: RunRecord, metric: Optional[str] = None) -> Dict[str, List[tuple]]:
@@ -40,11 +46,11 @@ def plot(records: List[RunRecord], output: Path, metric: Optional[str] = None) -
         what = f"metric '{metric}'" if metric else "scalar metrics"
         raise MltrainError(f"no {what} in run(s) {', '.join(data)} (see `mltrain runs show`)")
     try:
-        import matplotlib
+        import matplotlib  # optional
     except ImportError:
         raise MltrainError("runs plot needs matplotlib: pip install matplotlib (or 'mltrain[sweep]')") from None
     matplotlib.use("Agg")  # headless: no display is needed, none is opened
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # heavy
 
     cols = min(2, len(names))
     rows = (len(names) + cols - 1) // cols
@@ -71,10 +77,6 @@ def plot(records: List[RunRecord], output: Path, metric: Optional[str] = None) -
 
 
 def flat_config(record: RunRecord) -> Dict[str, Any]:
-    import yaml
-
-    from mltrain.pipelines.reuse import flatten
-
     path = record.dir / "config.yaml"
     if not path.is_file():
         return {}
@@ -98,10 +100,6 @@ def compare(records: List[RunRecord]) -> Dict[str, Any]:
 
 def rerun(record: RunRecord, detach: bool = False):
     """A new run from what `record` froze: its job, config, snapshot and environment spec."""
-    from mltrain.launch.orchestrate import create_run, execute
-    from mltrain.runs.console import Console
-    from mltrain.spec.job import FrozenJob, new_run_id
-
     old = FrozenJob.load(record.dir)
     run_id = new_run_id(old.experiment)
     new_dir = str(Path(old.run_dir).parent / run_id)

@@ -10,6 +10,7 @@ logged with mlflow into their run's own database (mltrain.runs.mlflow_run) is fo
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import sys
 import time
@@ -57,7 +58,7 @@ def _parent(client, experiment: str, key: str, name: str) -> str:
 
 
 def _mirror_one(client, record) -> str:
-    from mlflow.entities import Metric, Param, RunTag
+    from mlflow.entities import Metric, Param, RunTag  # heavy
 
     d = record.doc
     mark = d.mlflow
@@ -143,8 +144,6 @@ def _fold_script_metrics(record, done: int) -> int:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    import logging
-
     logging.disable(logging.CRITICAL)
     mirror(argv if argv is not None else sys.argv[1:])
     return 0

@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 from pathlib import Path
 from typing import List
+
+import yaml
 
 from mltrain.config.paths import builtin_conf_dir, user_conf_dirs
 from mltrain.environments import CURATED, from_config
@@ -13,8 +16,6 @@ from mltrain.errors import MltrainError
 
 def _preset(name: str) -> dict:
     """The `environment=<name>` preset as the config group holds it (user folders first)."""
-    import yaml
-
     for base in user_conf_dirs() + [builtin_conf_dir()]:
         path = base / "environment" / f"{name}.yaml"
         if path.is_file():
@@ -23,8 +24,6 @@ def _preset(name: str) -> dict:
             return data
     if name in CURATED:
         return {"name": name}
-    import difflib
-
     close = difflib.get_close_matches(name, _names(), n=3, cutoff=0.5)
     raise MltrainError(f"no environment '{name}'" + (f"; closest: {', '.join(close)}" if close else "")
                        + " (see `mltrain env list`)")

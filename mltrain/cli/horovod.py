@@ -6,10 +6,10 @@ import json
 import sys
 from typing import List
 
+from mltrain.environments import horovod
+
 
 def main(argv: List[str]) -> int:
-    from mltrain.environments import horovod
-
     parser = argparse.ArgumentParser(prog="mltrain horovod", description=__doc__)
     sub = parser.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("build", help=f"build Horovod {horovod.VERSION} for this torch (cached) and install it")

@@ -6,9 +6,14 @@ management commands and never start Hydra. Nothing here imports torch.
 """
 from __future__ import annotations
 
+import importlib
 import os
+import signal
 import sys
 from typing import List, Optional
+
+from mltrain.config.paths import builtin_conf_dir, builtin_search_url, list_options, user_conf_dirs
+from mltrain.errors import MltrainError, RunCanceled, RunFailed, one_line, yaml_error_line
 
 MANAGEMENT = {"runs": "mltrain.cli.runs", "env": "mltrain.cli.env", "horovod": "mltrain.cli.horovod",
               "models": "mltrain.cli.models"}
@@ -44,19 +49,16 @@ Runs are kept under $MLTRAIN_HOME/runs (default ~/.mltrain/runs).
 
 
 def _help_text() -> str:
-    from mltrain.config.paths import builtin_conf_dir, list_options, user_conf_dirs
-
     dirs = user_conf_dirs() + [builtin_conf_dir()]
     rows = [f"  {group + ':':<14} {', '.join(opts)}" for group, opts in list_options(dirs).items()]
     return HELP.format(groups="\n".join(rows))
 
 
 def _hydra_app() -> None:
-    import hydra
+    import hydra  # startup
 
-    from mltrain.config import schema_store  # noqa: F401  (registers the typed schemas)
-    from mltrain.config.hydra_internals import skip_mode_discovery
-    from mltrain.config.paths import builtin_search_url
+    from mltrain.config import schema_store  # noqa: F401  (registers the typed schemas)  # startup
+    from mltrain.config.hydra_internals import skip_mode_discovery  # startup
 
     skip_mode_discovery()  # about 0.15 s of every command (hydra#3440)
 
@@ -93,14 +95,9 @@ def _open_mapping(arg: str) -> str:
 def main(argv: Optional[List[str]] = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in MANAGEMENT:
-        import importlib
-        import signal
-
         # `mltrain runs list | head -1`: end quietly when the reader goes away, as Unix tools do. Only
         # here: a driver killed by SIGPIPE would leave its ranks running.
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-
-        from mltrain.errors import MltrainError
 
         try:
             sys.exit(importlib.import_module(MANAGEMENT[argv[0]]).main(argv[1:]))
@@ -122,33 +119,27 @@ def main(argv: Optional[List[str]] = None) -> None:
     except KeyboardInterrupt:
         _die("canceled", 130)
     except Exception as exc:
-        from mltrain.errors import MltrainError, RunCanceled, RunFailed, one_line
-
         if isinstance(exc, (RunFailed, RunCanceled)):
             # The launcher has already printed the failure and the summary.
             sys.exit(exc.exit_code)
         code = exc.exit_code if isinstance(exc, MltrainError) else 2
-        import yaml
+        import yaml  # startup
 
         if isinstance(exc, yaml.YAMLError):  # one of the user's own presets does not parse
-            from mltrain.errors import yaml_error_line
-
             _die(yaml_error_line(exc), 2)
         if not _is_user_error(exc):
             raise
-        from hydra.errors import ConfigCompositionException
+        from hydra.errors import ConfigCompositionException  # startup
 
-        from mltrain.config.messages import composition_error_line
+        from mltrain.config.messages import composition_error_line  # startup
 
         inside_preset = isinstance(exc, ConfigCompositionException) and composition_error_line(str(exc))
         _die(inside_preset or one_line(exc), code)
 
 
 def _is_user_error(exc: BaseException) -> bool:
-    from hydra.errors import HydraException
-    from omegaconf.errors import OmegaConfBaseException
-
-    from mltrain.errors import MltrainError
+    from hydra.errors import HydraException  # startup
+    from omegaconf.errors import OmegaConfBaseException  # startup
 
     return isinstance(exc, (MltrainError, HydraException, OmegaConfBaseException))
 

@@ -8,6 +8,7 @@ import time
 from typing import Dict, List, Optional, Tuple
 
 from mltrain.errors import MltrainError
+from mltrain.models.registry import Model
 
 
 def _pairs(values: Optional[List[str]], what: str) -> Dict[str, str]:
@@ -29,8 +30,6 @@ def _ref(text: str) -> Tuple[str, Optional[int]]:
 
 
 def _register(args) -> int:
-    from mltrain.models.registry import Model
-
     model = Model.register(args.name, args.path, run=args.run, tags=_pairs(args.tag, "tag"),
                            properties=_pairs(args.property, "property"), description=args.description,
                            runs_root=args.root)
@@ -40,8 +39,6 @@ def _register(args) -> int:
 
 
 def _list(args) -> int:
-    from mltrain.models.registry import Model
-
     models = Model.list(args.name, tags=args.tag, latest=not args.all and not args.name)
     if args.json:
         print(json.dumps([m.to_json() for m in models], indent=2))
@@ -58,8 +55,6 @@ def _list(args) -> int:
 
 
 def _show(args) -> int:
-    from mltrain.models.registry import Model
-
     m = Model(*_ref(args.model))
     if args.json:
         print(json.dumps(m.to_json(), indent=2))
@@ -72,8 +67,6 @@ def _show(args) -> int:
 
 
 def _download(args) -> int:
-    from mltrain.models.registry import Model
-
     m = Model(*_ref(args.model))
     print(m.download(args.dir, exist_ok=args.exist_ok))
     return 0

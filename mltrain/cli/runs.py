@@ -10,9 +10,11 @@ from pathlib import Path
 from typing import List
 
 from mltrain.config.paths import mltrain_home
+from mltrain.errors import MltrainError, first_line
 from mltrain.handle import Run, backend_of, list_runs
-from mltrain.runs.record import find_run
-from mltrain.spec.status import exit_code
+from mltrain.runs.metrics import last_and_best, read_metrics
+from mltrain.runs.record import find_run, iter_runs
+from mltrain.spec.status import QUEUED, exit_code
 
 
 def _root(args) -> Path:
@@ -21,9 +23,6 @@ def _root(args) -> Path:
 
 def _handle(args) -> Run:
     if args.run is None:  # show, logs, status: the newest run, as `runs best` takes the newest sweep
-        from mltrain.errors import MltrainError
-        from mltrain.runs.record import iter_runs
-
         newest = max(iter_runs(_root(args)), key=lambda r: r.created, default=None)
         if newest is None:
             raise MltrainError(f"no runs under {_root(args)}")
@@ -49,8 +48,6 @@ def _list(args) -> int:
 
 
 def _show(args) -> int:
-    from mltrain.runs.metrics import last_and_best, read_metrics
-
     run = _handle(args)
     record = run.load()
     d = record.doc
@@ -97,8 +94,6 @@ def _logs(args) -> int:
 
 
 def _show_pipeline(record) -> int:
-    from mltrain.errors import first_line
-
     d, pipe = record.doc, record.doc.pipeline
     print(f"pipeline:  {pipe.name} ({pipe.mode})\nrun:       {d.id}\nstatus:    {d.status}\n"
           f"dir:       {record.dir}")
@@ -145,13 +140,10 @@ def _cancel(args) -> int:
 
 
 def _resume(args) -> int:
-    from mltrain.launch.orchestrate import resume
-    from mltrain.spec.status import QUEUED
+    from mltrain.launch.orchestrate import resume  # startup
 
     record = find_run(_root(args), args.run)
     if record.doc.pipeline:
-        from mltrain.errors import MltrainError
-
         raise MltrainError(f"{record.id} is a pipeline: run `mltrain pipeline={record.doc.pipeline.name}` again "
                            "(its steps that completed are reused)")
     result = resume(record, detach=args.detach)
@@ -165,7 +157,7 @@ def _records(args) -> list:
 
 
 def _plot(args) -> int:
-    from mltrain import history
+    from mltrain import history  # startup
 
     names = history.plot(_records(args), Path(args.output), args.metric)
     print(f"{args.output}: {', '.join(names)} of {len(args.runs)} run(s)")
@@ -173,7 +165,7 @@ def _plot(args) -> int:
 
 
 def _compare(args) -> int:
-    from mltrain import history
+    from mltrain import history  # startup
 
     table = history.compare(_records(args))
     if args.json:
@@ -203,8 +195,8 @@ def _compare(args) -> int:
 
 
 def _sync(args) -> int:
-    from mltrain import tracking
-    from mltrain.models import mlflow_store as store
+    from mltrain import tracking  # startup
+    from mltrain.models import mlflow_store as store  # startup
 
     store.require_mlflow()
     if args.runs:
@@ -218,8 +210,7 @@ def _sync(args) -> int:
 
 
 def _rerun(args) -> int:
-    from mltrain import history
-    from mltrain.spec.status import QUEUED
+    from mltrain import history  # startup
 
     result = history.rerun(find_run(_root(args), args.run), detach=args.detach)
     if args.detach and result.status == QUEUED:
@@ -228,7 +219,7 @@ def _rerun(args) -> int:
 
 
 def _best(args) -> int:
-    from mltrain.sweeps import results
+    from mltrain.sweeps import results  # startup
 
     doc = results.load(args.sweep, _root(args))
     if args.json:

@@ -6,7 +6,10 @@ the commands that need it; nothing that composes, dry-runs or launches a job rea
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import logging
 import os
+import warnings
 from pathlib import Path
 from typing import Iterator
 
@@ -30,7 +33,7 @@ def blobs_dir() -> Path:
 
 def require_mlflow():
     try:
-        import mlflow
+        import mlflow  # optional
     except ImportError:
         raise MltrainError(f"the model registry and MLflow tracking need MLflow: {INSTALL}") from None
     return mlflow
@@ -44,8 +47,6 @@ def locked() -> Iterator[None]:
     if not uri().startswith("sqlite:"):
         yield  # a server or a real database orders its own writers
         return
-    import fcntl
-
     home = mltrain_home()
     home.mkdir(parents=True, exist_ok=True)
     with open(home / "registry.lock", "a") as handle:
@@ -65,13 +66,10 @@ def client():
     if _client is not None:
         return _client
     require_mlflow()
-    import logging
-    import warnings
-
     for name in ("mlflow", "alembic"):  # their INFO lines ("Creating initial MLflow database tables") are not ours
         logging.getLogger(name).setLevel(logging.WARNING)
     warnings.filterwarnings("ignore", module="mlflow")
-    from mlflow import MlflowClient
+    from mlflow import MlflowClient  # heavy
 
     with locked():
         c = MlflowClient(tracking_uri=uri(), registry_uri=uri())

@@ -11,15 +11,19 @@ has and MLflow does not (properties, the run, the framework) as MLflow tags unde
 """
 from __future__ import annotations
 
+import difflib
 import hashlib
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Union
 
+from mltrain.config.paths import mltrain_home
 from mltrain.errors import MltrainError
 from mltrain.models import mlflow_store as store
+from mltrain.runs.record import find_run
 
 PROPERTY = "mltrain.property."
 RUN, FRAMEWORK, PATH = "mltrain.run_id", "mltrain.framework", "mltrain.model_path"
@@ -69,7 +73,7 @@ class Model:
             all_tags[RUN] = run_id
         c = store.client()
         with store.locked():
-            from mlflow.exceptions import MlflowException
+            from mlflow.exceptions import MlflowException  # heavy
 
             try:
                 c.get_registered_model(model_name)
@@ -164,8 +168,6 @@ def framework_of(path: Path) -> str:
 
 
 def _check_name(name: str) -> None:
-    import re
-
     if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,254}$", str(name)):
         raise MltrainError(f"model name '{name}': letters, digits, '-', '_' and '.', starting with a letter or digit")
 
@@ -176,9 +178,6 @@ def _source(model_path: Union[str, Path], run: Optional[str], runs_root) -> tupl
         if not path.exists():
             raise MltrainError(f"model_path '{model_path}' does not exist")
         return path.resolve(), None
-    from mltrain.config.paths import mltrain_home
-    from mltrain.runs.record import find_run
-
     record = find_run(Path(runs_root).expanduser() if runs_root else mltrain_home() / "runs", run)
     path = (record.dir / model_path).resolve()
     if not path.exists() or record.dir.resolve() not in (path, *path.parents):
@@ -221,7 +220,7 @@ def _store_files(source: Path) -> Path:
 
 
 def _version(name: str, version: Optional[int]):
-    from mlflow.exceptions import MlflowException
+    from mlflow.exceptions import MlflowException  # heavy
 
     c = store.client()
     try:
@@ -229,8 +228,6 @@ def _version(name: str, version: Optional[int]):
     except MlflowException as exc:
         raise MltrainError(f"model registry: {exc.message}") from None
     if not versions:
-        import difflib
-
         names = sorted(m.name for m in _all(c.search_registered_models, None))
         close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
         hint = f" (closest: {', '.join(close)})" if close else (f" (models: {', '.join(names[:10])})" if names else

@@ -7,18 +7,26 @@ outputs are folders passed as paths. mltrain's Hydra sweeper comes here when `pi
 """
 from __future__ import annotations
 
+import dataclasses
+import os
 import threading
 from pathlib import Path
 from typing import Any, Dict, List
 
-from mltrain.errors import ConfigError, MltrainError
+from mltrain import backends
+from mltrain.errors import ConfigError, MltrainError, RunCanceled, RunFailed, first_line, one_line
+from mltrain.runs import mlflow_run
+from mltrain.runs.console import Console
+from mltrain.spec.job import new_run_id
+from mltrain.spec.schema import PipelineConf
+from mltrain.spec.status import CANCELED, COMPLETED
 
 #: Overrides that belong to the pipeline itself, not to its steps.
 OWN_KEYS = ("pipeline", "run.id", "run.detach", "dry_run", "hydra")
 
 
 def wanted(config: Any) -> bool:
-    from omegaconf import OmegaConf
+    from omegaconf import OmegaConf  # startup
 
     return OmegaConf.select(config, "pipeline", default=None) is not None and "job" in config
 
@@ -34,7 +42,7 @@ def step_overrides(own: List[str], cli: List[str]) -> List[str]:
 
 
 def _cli_overrides(arguments: List[str]) -> List[str]:
-    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.overrides_parser import OverridesParser  # startup
 
     out = []
     for parsed in OverridesParser.create().parse_overrides(list(arguments)):
@@ -51,16 +59,12 @@ def _cli_overrides(arguments: List[str]) -> List[str]:
 def build(sweeper: Any, arguments: List[str]):
     """(name, settings, steps, frozen jobs by step, pipeline run id, runs root): everything checked and
     frozen, nothing created."""
-    import os
+    from hydra.core.utils import setup_globals  # startup
+    from omegaconf import OmegaConf, open_dict  # startup
 
-    from hydra.core.utils import setup_globals
-    from omegaconf import OmegaConf, open_dict
-
-    from mltrain.components.checks import PRODUCED_LATER
-    from mltrain.config.compose import compose_members
-    from mltrain.pipelines import graph
-    from mltrain.spec.job import new_run_id
-    from mltrain.spec.schema import PipelineConf
+    from mltrain.components.checks import PRODUCED_LATER  # startup
+    from mltrain.config.compose import compose_members  # startup
+    from mltrain.pipelines import graph  # startup
 
     cfg = sweeper.config
     name = str(cfg.hydra.runtime.choices.get("pipeline") or "pipeline")
@@ -107,11 +111,9 @@ def build(sweeper: Any, arguments: List[str]):
 
 
 def _freeze(config: Any, runs_root: str):
-    import dataclasses
+    from hydra.core.hydra_config import HydraConfig  # startup
 
-    from hydra.core.hydra_config import HydraConfig
-
-    from mltrain.launch.freeze import freeze
+    from mltrain.launch.freeze import freeze  # startup
 
     HydraConfig.instance().set_config(config)
     job = freeze(config, runs_root, sweep_index=None)
@@ -119,12 +121,10 @@ def _freeze(config: Any, runs_root: str):
 
 
 def _step_error(step: str, exc: BaseException) -> MltrainError:
-    from mltrain.errors import one_line
-
     if isinstance(exc, MltrainError):
         return ConfigError(f"pipeline.steps.{step}", str(exc))
-    from hydra.errors import HydraException
-    from omegaconf.errors import OmegaConfBaseException
+    from hydra.errors import HydraException  # startup
+    from omegaconf.errors import OmegaConfBaseException  # startup
 
     if isinstance(exc, (HydraException, OmegaConfBaseException)):
         return ConfigError(f"pipeline.steps.{step}", one_line(exc))
@@ -133,12 +133,8 @@ def _step_error(step: str, exc: BaseException) -> MltrainError:
 
 def run(sweeper: Any, arguments: List[str]) -> list:
     """The body of MltrainSweeper.sweep() when a pipeline is chosen."""
-    from mltrain import backends
-    from mltrain.errors import RunCanceled, RunFailed
-    from mltrain.launch.orchestrate import CancelOnSignal
-    from mltrain.pipelines import graph_record, runner
-    from mltrain.runs.console import Console
-    from mltrain.spec.status import CANCELED, COMPLETED
+    from mltrain.launch.orchestrate import CancelOnSignal  # startup
+    from mltrain.pipelines import graph_record, runner  # startup
 
     cfg = sweeper.config
     name, settings, steps, jobs, run_id, root = build(sweeper, arguments)
@@ -165,8 +161,6 @@ def run(sweeper: Any, arguments: List[str]) -> list:
         else:
             pipe.run_here(interrupt)
     status = graph_record.sync(pipe.record)
-    from mltrain.runs import mlflow_run
-
     mlflow_run.mirror_later([*(sr.job.run_dir for sr in pipe.runs.values()), str(pipe.record.dir)])
     _summary(pipe)
     if status != COMPLETED:
@@ -178,9 +172,6 @@ def run(sweeper: Any, arguments: List[str]) -> list:
 
 
 def _summary(pipe: Any) -> None:
-    from mltrain.errors import first_line
-    from mltrain.runs.console import Console
-
     console = Console()
     pipe.record.reload()
     table = pipe.record.doc.pipeline.steps
@@ -194,8 +185,7 @@ def _summary(pipe: Any) -> None:
 
 
 def _dry_run(pipe: Any) -> list:
-    from mltrain.launch.dryrun import dry_run_text
-    from mltrain.runs.console import Console
+    from mltrain.launch.dryrun import dry_run_text  # startup
 
     console = Console()
     console.status(f"pipeline {pipe.name} (dry run): {len(pipe.steps)} steps on {pipe.mode}; nothing is started, "

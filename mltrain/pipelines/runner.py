@@ -13,15 +13,22 @@ import dataclasses
 import threading
 import time
 from dataclasses import dataclass
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from mltrain import backends
+from mltrain.backends import backend_of, refresh
+from mltrain.backends.base import Cancel
+from mltrain.environments.spec import EnvironmentSpec
 from mltrain.errors import ConfigError, MltrainError
+from mltrain.launch.orchestrate import create_run
 from mltrain.pipelines import graph, reuse
 from mltrain.pipelines import graph_record as precord
 from mltrain.runs.console import Console, RunLog
+from mltrain.runs.lifecycle import finish, outputs_manifest
 from mltrain.runs.record import RunRecord
+from mltrain.spec.kinds import JOB_KINDS
 from mltrain.spec.status import CANCELED, COMPLETED, FAILED, QUEUED, TERMINAL
 
 POLL_S = 0.1
@@ -62,8 +69,6 @@ class PipelineRun:
     # ------------------------------------------------------------------ creation
     def create(self, run_dir: Path) -> None:
         """The pipeline's run, then every step's (directory, frozen config, snapshot, output folders)."""
-        from mltrain.launch.orchestrate import create_run
-
         self.record = precord.create(run_dir, self.name, self.steps, {n: r.job for n, r in self.runs.items()},
                                      self.mode, self.overrides)
         self.log = RunLog(self.record.log_path())
@@ -106,18 +111,12 @@ class PipelineRun:
         return out
 
     def _parts(self, sr: StepRun) -> Dict[str, Any]:
-        from importlib.metadata import version
-
-        from mltrain.spec.kinds import JOB_KINDS
-
         job = sr.job
         names = {job.run_dir: "<run>"}
         names.update({str(p): f"<inputs.{n}>" for n, p in (job.config.get("inputs") or {}).items()})
         kind = job.config["job"]["kind"]
         environment = None
         if job.environment:
-            from mltrain.environments.spec import EnvironmentSpec
-
             environment = EnvironmentSpec(**job.environment["spec"]).cache_key()
         return {"program": f"{kind} (mltrain {version('mltrain')})" if JOB_KINDS[kind].builtin else kind,
                 "version": sr.step.version, "config": reuse.config_part(job.config, names),
@@ -183,8 +182,6 @@ class PipelineRun:
 
     def reuse_outputs(self, sr: StepRun, producer: RunRecord) -> None:
         """Link the producer's outputs into the step's run (read in place, never copied)."""
-        from mltrain.runs.lifecycle import outputs_manifest
-
         for out in sr.step.outputs:
             target = sr.record.dir / "outputs" / out
             target.rmdir()
@@ -199,9 +196,6 @@ class PipelineRun:
     # ------------------------------------------------------------------ this machine
     def run_here(self, interrupt: threading.Event) -> None:
         """Start each step once its parents completed, at most max_concurrent_steps at a time."""
-        from mltrain import backends
-        from mltrain.backends.base import Cancel
-
         limit = max(1, int(self.settings.max_concurrent_steps))
         share = max(1, min(limit, _width(self.steps)))
         stopping = None
@@ -253,8 +247,6 @@ class PipelineRun:
     def submit_graph(self) -> None:
         """Queue every step that must run, each waiting on its parents' Slurm jobs (afterok; a job
         whose parent failed is removed by Slurm itself: kill_on_invalid_dep)."""
-        from mltrain.backends.base import Cancel
-
         assert self.queued_on is not None
         backend = backends.get(self.queued_on)
         for sr in self.runs.values():
@@ -279,8 +271,6 @@ class PipelineRun:
 
     def follow_graph(self, interrupt: threading.Event) -> None:
         """Follow a queued graph until every step has ended, settling each as it ends."""
-        from mltrain.backends import backend_of, refresh
-
         said = {n: sr.record.status for n, sr in self.runs.items() if sr.done}  # already said when reused
         canceled = False
         while True:
@@ -328,8 +318,6 @@ def _launch(backend: Any, plan: Any, sr: StepRun) -> None:
     try:
         backend.launch([plan], [sr.record], [sr.console], sr.cancel)
     except Exception as exc:  # launch() records its own failures; this is mltrain's fault, kept visible
-        from mltrain.runs.lifecycle import finish
-
         sr.record.reload()
         if sr.record.status not in TERMINAL:
             finish(sr.record, FAILED, error=f"internal error: {type(exc).__name__}: {exc}", console=sr.console)

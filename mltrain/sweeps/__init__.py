@@ -11,14 +11,19 @@ import random
 from pathlib import Path
 from typing import Any, List
 
+from mltrain import backends
+from mltrain.backends import backend_for
 from mltrain.errors import ConfigError
+from mltrain.launch.dryrun import dry_run_text
+from mltrain.runs import mlflow_run
+from mltrain.runs.console import Console
+from mltrain.sweeps import settings
+from mltrain.sweeps.settings import from_config, is_hyperdrive
 
 
 def wanted(config: Any) -> bool:
     """Whether this `mltrain -m` is a HyperDrive sweep (cheap: no Optuna, no torch)."""
-    from omegaconf import OmegaConf
-
-    from mltrain.sweeps.settings import from_config, is_hyperdrive
+    from omegaconf import OmegaConf  # startup
 
     node = OmegaConf.select(config, "sweep", default=None)
     if node is None or not all(k in config for k in ("job", "compute", "run")):
@@ -28,10 +33,9 @@ def wanted(config: Any) -> bool:
 
 def run(sweeper: Any, arguments: List[str]) -> list:
     """The body of MltrainSweeper.sweep() for a HyperDrive sweep."""
-    from omegaconf import OmegaConf
+    from omegaconf import OmegaConf  # startup
 
-    from mltrain.runs.console import Console
-    from mltrain.sweeps import controller, results, settings, space
+    from mltrain.sweeps import controller, results, space  # startup
 
     cfg = sweeper.config
     sweep = settings.check(settings.from_config(OmegaConf.to_container(cfg.sweep, resolve=True)))
@@ -47,17 +51,12 @@ def run(sweeper: Any, arguments: List[str]) -> list:
     seed = sweep.seed if sweep.seed is not None else random.SystemRandom().randrange(2**31)
     if cfg.dry_run:
         return _dry_run(sweeper, sweep, search, seed)
-    from mltrain import backends
-    from mltrain.backends import backend_for
-
     backends.get(backend_for(str(cfg.compute.kind), str(cfg.distribution.kind))).preflight()
     sweep_dir = Path(str(cfg.hydra.sweep.dir)).expanduser()
     sweep_dir.mkdir(parents=True, exist_ok=True)
     OmegaConf.save(cfg, sweep_dir / "multirun.yaml")
     ctl = controller.Controller(sweeper, sweep, search, sweep_dir, seed)
     ctl.run()
-    from mltrain.runs import mlflow_run
-
     mlflow_run.mirror_later(m.job.run_dir for m in ctl.members if m.job is not None)
     doc = results.write(ctl, final=True)
     console = Console()
@@ -72,12 +71,10 @@ def run(sweeper: Any, arguments: List[str]) -> list:
 def _dry_run(sweeper: Any, sweep: Any, search: Any, seed: int) -> list:
     """The sweep's plan and the first member's dry run, sampled from an in-memory study: nothing is
     written, nothing starts."""
-    from mltrain.config.compose import compose_members
-    from mltrain.launch.dryrun import dry_run_text
-    from mltrain.launch.hydra_adapter import freeze_members
-    from mltrain.runs.console import Console
-    from mltrain.sweeps.controller import concurrent_runs, make_study, total_runs
-    from mltrain.sweeps.space import override_for
+    from mltrain.config.compose import compose_members  # startup
+    from mltrain.launch.hydra_adapter import freeze_members  # startup
+    from mltrain.sweeps.controller import concurrent_runs, make_study, total_runs  # startup
+    from mltrain.sweeps.space import override_for  # startup
 
     console = Console()
     total = total_runs(sweep, search)

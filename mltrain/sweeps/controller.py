@@ -14,17 +14,25 @@ from __future__ import annotations
 import math
 import threading
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from hydra.core.utils import setup_globals
+
 from mltrain import backends
+from mltrain.backends.base import Cancel
+from mltrain.config.compose import compose_members
 from mltrain.errors import ConfigError, MltrainError, RunCanceled, RunFailed
+from mltrain.launch.hydra_adapter import freeze_members
+from mltrain.launch.orchestrate import CancelOnSignal, create_run
 from mltrain.runs.console import Console
+from mltrain.runs.metrics import read_new
 from mltrain.spec.schema import SweepConf
 from mltrain.spec.status import CANCELED, COMPLETED, FAILED
-from mltrain.sweeps import policies
-from mltrain.sweeps.space import Space
+from mltrain.sweeps import policies, results
+from mltrain.sweeps.space import Space, override_for
 
 POLL_S = 0.2
 
@@ -76,9 +84,6 @@ class Controller:
 
     # ------------------------------------------------------------------ the loop
     def run(self) -> List[Member]:
-        from mltrain.launch.orchestrate import CancelOnSignal
-        from mltrain.sweeps import results
-
         self.study = make_study(self.settings, self.space, self.sweep_dir, self.seed)
         interrupt = threading.Event()
         deadline = (self.started + self.settings.max_duration_minutes * 60) if self.settings.max_duration_minutes else None
@@ -116,8 +121,6 @@ class Controller:
 
     # ------------------------------------------------------------------ members
     def _launch_next(self) -> None:
-        from mltrain.sweeps.space import override_for
-
         trial = self.study.ask(self.space.distributions())
         params = {d.key: trial.params[d.key] for d in self.space.dimensions}
         member = Member(index=len(self.members), params=params, trial=trial,
@@ -135,14 +138,6 @@ class Controller:
             self._tell(member)
 
     def _start(self, member: Member) -> None:
-        from hydra.core.utils import setup_globals
-
-        from mltrain import backends
-        from mltrain.backends.base import Cancel
-        from mltrain.config.compose import compose_members
-        from mltrain.launch.hydra_adapter import freeze_members
-        from mltrain.launch.orchestrate import create_run
-
         launcher = self.sweeper.launcher
         setup_globals()
         config = compose_members(launcher, [member.overrides], member.index, self.bases)[0]
@@ -215,8 +210,6 @@ class Controller:
                 m.judged = max(m.judged, interval)
 
     def _new_values(self, member: Member) -> List[float]:
-        from mltrain.runs.metrics import read_new
-
         metric = self.settings.primary_metric
         if not metric:
             return []
@@ -249,7 +242,7 @@ class Controller:
         self._tell(member)
 
     def _tell(self, member: Member) -> None:
-        from optuna.trial import TrialState
+        from optuna.trial import TrialState  # heavy
 
         state, value = TrialState.FAIL, None
         if member.status == COMPLETED:
@@ -313,9 +306,7 @@ def concurrent_runs(settings: SweepConf, cfg: Any, total: int) -> int:
 def make_study(settings: SweepConf, space: Space, sweep_dir: Optional[Path], seed: int):
     """The Optuna study: the sampler for the sampling method, its journal in the sweep directory
     (in memory for a dry run)."""
-    import warnings
-
-    import optuna
+    import optuna  # heavy
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     samplers = optuna.samplers
@@ -331,8 +322,8 @@ def make_study(settings: SweepConf, space: Space, sweep_dir: Optional[Path], see
             sampler = samplers.TPESampler(seed=seed)
     storage = None
     if sweep_dir is not None:
-        from optuna.storages import JournalStorage
-        from optuna.storages.journal import JournalFileBackend
+        from optuna.storages import JournalStorage  # heavy
+        from optuna.storages.journal import JournalFileBackend  # heavy
 
         storage = JournalStorage(JournalFileBackend(str(sweep_dir / "optuna.journal")))
     direction = settings.goal if settings.primary_metric else "maximize"
@@ -342,6 +333,6 @@ def make_study(settings: SweepConf, space: Space, sweep_dir: Optional[Path], see
 
 def require_optuna() -> None:
     try:
-        import optuna  # noqa: F401
+        import optuna  # noqa: F401  # optional
     except ImportError:
         raise ConfigError("sweep.sampling", "HyperDrive sweeps need Optuna: pip install 'mltrain[sweep]'") from None

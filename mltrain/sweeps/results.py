@@ -12,6 +12,7 @@ from typing import Any, Dict, List, Optional
 from mltrain.atomic import atomic_write
 from mltrain.errors import MltrainError
 from mltrain.spec.status import CANCELED
+from mltrain.sweeps.policies import best_of
 
 SWEEP_FILE = "sweep.json"
 CHART_FILE = "primary_metric.png"
@@ -22,8 +23,6 @@ def _json_number(x: Optional[float]) -> Any:
 
 
 def member_row(member: Any, goal: str) -> Dict[str, Any]:
-    from mltrain.sweeps.policies import best_of
-
     values = member.values
     return {
         "index": member.index,
@@ -123,10 +122,10 @@ def chart(doc: Dict[str, Any], path: Path) -> Optional[Path]:
     rows = [r for r in doc["members"] if r["values"]]
     if not doc["primary_metric"] or not rows:
         return None
-    import matplotlib
+    import matplotlib  # heavy
 
     matplotlib.use("Agg")  # headless: no display is needed or looked for
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # heavy
 
     fig, ax = plt.subplots(figsize=(8, 5), dpi=100)
     for r in rows:

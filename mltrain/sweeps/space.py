@@ -14,6 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, List, Tuple
 
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, Override, RangeSweep
+from hydra.errors import HydraException
+
 from mltrain.errors import ConfigError
 
 #: What each sampling method accepts (Azure ML: grid only discrete; bayesian choice/uniform/quniform).
@@ -35,7 +39,7 @@ class Dimension:
     values: List[Any]   # choice: its values; range: every value; interval: [low, high]
 
     def distribution(self):
-        from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+        from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution  # heavy
 
         if self.kind == "choice":
             return CategoricalDistribution(self.values)
@@ -74,9 +78,6 @@ class Space:
 
 def parse(arguments: List[str], params: Dict[str, str]) -> Space:
     """The command line's overrides (sweep ones become dimensions) and sweep.params ({key: grammar})."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import HydraException
-
     parser = OverridesParser.create()
     lines = list(arguments) + [f"{key}={value}" for key, value in params.items()]
     dimensions: Dict[str, Dimension] = {}
@@ -97,8 +98,6 @@ def parse(arguments: List[str], params: Dict[str, str]) -> Space:
 
 
 def _dimension(key: str, override: Any) -> Dimension:
-    from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, RangeSweep
-
     sweep = override.value()
     text = override.get_value_string()
     tags = set(getattr(sweep, "tags", ()) or ())
@@ -154,8 +153,6 @@ def check_sampling(space: Space, sampling: str) -> None:
 
 def override_for(key: str, value: Any) -> str:
     """One member's override for a sampled value, quoted as Hydra's grammar needs."""
-    from hydra.core.override_parser.types import Override
-
     # Hydra's own quoting of a value element (private, but it is the grammar's inverse: a string with
     # spaces or commas comes back quoted so the override parses to the same value).
     return f"{key}={Override._get_value_element_as_str(value)}"
