@@ -24,6 +24,6 @@ class MltrainLauncher(Launcher):
         self.task_function = task_function
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
-        from mltrain.launch.hydra_adapter import launch
+        from mltrain.launch.hydra_adapter import launch  # plugin
 
         return launch(self, job_overrides, initial_job_idx)

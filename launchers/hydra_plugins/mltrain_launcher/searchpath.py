@@ -6,7 +6,7 @@ from hydra.plugins.search_path_plugin import SearchPathPlugin
 
 class MltrainSearchPathPlugin(SearchPathPlugin):
     def manipulate_search_path(self, search_path: ConfigSearchPath) -> None:
-        from mltrain.config.paths import builtin_search_url, user_conf_dirs
+        from mltrain.config.paths import builtin_search_url, user_conf_dirs  # plugin
 
         builtin = builtin_search_url()
         if not any(entry.path == builtin for entry in search_path.get_path()):

@@ -34,7 +34,7 @@ class MltrainSweeper(BasicSweeper):
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         existing = next(p for p in (sweep_dir, *sweep_dir.parents) if p.exists())
         try:
-            from mltrain import pipelines, sweeps
+            from mltrain import pipelines, sweeps  # plugin
 
             if pipelines.wanted(self.config):
                 return pipelines.run(self, arguments)
