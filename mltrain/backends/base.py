@@ -165,8 +165,8 @@ def prepare_environment(job: FrozenJob, record: RunRecord, log: RunLog) -> Optio
     log.info(PREPARING, show=True)
     if not job.environment:
         return None
-    from mltrain.environments import materialize
-    from mltrain.environments.spec import EnvironmentSpec
+    from mltrain.environments import materialize  # startup
+    from mltrain.environments.spec import EnvironmentSpec  # startup
 
     spec = EnvironmentSpec(**job.environment["spec"])
     info = materialize.materialize(spec, job.environment["containerized"], job.environment.get("check", "error"),

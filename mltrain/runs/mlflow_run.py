@@ -100,7 +100,7 @@ def ensure_template() -> None:
     folder = template_dir()
     if (folder / "template.json").is_file():
         return
-    from mlflow import MlflowClient
+    from mlflow import MlflowClient  # heavy
 
     building = folder.with_name(f".{folder.name}-{os.getpid()}")
     shutil.rmtree(building, ignore_errors=True)
@@ -136,7 +136,7 @@ def ensure_template() -> None:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    import logging
+    import logging  # startup
 
     logging.disable(logging.CRITICAL)
     if (argv if argv is not None else sys.argv[1:]) == ["--template"]:

@@ -10,8 +10,11 @@ distribution settings from them without loading Hydra or OmegaConf.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Type, TypeVar, Union
+
+from mltrain.errors import ConfigError
 
 if TYPE_CHECKING:  # typeshed's protocol of a dataclass exists for type checkers only
     from _typeshed import DataclassInstance
@@ -361,7 +364,6 @@ def compute_from_dict(values: Dict[str, Any], key: str = "compute") -> ComputeCo
     kind = str(values.get("kind", "local"))
     schema = COMPUTE_SCHEMAS.get(kind)
     if schema is None:
-        from mltrain.errors import ConfigError
 
         raise ConfigError(f"{key}.kind", f"'{kind}' is not supported", list(COMPUTE_SCHEMAS))
     return _build(schema, values, key)
@@ -380,12 +382,9 @@ def distribution_from_dict(values: Dict[str, Any], key: str = "distribution") ->
 
 
 def _build(schema: Type[_Schema], values: Dict[str, Any], key: str) -> _Schema:
-    import dataclasses
-
     names = [f.name for f in dataclasses.fields(schema)]
     unknown = sorted(k for k in values if k not in names)
     if unknown:
-        from mltrain.errors import ConfigError
 
         raise ConfigError(f"{key}.{unknown[0]}", "unknown key", names)
     return schema(**values)

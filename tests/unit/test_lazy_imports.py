@@ -21,15 +21,13 @@ ROOT = Path(mltrain.__file__).parent
 LAUNCHER = ROOT.parent / "hydra_plugins" / "mltrain_launcher"  # installed beside mltrain
 REASONS = ("heavy", "optional", "startup", "cycle", "plugin")
 SKIP = ("_rank_site", "_azureml_shim")
-#: Packages another change of issue 25 is editing now; their lazy imports get their reasons with it.
-PENDING = ("backends", "spec", "runs")
 _REASON = re.compile(r"#\s*(" + "|".join(REASONS) + r")\s*$")
 
 
 def _sources():
     for path in sorted(ROOT.rglob("*.py")):
         parts = path.relative_to(ROOT).parts
-        if parts[0] in SKIP or parts[0] in PENDING:
+        if parts[0] in SKIP:
             continue
         yield path
     if LAUNCHER.is_dir():

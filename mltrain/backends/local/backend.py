@@ -22,6 +22,8 @@ from mltrain.backends.base import (
     prepare_environment,
     stop_driver,
 )
+from mltrain.backends.local.ports import claim_port
+from mltrain.backends.local.supervisor import LocalSupervisor
 from mltrain.errors import ConfigError
 from mltrain.ranks import contract
 from mltrain.runs.console import Console, RunLog
@@ -36,7 +38,7 @@ class LocalBackend(Backend):
     name = "local"
 
     def check(self, cfg: Any) -> Optional[str]:
-        from mltrain.config.validate import visible_gpus
+        from mltrain.config.validate import visible_gpus  # startup
 
         dist = cfg.distribution
         if dist.node_count > 1:
@@ -51,7 +53,7 @@ class LocalBackend(Backend):
         return super().check(cfg)
 
     def gpus_per_node(self, cfg: Any) -> int:
-        from mltrain.config.validate import visible_gpus
+        from mltrain.config.validate import visible_gpus  # startup
 
         cap = cfg.compute.get("gpus")
         return visible_gpus() if cap is None else min(int(cap), visible_gpus())
@@ -60,7 +62,7 @@ class LocalBackend(Backend):
         gpus = compute_as(compute, LocalComputeConf).gpus
         if gpus is None:
             return {}
-        from mltrain.config.validate import visible_gpus
+        from mltrain.config.validate import visible_gpus  # startup
 
         # compute.gpus caps the GPUs the ranks see: the first N of those visible to mltrain
         visible = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
@@ -112,9 +114,6 @@ class LocalBackend(Backend):
 
     def supervise(self, plan: Plan, record: RunRecord, log: RunLog, console: Console,
                   cancel: threading.Event) -> Outcome:
-        from mltrain.backends.local.ports import claim_port
-        from mltrain.backends.local.supervisor import LocalSupervisor
-
         with claim_port() as port:
             return LocalSupervisor(plan, record, log, console, cancel).run(port.port)
 

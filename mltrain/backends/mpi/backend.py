@@ -9,6 +9,8 @@ from typing import Any, Optional
 
 from mltrain.backends.base import PORT, Outcome, Plan, with_port
 from mltrain.backends.local.backend import LocalBackend
+from mltrain.backends.local.ports import claim_port
+from mltrain.backends.mpi.driver import MpiSupervisor, mpirun_command
 from mltrain.errors import ConfigError
 from mltrain.ranks import contract
 from mltrain.runs.console import Console, RunLog
@@ -20,7 +22,7 @@ class MpiBackend(LocalBackend):
     name = "mpi"
 
     def check(self, cfg: Any) -> Optional[str]:
-        from mltrain.config.validate import visible_gpus
+        from mltrain.config.validate import visible_gpus  # startup
 
         if shutil.which("mpirun") is None:
             raise ConfigError("distribution", "distribution=mpi needs Open MPI's `mpirun` on PATH; install it with "
@@ -35,8 +37,6 @@ class MpiBackend(LocalBackend):
         return super().check(cfg)
 
     def plan(self, job: FrozenJob, share: int = 1) -> Plan:
-        from mltrain.backends.mpi.driver import mpirun_command
-
         argv, env = mpirun_command(job, PORT)
         return Plan(job, contract.plan(job, "127.0.0.1", PORT, max(1, (os.cpu_count() or 1) // share)),
                     notes=[f"MASTER_PORT ({PORT}) is handed out by the OS when the run starts",
@@ -45,9 +45,6 @@ class MpiBackend(LocalBackend):
 
     def supervise(self, plan: Plan, record: RunRecord, log: RunLog, console: Console,
                   cancel: threading.Event) -> Outcome:
-        from mltrain.backends.local.ports import claim_port
-        from mltrain.backends.mpi.driver import MpiSupervisor
-
         with claim_port() as port:
             argv, env = with_port(plan.details["mpirun"], plan.details["mpirun_env"], port.port)
             record.update(world=dataclasses.replace(record.doc.world, master_addr="127.0.0.1", master_port=port.port),

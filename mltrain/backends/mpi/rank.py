@@ -15,13 +15,13 @@ from pathlib import Path
 from types import FrameType
 from typing import Optional
 
+from mltrain.ranks import contract, reports
+from mltrain.ranks.process import run_program
+from mltrain.runs.console import Console
+from mltrain.spec.job import FrozenJob
+
 
 def main() -> None:
-    from mltrain.ranks import contract, reports
-    from mltrain.ranks.process import run_program
-    from mltrain.runs.console import Console
-    from mltrain.spec.job import FrozenJob
-
     run_dir = Path(os.environ["MLTRAIN_RUN_DIR"])
     job = FrozenJob.load(run_dir)
     place = contract.place_from_environment(os.environ, job.process_count_per_node)

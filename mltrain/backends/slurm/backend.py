@@ -2,15 +2,19 @@
 from __future__ import annotations
 
 import dataclasses
+import shutil
 import threading
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Set
 
-from mltrain.backends.base import Backend, Plan, stop_driver
-from mltrain.backends.slurm import accounting
+from mltrain.backends.base import Backend, Plan, failure_text, stop_driver
+from mltrain.backends.slurm import accounting, driver
+from mltrain.backends.slurm.containers import container_flags
+from mltrain.backends.slurm.submission import executor_parameters, make_executor, sbatch_script
 from mltrain.errors import ConfigError
-from mltrain.ranks import contract
+from mltrain.ranks import contract, reports
 from mltrain.runs.console import Console
+from mltrain.runs.lifecycle import finish
 from mltrain.runs.record import RunRecord
 from mltrain.spec.job import FrozenJob
 from mltrain.spec.schema import ComputeConf, SlurmComputeConf, compute_as
@@ -39,14 +43,11 @@ class SlurmBackend(Backend):
         return int(cfg.compute.gpus_per_node)
 
     def argv_prefix(self, compute: ComputeConf, environment: Dict[str, Any], run_dir: str) -> List[str]:
-        from mltrain.backends.slurm.containers import container_flags
-
         return container_flags(compute_as(compute, SlurmComputeConf), environment, run_dir)[1]
 
     def validate(self, job: FrozenJob) -> None:
         """submitit's own check of the executor parameters (it names the valid ones), before anything
         exists; a sweep's members usually share their parameters, so each set is checked once."""
-        from mltrain.backends.slurm.submission import executor_parameters, make_executor
 
         params = executor_parameters(job)
         key = repr(sorted(params.items()))
@@ -56,24 +57,18 @@ class SlurmBackend(Backend):
             self._checked.add(key)
 
     def preflight(self) -> None:
-        import shutil
-
         if shutil.which("sbatch") is None or shutil.which("srun") is None:
             raise ConfigError("compute=slurm", "no Slurm here: srun and sbatch are not on PATH (run on a Slurm "
                               "login node, or use --dry-run to see the batch script)")
 
     # ------------------------------------------------------------------ submission
     def plan(self, job: FrozenJob, share: int = 1) -> Plan:
-        from mltrain.backends.slurm.submission import executor_parameters
-
         return Plan(job, contract.plan(job, FIRST_NODE, JOB_PORT),
                     notes=["MASTER_ADDR is the first node of the allocation; MASTER_PORT is derived from the Slurm "
                            "job id"],
                     details={"executor": executor_parameters(job), "folder": str(Path(job.run_dir) / "submitit")})
 
     def describe(self, plan: Plan) -> List[str]:
-        from mltrain.backends.slurm.submission import sbatch_script
-
         max_requeues = compute_as(plan.job.compute, SlurmComputeConf).max_requeues
         script = sbatch_script(plan.details["executor"], Path(plan.details["folder"]), max_requeues)
         return [*plan.notes, "submitit parameters: " + repr(plan.details["executor"]), "sbatch script:",
@@ -81,13 +76,9 @@ class SlurmBackend(Backend):
 
     def launch(self, plans: List[Plan], records: List[RunRecord], consoles: List[Console],
                cancel: threading.Event) -> List[str]:
-        from mltrain.backends.slurm import driver
-
         try:
             ids = driver.submit(plans, records, consoles)
         except Exception as exc:  # no job reached the cluster (sbatch failed): every run ends Failed, here
-            from mltrain.backends.base import failure_text
-            from mltrain.runs.lifecycle import finish
 
             said = str(exc) if type(exc).__module__.startswith("submitit") else failure_text(exc)
             reason = f"submission to Slurm failed: {said}"
@@ -104,9 +95,6 @@ class SlurmBackend(Backend):
 
     # ------------------------------------------------------------------ the run handle's view
     def refresh(self, records: List[RunRecord]) -> None:
-        from mltrain.backends.slurm import driver
-        from mltrain.ranks import reports
-
         job_ids = {id(r): r.doc.slurm.job_id for r in records if r.status not in TERMINAL and r.doc.slurm is not None}
         pending = [r for r in records if id(r) in job_ids]
         seen = {id(r): reports.read_now(r.dir) for r in pending}
@@ -143,8 +131,6 @@ class SlurmBackend(Backend):
         return getattr(compute, "array_parallelism", None)
 
     def cancel(self, record: RunRecord) -> None:
-        from mltrain.backends.slurm import driver
-
         self.refresh([record])
         if record.status in TERMINAL or record.doc.slurm is None:
             return

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
+from mltrain.config.paths import mltrain_home
 from mltrain.spec.schema import SlurmComputeConf
 
 
@@ -12,7 +13,6 @@ def container_flags(compute: SlurmComputeConf, environment: Dict[str, Any], run_
     """(srun arguments, rank program prefix) that run the ranks in environment's docker image."""
     if not environment.get("containerized"):
         return [], []
-    from mltrain.config.paths import mltrain_home
 
     image = environment["spec"]["base_image"]
     shared = sorted({str(Path(run_dir).parent), str(mltrain_home())})

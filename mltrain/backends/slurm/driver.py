@@ -8,6 +8,7 @@ line come after its last one. A sweep's members are prefixed `[#N]`, whole line 
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Callable, List, Optional, Tuple
 
 from mltrain.backends.base import Plan, cancel_reason, prepare_environment
 from mltrain.backends.slurm import accounting
+from mltrain.backends.slurm.rank import SlurmRank
 from mltrain.backends.slurm.submission import make_executor
 from mltrain.ranks import reports
 from mltrain.ranks.process import follow
@@ -34,7 +36,6 @@ SAFETY_POLLS = 5
 
 def submit(plans: List[Plan], records: List[RunRecord], consoles: List[Console]) -> List[str]:
     """Prepare and submit every run; returns their Slurm job ids in the same order."""
-    from mltrain.backends.slurm.rank import SlurmRank
 
     jobs = [p.job for p in plans]
     compute = compute_as(jobs[0].compute, SlurmComputeConf)
@@ -74,7 +75,6 @@ def final_status(record: RunRecord, state: str) -> Tuple[str, Optional[str], Opt
 def _why_not_requeued(record: RunRecord) -> str:
     """What submitit said when it stopped requeuing (it logs the reason in the task's own log), in
     mltrain's words: the bare Slurm state hides that a preempted or timed-out job ran out of requeues."""
-    import re
 
     for log in sorted((record.dir / "submitit").glob("*_log.*")):
         try:

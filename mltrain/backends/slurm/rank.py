@@ -25,8 +25,10 @@ from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Union
 
 from mltrain.atomic import atomic_write
 from mltrain.errors import RunFailed
-from mltrain.ranks import contract
-from mltrain.spec.job import FrozenJob
+from mltrain.ranks import contract, reports
+from mltrain.ranks.process import describe_exit, run_forked, run_program
+from mltrain.runs.console import Console
+from mltrain.spec.job import HYDRA_TASK_MODULE, FrozenJob
 from mltrain.spec.schema import SlurmComputeConf, compute_as
 
 if TYPE_CHECKING:
@@ -82,7 +84,6 @@ def rendezvous(run_dir: Path, job_id: str, attempt: int, rank: int, master: str)
 
 def _is_hydra_task(argv: List[str]) -> bool:
     """Whether the rank program is a plain Hydra app's task run by this same interpreter."""
-    from mltrain.spec.job import HYDRA_TASK_MODULE
 
     return (len(argv) == 3 and argv[1:] == ["-m", HYDRA_TASK_MODULE]
             and os.path.realpath(argv[0]) == os.path.realpath(sys.executable))
@@ -102,7 +103,7 @@ class SlurmRank:
         self.run_dir, self._proc = state["run_dir"], None
 
     def __call__(self) -> int:
-        import submitit
+        import submitit  # heavy
 
         env = submitit.JobEnvironment()
         run_dir = Path(self.run_dir)
@@ -139,8 +140,6 @@ class SlurmRank:
             self._proc = proc
             signal.signal(signal.SIGUSR2, lambda s, f: self._checkpoint_signal(s, f, previous))
 
-        from mltrain.ranks.process import describe_exit, run_forked, run_program
-        from mltrain.runs.console import Console
 
         # every task's own output also goes to submitit's per-task log
         keep = {"on_start": started, "on_chunk": Console().raw}
@@ -148,7 +147,7 @@ class SlurmRank:
             # A plain Hydra app's task: Hydra is imported here once and the task runs in a fork of this
             # process, as hydra-submitit-launcher runs it in submitit's own, instead of paying for a
             # second interpreter that imports it all again. It keeps its own process, log and exit code.
-            from mltrain.ranks import hydra_app_rank
+            from mltrain.ranks import hydra_app_rank  # startup
 
             # prepare() is not annotated yet: mltrain.ranks is outside the strictly typed packages
             code = run_forked(hydra_app_rank.prepare(), job.cwd, full, log_path, **keep)  # type: ignore[no-untyped-call]
@@ -160,8 +159,6 @@ class SlurmRank:
         return code
 
     def _write_rank(self, rank: int, attempt: int, **fields: object) -> None:
-        from mltrain.ranks import reports
-
         reports.write(self.run_dir, rank, attempt=attempt, **fields)
 
     def _checkpoint_signal(self, signum: int, frame: Optional[FrameType], previous: _Handler) -> None:
@@ -174,7 +171,7 @@ class SlurmRank:
     def checkpoint(self, *args: object, **kwargs: object) -> DelayedSubmission:
         """Called by submitit on rank 0 before it requeues: the rank program had its signal; give it
         a moment to save, then run the same callable again."""
-        import submitit
+        import submitit  # heavy
 
         if self._proc is not None:
             try:

@@ -2,6 +2,8 @@
 submitit's executor parameters for a run, and the batch script submitit writes from them."""
 from __future__ import annotations
 
+import difflib
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict
 
@@ -54,10 +56,9 @@ def submitit_names(extra: Dict[str, Any]) -> Dict[str, Any]:
     (timeout_min, mem_gb, ...) and SlurmExecutor's with or without the `slurm_` prefix AutoExecutor
     wants (`comment` or `slurm_comment`); anything else is refused naming the closest and the valid
     ones (submitit itself would only say the prefix is missing)."""
-    import difflib
 
-    from submitit.auto.auto import AutoExecutor
-    from submitit.slurm.slurm import SlurmExecutor
+    from submitit.auto.auto import AutoExecutor  # heavy
+    from submitit.slurm.slurm import SlurmExecutor  # heavy
 
     generic, slurm = AutoExecutor._valid_parameters(), SlurmExecutor._valid_parameters()
     out: Dict[str, Any] = {}
@@ -79,14 +80,13 @@ def make_executor(params: Dict[str, Any], folder: Path, max_requeues: int, offli
     """submitit's executor for these parameters. `offline` (the parameter check and the dry run) builds it
     where no Slurm is installed too: submitit refuses to build one unless srun is on PATH, but checking the
     parameters and writing the batch script need no cluster, and a dry run on a laptop must still show them."""
-    import shutil
 
-    import submitit
+    import submitit  # heavy
 
     if offline and shutil.which("srun") is None:  # a real submission was refused earlier (Backend.preflight)
-        from unittest import mock
+        from unittest import mock  # startup
 
-        from submitit.slurm.slurm import SlurmExecutor
+        from submitit.slurm.slurm import SlurmExecutor  # heavy
 
         with mock.patch.object(SlurmExecutor, "affinity", classmethod(lambda cls: 2)):
             return make_executor(params, folder, max_requeues)
@@ -100,7 +100,7 @@ def make_executor(params: Dict[str, Any], folder: Path, max_requeues: int, offli
 
 def sbatch_script(params: Dict[str, Any], folder: Path, max_requeues: int) -> str:
     """The batch script submitit writes for these parameters (submitit builds it; nothing is submitted)."""
-    from submitit.slurm.slurm import SlurmExecutor
+    from submitit.slurm.slurm import SlurmExecutor  # heavy
 
     executor = make_executor(params, folder, max_requeues, offline=True)
     inner = executor._executor  # the SlurmExecutor behind AutoExecutor: it owns the script template
