@@ -53,7 +53,10 @@ POLICIES = {
 def test_policy_cancels_exactly_the_members_azures_rule_names(home, project, name):
     policy, expected = POLICIES[name]
     args = [f"{POLICY}policy={policy[0]}"] + [POLICY + p for p in policy[1:]]
-    r = run_mltrain("-m", *CURVES, *FOUR, *args, cwd=project, timeout=180)
+    # A member is cut while it runs, so its curve must outlast the controller's reaction on a loaded
+    # 2-core machine: a second between values (0.4 s let a cut member finish its curve under load).
+    slow = "job.arguments=[--curve,$AML_PARAMETER_curve,--pause,1.0]"
+    r = run_mltrain("-m", *CURVES, slow, *FOUR, *args, cwd=project, timeout=240)
     assert r.rc == 0, r.out + r.err
     doc = sweep_doc(home)
     members = by_curve(doc)

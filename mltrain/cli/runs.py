@@ -224,14 +224,14 @@ def _best(args) -> int:
     doc = results.load(args.sweep, _root(args))
     if args.json:
         keys = ("sweep_dir", "status", "primary_metric", "goal", "best_run_id", "best_value", "best_params")
-        print(json.dumps({k: doc.get(k) for k in keys}, indent=2))
+        print(json.dumps({k: getattr(doc, k) for k in keys}, indent=2))
         return 0
-    if not doc.get("best_run_id"):
-        print(f"no member of {doc['sweep_dir']} has logged {doc.get('primary_metric') or 'a primary metric'} yet",
+    if not doc.best_run_id:
+        print(f"no member of {doc.sweep_dir} has logged {doc.primary_metric or 'a primary metric'} yet",
               file=sys.stderr)
         return 1
     if args.id:
-        print(doc["best_run_id"])
+        print(doc.best_run_id)
         return 0
     for line in results.summary_lines(doc):
         print(line)

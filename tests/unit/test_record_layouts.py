@@ -13,9 +13,10 @@ from mltrain import backends
 from mltrain.errors import MltrainError
 from mltrain.runs.record import RunRecord
 from mltrain.spec.records import RUN_LAYOUT, MlflowMark, PipelineGraph, RankEntry, RunDoc, StepEntry, World
+from mltrain.spec.sweep_record import SWEEP_LAYOUT, MemberRow, SweepDoc
 
 DATA = Path(__file__).parent.parent / "data"
-FIXTURES = sorted([*(DATA / "old_layout").glob("*/run.json"), *(DATA / "record_layouts").glob("*.json")])
+FIXTURES = sorted([*(DATA / "old_layout").glob("*/run.json"), *(DATA / "record_layouts").glob("layout2_*.json")])
 
 
 def _raw(path: Path) -> dict:
@@ -88,3 +89,20 @@ def test_updates_take_only_fields_a_run_record_has(tmp_path):
         record.update(no_such_field=1)
     record.set_rank(3, exit_code=0, host="n1")
     assert RunRecord.load(tmp_path).doc.ranks["3"] == RankEntry(exit_code=0, host="n1")
+
+
+def test_a_sweep_record_of_the_first_layout_reads_typed_and_round_trips():
+    raw = _raw(DATA / "record_layouts" / "layout1_sweep.json")
+    doc = SweepDoc.from_json(raw)
+    assert all(isinstance(m, MemberRow) for m in doc.members) and doc.best_run_id == doc.members[0].run_id
+    assert doc.best_value == 6 and doc.members[0].values == [2, 4, 6] and doc.layout == SWEEP_LAYOUT
+    written = doc.to_json()
+    assert {k: v for k, v in written.items() if k != "layout"} == raw
+    assert SweepDoc.from_json(written) == doc
+
+
+def test_runs_best_summary_reads_the_typed_sweep():
+    from mltrain.sweeps.results import summary_lines
+
+    lines = summary_lines(SweepDoc.from_json(_raw(DATA / "record_layouts" / "layout1_sweep.json")))
+    assert lines[0] == "sweep of 2 runs (grid, score maximize):" and lines[1].startswith(" *#0   Completed score=6")
