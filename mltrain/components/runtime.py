@@ -6,7 +6,7 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from omegaconf import OmegaConf
 
@@ -65,13 +65,20 @@ def init_distributed(ctx: RankContext) -> None:
         return
     import torch.distributed as dist  # heavy
 
-    backend = os.environ.get("MLTRAIN_BACKEND", "gloo")
+    # a rank of a distributed job is always told its process group; gloo if one was started by hand
+    backend = process_group() or "gloo"
     timeout = datetime.timedelta(seconds=float(os.environ.get("MLTRAIN_DIST_TIMEOUT_S", "1800")))
     if backend == "nccl":
         import torch  # heavy
 
         torch.cuda.set_device(ctx.local_rank)
     dist.init_process_group(backend, init_method="env://", rank=ctx.rank, world_size=ctx.world_size, timeout=timeout)
+
+
+def process_group() -> Optional[str]:
+    """The torch.distributed backend the driver chose for this job's ranks (gloo | nccl), None for a
+    single process (which then uses a GPU when one is visible)."""
+    return os.environ.get("MLTRAIN_BACKEND") or None
 
 
 def shutdown_distributed(ctx: RankContext) -> None:

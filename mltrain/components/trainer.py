@@ -24,7 +24,7 @@ from torch.utils.data import DataLoader, DistributedSampler, Subset
 
 from mltrain.atomic import atomic_write
 from mltrain.components.designer_errors import NaNLossError
-from mltrain.components.runtime import RankContext
+from mltrain.components.runtime import RankContext, process_group
 from mltrain.runs.metrics import MetricsWriter, iter_metrics
 
 POLY_POWER = 0.9
@@ -105,7 +105,7 @@ class Trainer:
 
     # ---------------------------------------------------------------------------- set-up
     def _device(self) -> torch.device:
-        if torch.cuda.is_available() and os.environ.get("MLTRAIN_BACKEND", "nccl") != "gloo":
+        if torch.cuda.is_available() and process_group() != "gloo":  # a gloo process group keeps to the CPU
             return torch.device("cuda", self.ctx.local_rank % torch.cuda.device_count())
         return torch.device("cpu")
 
