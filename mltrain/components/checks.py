@@ -22,6 +22,8 @@ MODELS = (
     "wide_resnet50_2", "wide_resnet101_2", "densenet121", "densenet161", "densenet169", "densenet201",
 )
 SPEC_FILE = "model_spec.json"
+#: The metadata file of an image directory (mltrain.components.image_directory), read here without importing it.
+IMAGE_DIRECTORY_META = "image_directory.json"
 WEIGHTS_FILE = "weights.pt"
 
 
@@ -46,6 +48,9 @@ def labels_of(directory: str, key: str) -> List[str]:
     root = Path(directory).expanduser()
     if not root.is_dir():
         raise ConfigError(key, f"directory '{root}' does not exist")
+    if _unlabelled(root):
+        raise NotLabeledDatasetError(f"'{root}' ({key}) is an unlabelled image directory (Convert to Image Directory "
+                                     "found no label folders in its input); training needs one folder per label")
     labels = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
     if not labels:
         raise NotLabeledDatasetError(f"'{root}' ({key}) has no label folders; expected one folder per label")
@@ -53,6 +58,15 @@ def labels_of(directory: str, key: str) -> List[str]:
         if not any(is_image(f) for f in (root / label).rglob("*") if f.is_file()):
             raise NotLabeledDatasetError(f"label folder '{root / label}' ({key}) holds no images ({', '.join(IMG_EXTENSIONS)})")
     return labels
+
+
+def _unlabelled(root: Path) -> bool:
+    """Whether Convert to Image Directory marked the directory unlabelled (mltrain.components.image_directory)."""
+    try:
+        meta = json.loads((root / IMAGE_DIRECTORY_META).read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(meta, dict) and meta.get("labelled") is False
 
 
 def check_label_sets(train: List[str], val: List[str]) -> None:

@@ -9,10 +9,13 @@ import fcntl
 import os
 import shutil
 from pathlib import Path
-from typing import Any, List, Tuple
+from typing import Any, List, Optional, Tuple
 
 from mltrain.components import checks
 from mltrain.components.designer_errors import InvalidDatasetError
+from mltrain.components.image_directory import read_meta
+from mltrain.components.image_transformation import build as build_transform
+from mltrain.components.image_transformation import output_size
 from mltrain.config.paths import mltrain_home
 
 SAMPLE_NAME = "digits-v1"
@@ -65,7 +68,23 @@ def resolve_dirs(cfg: Any) -> Tuple[Path, Path]:
     return Path(cfg.data.train_dir).expanduser(), Path(cfg.data.val_dir).expanduser()
 
 
-def transforms(cfg: Any, train: bool):
+def attached_transform(directory: Any) -> Optional[List[list]]:
+    """The operations Apply Image Transformation attached to an image directory, if it did."""
+    meta = read_meta(directory) if directory else None
+    transform = (meta or {}).get("transform")
+    return list(transform["transforms"]) if isinstance(transform, dict) else None
+
+
+def trained_image_size(cfg: Any, ops: Optional[List[list]]) -> int:
+    """The size the model sees: the one the attached transformation fixes, else data.image_size."""
+    return (output_size(ops) if ops else None) or int(cfg.data.image_size)
+
+
+def transforms(cfg: Any, train: bool, ops: Optional[List[list]] = None):
+    """The images' transform: an attached image transformation (its random operations in training only),
+    else the built-in defaults below."""
+    if ops is not None:
+        return build_transform(ops, training=train, image_size=trained_image_size(cfg, ops))
     from torchvision import transforms as T  # heavy
 
     size = int(cfg.data.image_size)
@@ -84,8 +103,11 @@ def datasets(cfg: Any):
 
     train_dir, val_dir = resolve_dirs(cfg)
     checks.check_label_sets(checks.labels_of(str(train_dir), "data.train_dir"), checks.labels_of(str(val_dir), "data.val_dir"))
-    train = ImageFolder(str(train_dir), transform=transforms(cfg, train=True), loader=load_image)
-    val = ImageFolder(str(val_dir), transform=transforms(cfg, train=False), loader=load_image)
+    train_ops = attached_transform(train_dir)
+    # Validation reads its own attached transformation, else training's without its random operations.
+    val_ops = attached_transform(val_dir) or train_ops
+    train = ImageFolder(str(train_dir), transform=transforms(cfg, train=True, ops=train_ops), loader=load_image)
+    val = ImageFolder(str(val_dir), transform=transforms(cfg, train=False, ops=val_ops), loader=load_image)
     return train, val
 
 

@@ -66,7 +66,8 @@ def _replace_head(model, num_classes: int) -> None:
         model.classifier = nn.Linear(model.classifier.in_features, num_classes)
 
 
-def save_model_dir(directory: Path, spec: Dict[str, Any], class_names: List[str], image_size: int, state_dict) -> None:
+def save_model_dir(directory: Path, spec: Dict[str, Any], class_names: List[str], image_size: int, state_dict,
+                   transform: Optional[List[list]] = None) -> None:
     """Write a trained model directory; weights first, spec last, so a half-written one is not trained."""
     import torch  # heavy
 
@@ -77,6 +78,8 @@ def save_model_dir(directory: Path, spec: Dict[str, Any], class_names: List[str]
     full = {"name": spec["name"], "memory_efficient": bool(spec.get("memory_efficient")),
             "num_classes": len(class_names), "class_names": list(class_names), "image_size": int(image_size),
             "framework": "torchvision"}
+    if transform is not None:  # Apply Image Transformation's operations, for inference
+        full["image_transformation"] = transform
     atomic_write(directory / checks.SPEC_FILE, json.dumps(full, indent=2))
 
 

@@ -1,6 +1,9 @@
 """Score Image Model: a trained model directory + an image directory -> outputs/predictions.csv.
 
-One row per image: path, predicted label, probability. Ranks split the images; rank 0 merges.
+One row per image: path, predicted label, probability, and the true label when the image directory is
+labelled (what Evaluate Model compares). Images are read through the image transformation Apply Image
+Transformation attached to the directory, else the one the model was trained with, else the defaults;
+always without random operations. Ranks split the images; rank 0 merges.
 Run as `python -m mltrain.components.score_image_model` by the launcher.
 """
 from __future__ import annotations
@@ -15,6 +18,7 @@ from mltrain.atomic import atomic_write
 from mltrain.components import data
 from mltrain.components import model_directory as models
 from mltrain.components.checks import validate_score as validate  # noqa: F401  (the driver's checks: spec.kinds)
+from mltrain.components.image_directory import label_of, labelled
 from mltrain.components.onnx_export import OnnxModel
 from mltrain.components.runtime import RankContext, run_component
 
@@ -31,7 +35,10 @@ def score(ctx: RankContext) -> None:
     images = data.list_images(cfg.job.image_dir)
     mine = images[ctx.rank::ctx.world_size]
     size = int(spec.get("image_size") or cfg.data.image_size)
-    transform = data.transforms(_with_size(cfg, size), train=False)
+    ops = data.attached_transform(cfg.job.image_dir) or spec.get("image_transformation")
+    transform = data.transforms(_with_size(cfg, size), train=False, ops=ops)
+    root = Path(str(cfg.job.image_dir)).expanduser()
+    truth = labelled(root)
     rows = []
     with torch.no_grad():
         for start in range(0, len(mine), 64):
@@ -39,7 +46,11 @@ def score(ctx: RankContext) -> None:
             x = torch.stack([transform(Image.open(p).convert("RGB")) for p in batch])
             probs = torch.softmax(model(x), dim=1)
             best, idx = probs.max(dim=1)
-            rows += [(str(p), spec["class_names"][i], f"{b:.6f}") for p, i, b in zip(batch, idx.tolist(), best.tolist())]
+            for p, i, b in zip(batch, idx.tolist(), best.tolist()):
+                row = [str(p), spec["class_names"][i], f"{b:.6f}"]
+                if truth:  # the true label, for Evaluate Model
+                    row.append(label_of(p.relative_to(root).as_posix()))
+                rows.append(tuple(row))
     if ctx.distributed:
         gathered = [None] * ctx.world_size
         dist.all_gather_object(gathered, rows)
@@ -48,9 +59,11 @@ def score(ctx: RankContext) -> None:
         rows.sort()
         buf = io.StringIO()
         writer = csv.writer(buf)
-        writer.writerow(["path", "predicted_label", "probability"])
+        writer.writerow(["path", "predicted_label", "probability", *(["label"] if truth else [])])
         writer.writerows(rows)
-        out = ctx.outputs_dir / Path(str(cfg.job.predictions_file)).name
+        folder = Path(str(cfg.job.output_path)).expanduser() if cfg.job.get("output_path") else ctx.outputs_dir
+        folder.mkdir(parents=True, exist_ok=True)
+        out = folder / Path(str(cfg.job.predictions_file)).name
         atomic_write(out, buf.getvalue())
         print(f"scored {len(rows)} images with {spec['name']} ({cfg.job.runtime}): {out}", flush=True)
 

@@ -77,7 +77,8 @@ def _has_missing(value: Any) -> bool:
 #: relative path is made absolute here, once, against the folder mltrain was started in: the checks
 #: before launch and the ranks then read the same path, and run.json records it.
 PATH_KEYS = ("data.train_dir", "data.val_dir", "model.weights", "job.untrained_model_dir", "job.model_dir",
-             "job.image_dir")
+             "job.image_dir", "job.input_path", "job.output_path", "job.input_transform_path", "job.input_image_path",
+             "job.src_path", "job.tgt_train_path", "job.tgt_test_path", "job.scored_dataset")
 
 
 def _absolute_paths(cfg) -> None:

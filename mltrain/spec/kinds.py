@@ -14,15 +14,20 @@ from dataclasses import dataclass
 from typing import Dict
 
 from mltrain.spec.schema import (
+    ApplyImageTransformationJobConf,
     CommandJobConf,
+    ConvertToImageDirectoryJobConf,
     DataConf,
     DistributionConf,
     EnvironmentConf,
+    EvaluateModelJobConf,
+    InitImageTransformationJobConf,
     LocalComputeConf,
     ModelConf,
     ScoreImageModelJobConf,
     ScriptJobConf,
     SlurmComputeConf,
+    SplitImageDirectoryJobConf,
     TrainerConf,
     TrainPytorchModelJobConf,
 )
@@ -60,6 +65,19 @@ register(JobKind("train_pytorch_model", TrainPytorchModelJobConf, "mltrain.compo
                  "Designer's Train PyTorch Model: a torchvision classifier trained on an image directory"))
 register(JobKind("score_image_model", ScoreImageModelJobConf, "mltrain.components.score_image_model",
                  "Designer's Score Image Model: a trained model directory scores an image directory"))
+register(JobKind("convert_to_image_directory", ConvertToImageDirectoryJobConf,
+                 "mltrain.components.convert_to_image_directory",
+                 "Designer's Convert to Image Directory: a folder, archive or table of images -> an image directory"))
+register(JobKind("init_image_transformation", InitImageTransformationJobConf,
+                 "mltrain.components.init_image_transformation",
+                 "Designer's Init Image Transformation: resize, crops, flips ... -> an image transformation"))
+register(JobKind("apply_image_transformation", ApplyImageTransformationJobConf,
+                 "mltrain.components.apply_image_transformation",
+                 "Designer's Apply Image Transformation: an image directory read through a transformation"))
+register(JobKind("split_image_directory", SplitImageDirectoryJobConf, "mltrain.components.split_image_directory",
+                 "Designer's Split Image Directory: two image directories, stratified by label, seeded"))
+register(JobKind("evaluate_model", EvaluateModelJobConf, "mltrain.components.evaluate_model",
+                 "Designer's Evaluate Model: accuracy, per-class precision/recall/F1, confusion matrix"))
 
 
 def schemas() -> Dict[str, Dict[str, type]]:

@@ -77,6 +77,96 @@ class ScoreImageModelJobConf:
     predictions_file: str = "predictions.csv"
     # pytorch | onnxruntime (the model directory's model.onnx, through ONNX Runtime on the CPU)
     runtime: str = "pytorch"
+    # The folder predictions_file goes to; null: the run's outputs/ (a pipeline names one: ${outputs.NAME}).
+    output_path: Optional[str] = None
+    params: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ConvertToImageDirectoryJobConf:
+    """The Designer's Convert to Image Directory: a folder, an archive or a table -> a labelled image directory."""
+
+    kind: str = "convert_to_image_directory"
+    # A folder, a .zip/.tar/.tar.gz/.tgz/.tar.bz2/.gz/.bz2 archive, or a .csv/.tsv/.parquet table of image paths.
+    input_path: str = MISSING
+    # Where the image directory goes; null: <run>/outputs/image_directory.
+    output_path: Optional[str] = None
+    # A table's image-path and label columns; null: the first of path/image/file... and label/class/category.
+    path_column: Optional[str] = None
+    label_column: Optional[str] = None
+    params: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class InitImageTransformationJobConf:
+    """The Designer's Init Image Transformation: its switches and sizes -> an image transformation."""
+
+    kind: str = "init_image_transformation"
+    output_path: Optional[str] = None
+    # Azure's parameters and their published defaults (each operation off until switched on).
+    resize: bool = False
+    size: int = 256
+    center_crop: bool = False
+    crop_size: int = 224
+    pad: bool = False
+    padding: int = 0
+    color_jitter: bool = False
+    grayscale: bool = False
+    random_resized_crop: bool = False
+    random_resized_crop_size: int = 256
+    random_crop: bool = False
+    random_crop_size: int = 224
+    random_horizontal_flip: bool = False
+    random_vertical_flip: bool = False
+    random_rotation: bool = False
+    random_rotation_degrees: int = 0
+    random_affine: bool = False
+    random_affine_degrees: int = 0
+    random_grayscale: bool = False
+    random_perspective: bool = False
+    params: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ApplyImageTransformationJobConf:
+    """The Designer's Apply Image Transformation: a transformation + an image directory -> an image directory."""
+
+    kind: str = "apply_image_transformation"
+    # "For training" (every operation) | "For inference" (the random ones dropped)
+    mode: str = MISSING
+    input_transform_path: str = MISSING
+    input_image_path: str = MISSING
+    output_path: Optional[str] = None
+    # How images reach the output: hardlink (copy where the file system refuses) | symlink | copy
+    link: str = "hardlink"
+    params: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class SplitImageDirectoryJobConf:
+    """The Designer's Split Image Directory: one image directory -> two, stratified by label, seeded."""
+
+    kind: str = "split_image_directory"
+    src_path: str = MISSING
+    # null: <run>/outputs/image_directory_1 and image_directory_2
+    tgt_train_path: Optional[str] = None
+    tgt_test_path: Optional[str] = None
+    # The share of images in the first output (Azure's default 0.9) and the split's seed (Azure's fixed 42).
+    fraction: float = 0.9
+    seed: int = 42
+    link: str = "hardlink"
+    params: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class EvaluateModelJobConf:
+    """The Designer's Evaluate Model, for classification: scored images against their true labels."""
+
+    kind: str = "evaluate_model"
+    # Score Image Model's predictions.csv, or the folder holding it.
+    scored_dataset: str = MISSING
+    # null: <run>/outputs/evaluation
+    output_path: Optional[str] = None
     params: Dict[str, Any] = field(default_factory=dict)
 
 

@@ -1,0 +1,18 @@
+"""Azure's Apply Image Transformation module: `--mode "For training"|"For inference" --input-transform-path
+--input-image-path --output-path`, on mltrain's component."""
+import sys
+
+from azureml.designer.modules.computer_vision import _cli
+
+MODULE = "apply_image_transformation"
+
+if __name__ == "__main__":
+    names = ["mode", "input_transform_path", "input_image_path", "output_path"]
+    args = _cli.parse(sys.argv[1:], dict.fromkeys(names, str), names, MODULE)
+
+    def call():
+        from mltrain.components.apply_image_transformation import apply
+
+        apply(args["mode"], args["input_transform_path"], args["input_image_path"], args["output_path"])
+
+    _cli.run(MODULE, call)
