@@ -9,6 +9,20 @@ from typing import Any, Callable, Dict, List, Optional
 TRUE, FALSE = ("true", "1", "yes"), ("false", "0", "no")
 
 
+def ensure_mltrain(module: str) -> None:
+    """Run on mltrain's interpreter: a job's command may start another `python` (the system's) that has the
+    stand-ins on its path but not mltrain; every rank is told mltrain's own in MLTRAIN_PYTHON."""
+    import importlib.util
+    import os
+
+    if importlib.util.find_spec("mltrain") is None:
+        python = os.environ.get("MLTRAIN_PYTHON")
+        if not python or os.environ.get("_MLTRAIN_SHIM_REEXEC"):  # once: never a loop
+            fail(module.rsplit(".", 1)[-1], "mltrain is not importable by this Python; run it with mltrain's")
+        os.environ["_MLTRAIN_SHIM_REEXEC"] = "1"
+        os.execv(python, [python, "-m", module, *sys.argv[1:]])
+
+
 def parse(argv: List[str], types: Dict[str, type], required: List[str], module: str) -> Dict[str, Any]:
     values: Dict[str, Any] = {}
     i = 0

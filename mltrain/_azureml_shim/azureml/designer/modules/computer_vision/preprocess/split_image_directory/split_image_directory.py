@@ -6,6 +6,7 @@ from azureml.designer.modules.computer_vision import _cli
 MODULE = "split_image_directory"
 
 if __name__ == "__main__":
+    _cli.ensure_mltrain(__spec__.name)
     args = _cli.parse(sys.argv[1:], {"src_path": str, "tgt_train_path": str, "tgt_test_path": str, "fraction": float},
                       ["src_path", "tgt_train_path", "tgt_test_path"], MODULE)
 

@@ -7,6 +7,7 @@ from azureml.designer.modules.computer_vision import _cli
 MODULE = "apply_image_transformation"
 
 if __name__ == "__main__":
+    _cli.ensure_mltrain(__spec__.name)
     names = ["mode", "input_transform_path", "input_image_path", "output_path"]
     args = _cli.parse(sys.argv[1:], dict.fromkeys(names, str), names, MODULE)
 

@@ -7,6 +7,7 @@ from azureml.designer.modules.computer_vision import _cli
 MODULE = "init_image_transformation"
 
 if __name__ == "__main__":
+    _cli.ensure_mltrain(__spec__.name)
     from mltrain.components.image_transformation import PARAMETERS
 
     types = {"output_path": str}
