@@ -104,6 +104,9 @@ COMMANDS = {
     "mltrain runs rerun digits-onnx": ("run", []),
     "mltrain runs sync": ("run", []),
     "mltrain pipeline=digits": ("run", []),
+    "python photos.py": ("run", []),
+    "mltrain job=convert_to_image_directory job.input_path=./photos.zip run.id=photos": ("run", []),
+    "mltrain pipeline=image_classification": ("run", ["trainer.epochs=1"]),
     "mltrain pipeline=digits compute=slurm": ("run", []),
     "python my_app.py -m lr=0.1,0.01 hydra/launcher=mltrain": ("run", []),
     "python my_app.py -m lr=0.1,0.01 hydra/launcher=mltrain_slurm hydra.launcher.partition=debug "

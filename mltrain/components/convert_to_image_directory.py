@@ -21,9 +21,10 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-from collections import Counter
+from collections import Counter, deque
+from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
 
 from mltrain.components import image_directory as imgdir
 from mltrain.components.checks import later
@@ -62,14 +63,24 @@ def readable_image(source: Any) -> bool:
 
 
 class _Writer:
-    """Writes kept images under `root` at their checked names, resolving repeated names."""
+    """Writes kept images under `root` at their checked names. Names are decided here, in the input's order
+    (so repeated names resolve the same way every time); decoding and writing run on a few threads, which
+    overlap the file system's latency and Pillow's decoder (it releases the GIL), with a bounded number
+    of images in flight so that memory stays flat."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, threads: int = 4, in_flight: int = 64) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
         self.root = root
         self.written: Dict[Tuple[str, ...], str] = {}
+        self.folders: set = set()
+        self.failed: set = set()
         self.skipped: Counter = Counter()
         self.examples: Dict[str, str] = {}
         self.renamed = 0
+        self.pool = ThreadPoolExecutor(threads)
+        self.pending: Deque[Tuple[Future, Member, Tuple[str, ...]]] = deque()
+        self.in_flight = in_flight
 
     def skip(self, reason: str, name: str) -> None:
         self.skipped[reason] += 1
@@ -87,9 +98,29 @@ class _Writer:
                     return self._add_large(member, data, f)
         except OSError:
             return self.skip("unreadable file", member.name)
-        if not readable_image(data):
-            return self.skip("corrupt or unreadable image", member.name)
-        self._store(member, hashlib.sha256(data).hexdigest(), lambda path: path.write_bytes(data))
+        parts = self._reserve(member, hashlib.sha256(data).hexdigest())
+        if parts:
+            self.pending.append((self.pool.submit(_check_and_write, data, self.root.joinpath(*parts)), member, parts))
+            while len(self.pending) > self.in_flight:
+                self._collect_one()
+
+    def finish(self) -> Dict[Tuple[str, ...], str]:
+        """Wait for every image; the kept ones, (checked name -> sha256)."""
+        while self.pending:
+            self._collect_one()
+        self.pool.shutdown()
+        return {p: d for p, d in self.written.items() if p not in self.failed}
+
+    def close(self) -> None:
+        for future, _, _ in self.pending:
+            future.cancel()
+        self.pool.shutdown(wait=True)
+
+    def _collect_one(self) -> None:
+        future, member, parts = self.pending.popleft()
+        if not future.result():
+            self.failed.add(parts)  # its name stays taken: names never depend on the threads' timing
+            self.skip("corrupt or unreadable image", member.name)
 
     def _add_large(self, member: Member, head: bytes, rest: Any) -> None:
         spill = self.root.parent / f".{self.root.name}.large"
@@ -102,24 +133,32 @@ class _Writer:
         if not readable_image(spill):
             spill.unlink()
             return self.skip("corrupt or unreadable image", member.name)
-        self._store(member, digest.hexdigest(), lambda path: os.replace(spill, path))
+        parts = self._reserve(member, digest.hexdigest())
+        if parts is None:
+            spill.unlink()
+            return
+        target = self.root.joinpath(*parts)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(spill, target)
 
-    def _store(self, member: Member, digest: str, write: Callable[[Path], Any]) -> None:
+    def _reserve(self, member: Member, digest: str) -> Optional[Tuple[str, ...]]:
+        """The name an image is written under, or None (skipped, and why counted)."""
         parts = member.parts
         if parts in self.written:
             if self.written[parts] == digest:
-                return self.skip("duplicate (same name and content)", member.name)
+                self.skip("duplicate (same name and content)", member.name)
+                return None
             parts = self._free_name(parts)
             self.renamed += 1
-        target = self.root.joinpath(*parts)
-        try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            if target.exists():  # a folder of that name (`a.jpg/` beside `a.jpg`)
-                return self.skip("name clash with a folder", member.name)
-            write(target)
-        except (NotADirectoryError, FileExistsError, IsADirectoryError):
-            return self.skip("name clash with a file", member.name)
+        if parts in self.folders:  # `a.jpg/b.jpg` came first: `a.jpg` cannot be a file too
+            self.skip("name clash with a folder", member.name)
+            return None
+        if any(parts[:i] in self.written for i in range(1, len(parts))):
+            self.skip("name clash with a file", member.name)
+            return None
         self.written[parts] = digest
+        self.folders.update(parts[:i] for i in range(1, len(parts)))
+        return parts
 
     def _free_name(self, parts: Tuple[str, ...]) -> Tuple[str, ...]:
         stem, ext = os.path.splitext(parts[-1])
@@ -127,6 +166,16 @@ class _Writer:
         while parts[:-1] + (f"{stem}~{n}{ext}",) in self.written:
             n += 1
         return parts[:-1] + (f"{stem}~{n}{ext}",)
+
+
+def _check_and_write(data: bytes, target: Path) -> bool:
+    """On a worker thread: decode the image; write it when it decodes."""
+    if not readable_image(data):
+        return False
+    os.makedirs(target.parent, exist_ok=True)
+    with open(target, "wb") as f:
+        f.write(data)
+    return True
 
 
 def common_base(paths: List[Tuple[str, ...]]) -> Tuple[str, ...]:
@@ -153,16 +202,20 @@ def convert(input_path: Any, output_path: Any, path_column: Optional[str] = None
     built: Optional[Path] = None
     try:
         writer = _Writer(raw)
-        for member in members_of(source, path_column, label_column):
-            writer.add(member)
-        if not writer.written:
+        try:
+            for member in members_of(source, path_column, label_column):
+                writer.add(member)
+            kept = writer.finish()
+        finally:
+            writer.close()
+        if not kept:
             raise InvalidDatasetError(f"no readable images in '{source}' ({_skipped_text(writer) or 'it is empty'}); "
                                       f"images are {', '.join(e.lstrip('.') for e in imgdir.IMG_EXTENSIONS)}")
-        base = common_base(list(writer.written))
+        base = common_base(list(kept))
         built = imgdir.staging(output)
         os.rmdir(built)
         os.rename(raw.joinpath(*base), built)  # one rename: the wrapping folders are left behind
-        entries = [("/".join(p[len(base):]), d) for p, d in writer.written.items()]
+        entries = [("/".join(p[len(base):]), d) for p, d in kept.items()]
         if any(len(r.split("/")) > 1 for r, _ in entries):  # labelled: images outside a label folder are out
             for relative in [r for r, _ in entries if "/" not in r]:
                 (built / relative).unlink()
