@@ -82,7 +82,11 @@ def _modules_after(args: list, cwd) -> tuple:
 @pytest.mark.parametrize("args", [["--help"], ["--cfg", "job"], ["--dry-run"],
                                   ["--dry-run", "distribution=pytorch", "distribution.process_count_per_node=2"],
                                   ["runs", "list"], ["-m", "trainer.learning_rate=0.1,0.2", "--dry-run"],
-                                  ["--dry-run", "trainer.export_onnx=true"]])
+                                  ["--dry-run", "trainer.export_onnx=true"],
+                                  ["--dry-run", "job=convert_to_image_directory", "job.input_path=."],
+                                  ["--dry-run", "job=init_image_transformation", "job.resize=true"],
+                                  ["--dry-run", "job=split_image_directory", "job.src_path=."],
+                                  ["--dry-run", "job=evaluate_model", "job.scored_dataset=."]])
 def test_paths_that_launch_nothing_do_not_import_torch(home, project, args):
     out, err = _modules_after(args, project)
     assert "TORCH_ABSENT" in out, out + err
