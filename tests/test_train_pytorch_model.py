@@ -204,9 +204,10 @@ def test_score_image_model_one_prediction_per_image(home, project, tmp_path, ima
     assert r.rc == 0, r.out[-3000:] + r.err
     scored = [x for x in runs(home) if x["id"].startswith("score")][0]
     lines = (Path(scored["dir"]) / "outputs" / "predictions.csv").read_text().splitlines()
-    assert lines[0] == "path,predicted_label,probability"
+    assert lines[0] == "path,predicted_label,probability,label"  # labelled images: their true label, for Evaluate Model
     assert len(lines) - 1 == len(list(images[1].rglob("*.png"))) == 24
     assert all(line.split(",")[1] in ("0", "1", "2") for line in lines[1:])
+    assert all(line.split(",")[3] == Path(line.split(",")[0]).parent.name for line in lines[1:])
     # an untrained model directory is refused
     (tmp_path / "untrained").mkdir()
     (tmp_path / "untrained" / "model_spec.json").write_text(json.dumps({"name": "resnet18", "class_names": ["0"]}))
