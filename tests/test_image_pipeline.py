@@ -157,11 +157,16 @@ def test_random_flip_differs_for_training_and_is_fixed_for_inference(home, tmp_p
 
 
 def test_split_is_stratified_and_the_same_seed_gives_the_same_split(home, tmp_path):
+    """The images come from Azure's Convert to Image Directory module path, run in a command job."""
     project = tmp_path / "p"
     project.mkdir()
     write_zip(project / "photos.zip", labelled_members())
-    r, images = convert(project, home, "photos.zip")
+    command = ("python -m azureml.designer.modules.computer_vision.preprocess.convert_to_image_directory."
+               "convert_to_image_directory --input-path photos.zip --output-path $MLTRAIN_OUTPUTS_DIR/images")
+    r = run_mltrain("job=command", f"job.command={command}", "run.id=azure-convert", cwd=project)
     assert r.rc == 0, r.out + r.err
+    images = home / "runs" / "azure-convert" / "outputs" / "images"
+    assert counts_on_disk(images) == EXPECTED
 
     def split(run_id: str, seed: int):
         s = run_mltrain("job=split_image_directory", f"job.src_path={images}", "job.fraction=0.8", f"job.seed={seed}",

@@ -86,6 +86,7 @@ COMPONENTS: Dict[str, BuiltinComponent] = {c.name: c for c in (
         inputs=(Port("input_image_directory", "ImageDirectory", "job.src_path"),),
         outputs=(Port("output_image_directory1", "ImageDirectory", "job.tgt_train_path", "image_directory_1"),
                  Port("output_image_directory2", "ImageDirectory", "job.tgt_test_path", "image_directory_2")),
+        # `fraction` is Azure's; its split always seeds with 42, so `random_seed` is mltrain's own addition
         parameters=(_p("fraction", "job.fraction", "number", 0.9), _p("random_seed", "job.seed", "integer", 42))),
     BuiltinComponent(
         "train_pytorch_model", "Train PyTorch Model", "train_pytorch_model",
