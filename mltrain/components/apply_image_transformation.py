@@ -16,6 +16,7 @@ from typing import Any, Callable, Dict
 from mltrain.components import image_directory as imgdir
 from mltrain.components import image_transformation as transformation
 from mltrain.components.checks import later
+from mltrain.components.runtime import run_component
 from mltrain.errors import ConfigError
 
 OUTPUT = "image_directory"
@@ -84,6 +85,4 @@ def body(ctx: Any) -> None:
 
 
 if __name__ == "__main__":
-    from mltrain.components.runtime import run_component
-
     run_component(body)

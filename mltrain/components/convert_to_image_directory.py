@@ -19,10 +19,12 @@ convert_to_image_directory --input-path ... --output-path ...` inside a job's co
 from __future__ import annotations
 
 import hashlib
+import io
+import multiprocessing
 import os
 import shutil
 from collections import Counter, deque
-from concurrent.futures import Future
+from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
 
@@ -30,6 +32,7 @@ from mltrain.components import image_directory as imgdir
 from mltrain.components.checks import later
 from mltrain.components.designer_errors import InvalidDatasetError
 from mltrain.components.image_sources import Member, members_of
+from mltrain.components.runtime import run_component
 from mltrain.errors import ConfigError
 
 OUTPUT = "image_directory"
@@ -49,9 +52,7 @@ def validate(cfg: Any) -> None:
 def readable_image(source: Any) -> bool:
     """Whether Pillow decodes the whole image (bytes or a path). `draft` lets a JPEG decode at 1/8 scale:
     every byte of it is still read, so a truncated file fails here as it would in training."""
-    import io
-
-    from PIL import Image
+    from PIL import Image  # heavy
 
     try:
         with Image.open(io.BytesIO(source) if isinstance(source, bytes) else source) as image:
@@ -69,9 +70,6 @@ class _Writer:
     a bounded number of batches in flight keeps memory flat."""
 
     def __init__(self, root: Path, batch: int = 64, in_flight: int = 4) -> None:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-
         self.root = root
         self.written: Dict[Tuple[str, ...], str] = {}
         self.folders: set = set()
@@ -279,6 +277,4 @@ def body(ctx: Any) -> None:
 
 
 if __name__ == "__main__":
-    from mltrain.components.runtime import run_component
-
     run_component(body)

@@ -10,13 +10,17 @@ The metrics come from scikit-learn; both files are written whole (a temporary na
 from __future__ import annotations
 
 import csv
+import io
 import json
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Tuple
 
+from mltrain.atomic import atomic_write, atomic_write_bytes
 from mltrain.components.checks import later
 from mltrain.components.designer_errors import NotLabeledDatasetError
+from mltrain.components.runtime import run_component
 from mltrain.errors import ConfigError
+from mltrain.runs.metrics import MetricsWriter
 
 OUTPUT = "evaluation"
 TRUE_COLUMNS = ("label", "Labels")
@@ -55,7 +59,7 @@ def read_scored(path: Any) -> Tuple[List[str], List[str]]:
 
 
 def metrics(truth: List[str], predicted: List[str]) -> Dict[str, Any]:
-    from sklearn.metrics import accuracy_score, confusion_matrix, precision_recall_fscore_support
+    from sklearn.metrics import accuracy_score, confusion_matrix, precision_recall_fscore_support  # heavy
 
     classes = sorted(set(truth) | set(predicted))
     p, r, f, s = precision_recall_fscore_support(truth, predicted, labels=classes, zero_division=0)
@@ -73,14 +77,10 @@ def metrics(truth: List[str], predicted: List[str]) -> Dict[str, Any]:
 
 
 def plot(result: Dict[str, Any], target: Path) -> None:
-    import io
+    import matplotlib  # heavy
 
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from mltrain.atomic import atomic_write_bytes
+    matplotlib.use("Agg")  # headless: ranks have no display
+    import matplotlib.pyplot as plt  # heavy
 
     labels, matrix = result["classes"], result["confusion_matrix"]["matrix"]
     side = max(4.0, 0.45 * len(labels) + 2)
@@ -101,8 +101,6 @@ def plot(result: Dict[str, Any], target: Path) -> None:
 
 
 def evaluate(scored_dataset: Any, output_path: Any, log: Callable[[str], None] = print) -> Dict[str, Any]:
-    from mltrain.atomic import atomic_write
-
     truth, predicted = read_scored(scored_dataset)
     result = metrics(truth, predicted)
     out = Path(str(output_path)).expanduser()
@@ -117,8 +115,6 @@ def evaluate(scored_dataset: Any, output_path: Any, log: Callable[[str], None] =
 def body(ctx: Any) -> None:
     if not ctx.is_main:
         return
-    from mltrain.runs.metrics import MetricsWriter
-
     job = ctx.cfg.job
     result = evaluate(job.scored_dataset, job.output_path or ctx.outputs_dir / OUTPUT)
     MetricsWriter(ctx.run_dir / "metrics.jsonl", rank=ctx.rank).log_many(
@@ -127,6 +123,4 @@ def body(ctx: Any) -> None:
 
 
 if __name__ == "__main__":
-    from mltrain.components.runtime import run_component
-
     run_component(body)

@@ -152,7 +152,7 @@ def table_columns(path: Path) -> Tuple[List[str], Iterator[List[object]]]:
     """The column names of a CSV, TSV or Parquet table and an iterator over its rows (streamed)."""
     if suffix_of(path) == ".parquet":
         try:
-            import pyarrow.parquet as pq
+            import pyarrow.parquet as pq  # optional
         except ImportError:
             raise MltrainError(f"reading '{path.name}' (Parquet) needs pyarrow: pip install pyarrow") from None
         table = pq.ParquetFile(path)

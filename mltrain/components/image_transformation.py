@@ -18,6 +18,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from mltrain.atomic import atomic_write
 from mltrain.components.designer_errors import DesignerError
+from mltrain.errors import ConfigError
 
 SPEC_FILE = "image_transformation.json"
 FORMAT = "mltrain.image_transformation"
@@ -65,8 +66,6 @@ def from_parameters(values: Dict[str, Any]) -> List[list]:
 
 
 def check_parameters(values: Dict[str, Any], prefix: str = "job.") -> None:
-    from mltrain.errors import ConfigError
-
     for switch, _op, size in PARAMETERS:
         if size and values.get(switch):
             value = values.get(size)
@@ -109,7 +108,7 @@ def output_size(ops: Sequence[list]) -> Optional[int]:
 
 # ------------------------------------------------------------------------------ torchvision (ranks)
 def _builders() -> Dict[str, Any]:
-    from torchvision.transforms import v2
+    from torchvision.transforms import v2  # heavy
 
     return {
         "Resize": lambda size: v2.Resize(size, antialias=True),
@@ -137,8 +136,8 @@ def build(ops: Sequence[list], training: bool, image_size: int):
     """A v2 pipeline: PIL image in, normalised float tensor out. Random operations run only in training.
     Without an operation that fixes the size, Resize + CenterCrop to `image_size` are added (images of
     different sizes could not form a batch otherwise)."""
-    import torch
-    from torchvision.transforms import v2
+    import torch  # heavy
+    from torchvision.transforms import v2  # heavy
 
     chosen = for_mode(ops, "training" if training else "inference")
     builders = _builders()

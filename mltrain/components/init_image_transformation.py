@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict
 
 from mltrain.components import image_transformation as transformation
+from mltrain.components.runtime import run_component
 
 OUTPUT = "image_transformation"
 
@@ -38,6 +39,4 @@ def body(ctx: Any) -> None:
 
 
 if __name__ == "__main__":
-    from mltrain.components.runtime import run_component
-
     run_component(body)

@@ -17,6 +17,7 @@ from typing import Any, Callable, Dict, List, Tuple
 from mltrain.components import image_directory as imgdir
 from mltrain.components.checks import later
 from mltrain.components.designer_errors import InvalidDatasetError
+from mltrain.components.runtime import run_component
 from mltrain.errors import ConfigError
 
 OUTPUTS = ("image_directory_1", "image_directory_2")
@@ -35,7 +36,7 @@ def validate(cfg: Any) -> None:
 
 def choose(relatives: List[str], labels: List[Any], fraction: float, seed: int) -> Tuple[List[int], List[int], bool]:
     """(indices of the first output, of the second, whether stratified): scikit-learn's split, as Azure's."""
-    from sklearn.model_selection import train_test_split
+    from sklearn.model_selection import train_test_split  # heavy
 
     n = len(relatives)
     if n < 2:
@@ -99,6 +100,4 @@ def body(ctx: Any) -> None:
 
 
 if __name__ == "__main__":
-    from mltrain.components.runtime import run_component
-
     run_component(body)
