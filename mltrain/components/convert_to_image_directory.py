@@ -25,6 +25,7 @@ import os
 import shutil
 from collections import Counter, deque
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
 
@@ -78,10 +79,11 @@ class _Writer:
         self.examples: Dict[str, str] = {}
         self.renamed = 0
         # forkserver: workers start from a clean process, not a fork of one that may hold threads and locks
-        self.pool = ProcessPoolExecutor(_workers(), mp_context=multiprocessing.get_context("forkserver"))
+        self.pool: Optional[ProcessPoolExecutor] = ProcessPoolExecutor(
+            _workers(), mp_context=multiprocessing.get_context("forkserver"))
         self.batch: List[Tuple[bytes, str, Member, Tuple[str, ...]]] = []
         self.batch_size, self.in_flight = batch, in_flight
-        self.pending: Deque[Tuple[Future, List[Tuple[Member, Tuple[str, ...]]]]] = deque()
+        self.pending: Deque[Tuple[Optional[Future], List[Tuple[bytes, str]], List[Tuple[Member, Tuple[str, ...]]]]] = deque()
 
     def skip(self, reason: str, name: str) -> None:
         self.skipped[reason] += 1
@@ -113,21 +115,32 @@ class _Writer:
         return {p: d for p, d in self.written.items() if p not in self.failed}
 
     def close(self) -> None:
-        for future, _ in self.pending:
-            future.cancel()
-        self.pool.shutdown(wait=True)
+        for future, _, _ in self.pending:
+            if future is not None:
+                future.cancel()
+        if self.pool is not None:
+            self.pool.shutdown(wait=True)
 
     def _submit(self) -> None:
         if self.batch:
             work = [(data, target) for data, target, _, _ in self.batch]
-            self.pending.append((self.pool.submit(_check_and_write, work), [(m, p) for _, _, m, p in self.batch]))
+            future = self.pool.submit(_check_and_write, work) if self.pool is not None else None
+            self.pending.append((future, work, [(m, p) for _, _, m, p in self.batch]))
             self.batch = []
         while len(self.pending) > self.in_flight:
             self._collect_one()
 
     def _collect_one(self) -> None:
-        future, members = self.pending.popleft()
-        for ok, (member, parts) in zip(future.result(), members):
+        future, work, members = self.pending.popleft()
+        try:
+            kept = future.result() if future is not None else _check_and_write(work)
+        except BrokenProcessPool:
+            # A worker could not start (its interpreter cannot re-import this program's main module, as with
+            # `python -` or an embedded interpreter): the rest is decoded here, in this process.
+            self.pool.shutdown(wait=False)
+            self.pool = None
+            kept = _check_and_write(work)
+        for ok, (member, parts) in zip(kept, members):
             if not ok:
                 self.failed.add(parts)  # its name stays taken: names never depend on the workers' timing
                 self.skip("corrupt or unreadable image", member.name)
