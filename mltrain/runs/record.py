@@ -122,6 +122,22 @@ class RunRecord:
         with self._lock:
             self.doc = fresh.doc
 
+    # ------------------------------------------------------------------ a cancel asked from another process
+    CANCEL_FILE = "cancel_requested"
+
+    def request_cancel(self, reason: str) -> None:
+        """Ask the run's driver, from another process, to cancel a run it has not submitted yet. A file
+        beside run.json, not a field in it: the driver writes run.json whole from what it holds, so a
+        field written by another process would be lost at its next update."""
+        atomic_write(self.dir / self.CANCEL_FILE, reason)
+
+    def cancel_requested(self) -> Optional[str]:
+        """Why another process asked for a cancel (request_cancel), or None."""
+        try:
+            return (self.dir / self.CANCEL_FILE).read_text(encoding="utf-8") or "canceled by the user"
+        except FileNotFoundError:
+            return None
+
     # ------------------------------------------------------------------ reading
     def host_is_here(self) -> bool:
         """Whether the run's driver ran on this machine (only then can its pid be looked at)."""
