@@ -5,13 +5,14 @@ no process left behind, nothing already written lost). The figures in the README
 from these tests (`-s` prints them)."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import time
 
 import pytest
 from slurm_support import require_cluster, sacct_settles
-from support import only_run, runs
+from support import mltrain_exe, only_run, run_mltrain, runs
 
 import mltrain
 
@@ -34,3 +35,59 @@ def test_a_cancel_right_after_a_detached_slurm_submit_is_never_lost(home, projec
     if record.get("slurm"):  # submitted, then scancelled: Slurm says so too
         assert sacct_settles(record["slurm"]["job_id"], timeout=60) == "CANCELLED"
     print(f"\ncancel issued with the job id {'known' if known_before else 'not yet known'}; cancel returned {status}")
+
+
+def _group_members(pgids) -> list:
+    """Every live process in the given process groups (what a rank started is in its group)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z" and int(fields[2]) in pgids:
+            found.append(int(entry))
+    return found
+
+
+def _until(check, limit_s: float, what: str):
+    """Poll until check() is truthy; a bound that only catches a hang (the figures are measured apart)."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(what)
+
+
+def test_a_killed_driver_leaves_no_rank_behind_and_the_run_failed(home, project):
+    # each rank is a shell with a child of its own: the whole group must go, not only the rank's process
+    driver = subprocess.Popen([*mltrain_exe(), "job=command", "job.command='sleep 300 & wait'", "distribution=pytorch",
+                               "distribution.process_count_per_node=2", "run.id=victim"], cwd=project,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    record = home / "runs" / "victim" / "run.json"
+
+    def both_ranks_started():
+        doc = json.loads(record.read_text()) if record.exists() else {}
+        pids = [r.get("pid") for r in doc.get("ranks", {}).values()]
+        return pids if len(pids) == 2 and all(pids) and len(_group_members(pids)) >= 4 else None
+
+    pids = _until(both_ranks_started, 60, "the two ranks (and their children) did not start")
+    killed_at = time.monotonic()
+    driver.kill()  # SIGKILL: the driver can do nothing about it
+    driver.wait()
+    _until(lambda: not _group_members(pids), 60, f"rank processes left behind: {_group_members(pids)}")
+    stopped_s = time.monotonic() - killed_at
+    status = run_mltrain("runs", "status", "victim", cwd=project)
+    looked_s = time.monotonic() - killed_at
+    assert status.out.splitlines()[0] == "victim Failed" and "driver lost" in status.out, status.out + status.err
+    run = only_run(home)
+    assert run["status"] == "Failed" and run["error"].startswith("driver lost: the mltrain driver")
+    listed = run_mltrain("runs", "list", cwd=project)
+    assert "victim" in listed.out and "Failed" in listed.out
+    print(f"\nkill -9 of the driver: ranks gone after {stopped_s:.2f}s, run Failed at the next look "
+          f"({looked_s:.2f}s after the kill)")
