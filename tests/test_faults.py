@@ -91,3 +91,48 @@ def test_a_killed_driver_leaves_no_rank_behind_and_the_run_failed(home, project)
     assert "victim" in listed.out and "Failed" in listed.out
     print(f"\nkill -9 of the driver: ranks gone after {stopped_s:.2f}s, run Failed at the next look "
           f"({looked_s:.2f}s after the kill)")
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 180 MiB tmpfs: room for the first epoch's checkpoint and best weights of a resnet18 (about
+    135 MB), not for the second epoch's checkpoint (90 MB more). Unmounted whatever happens."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=180m", "tmpfs", str(mount)], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+@pytest.mark.slow
+def test_a_full_disk_fails_the_run_in_one_line_and_keeps_the_last_checkpoint(home, project, tmp_path, small_disk):
+    import torch
+    from train_support import FAST, data_args, write_digits
+
+    train = write_digits(tmp_path / "train", per_class=4)
+    val = write_digits(tmp_path / "val", per_class=2, offset=100)
+    args = [*data_args(train, val), *FAST, "trainer.epochs=2", f"run.root={small_disk}", "run.id=full"]
+    r = run_mltrain(*args, cwd=project, timeout=300)
+    assert r.rc == 1 and "Traceback" not in r.err, r.out[-2000:] + r.err
+    run_dir = small_disk / "full"
+    record = json.loads((run_dir / "run.json").read_text())  # whole, and final
+    assert record["status"] == "Failed"
+    message = next(line for line in record["error"].splitlines() if "DiskFullError" in line)
+    assert f"no space left on device writing {run_dir / 'checkpoints'}/" in message and "free on it now" in message
+    assert "the previous checkpoint epoch_1.pt is kept" in message
+    kept = torch.load(run_dir / "checkpoints" / "latest.pt", map_location="cpu", weights_only=False)
+    assert kept["state"]["epoch"] == 1
+    assert not list((run_dir / "checkpoints").glob(".*tmp*")), "no partial file left"
+    # room again (the tmpfs grown): the run resumes from that checkpoint and completes
+    subprocess.run(["mount", "-o", "remount,size=600m", str(small_disk)], check=True)
+    resumed = run_mltrain("runs", "resume", str(run_dir), cwd=project, timeout=300)
+    assert resumed.rc == 0, resumed.out[-2000:] + resumed.err
+    assert "resumed from epoch_1.pt" in (run_dir / "logs" / "rank_0.log").read_text()
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "Completed"
+    print(f"\nfull disk: {message}")
