@@ -136,3 +136,34 @@ def test_a_full_disk_fails_the_run_in_one_line_and_keeps_the_last_checkpoint(hom
     assert "resumed from epoch_1.pt" in (run_dir / "logs" / "rank_0.log").read_text()
     assert json.loads((run_dir / "run.json").read_text())["status"] == "Completed"
     print(f"\nfull disk: {message}")
+
+
+FIFTY = 50
+
+
+def test_fifty_runs_at_once_are_all_recorded_and_a_damaged_record_breaks_nothing(home, project):
+    drivers = [subprocess.Popen([*mltrain_exe(), "job=command", "job.command=true", f"run.id=many_{i:02d}"], cwd=project,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for i in range(FIFTY)]
+    started = time.monotonic()
+    listed_meanwhile = run_mltrain("runs", "list", "--limit", "1000", cwd=project)  # while they run: no error
+    errors = [d.communicate(timeout=600)[1] for d in drivers]
+    took = time.monotonic() - started
+    assert listed_meanwhile.rc == 0 and "Traceback" not in listed_meanwhile.err, listed_meanwhile.err
+    assert [d.returncode for d in drivers] == [0] * FIFTY, [e for e in errors if e.strip()][:3]
+    found = runs(home)  # every run.json parses
+    assert sorted(r["id"] for r in found) == [f"many_{i:02d}" for i in range(FIFTY)]
+    assert {r["status"] for r in found} == {"Completed"}
+    listed = run_mltrain("runs", "list", "--limit", "1000", cwd=project)
+    assert listed.rc == 0 and all(f"many_{i:02d}" in listed.out for i in range(FIFTY))
+    # one record damaged by hand: shown as unreadable with its folder named; every other command still works
+    damaged = home / "runs" / "many_07" / "run.json"
+    damaged.write_text(damaged.read_text()[:60])
+    listed = run_mltrain("runs", "list", "--limit", "1000", cwd=project)
+    assert listed.rc == 0 and "Traceback" not in listed.err
+    assert str(home / "runs" / "many_07") in listed.out + listed.err and "unreadable" in listed.out + listed.err
+    assert sum(f"many_{i:02d}" in listed.out for i in range(FIFTY) if i != 7) == FIFTY - 1
+    for command in (["runs", "status", "many_08"], ["runs", "show", "many_09"], ["runs", "best"]):
+        r = run_mltrain(*command, cwd=project)
+        assert "Traceback" not in r.err and "many_07" not in r.err, (command, r.err)
+    assert run_mltrain("job=command", "job.command=true", cwd=project).rc == 0
+    print(f"\n{FIFTY} runs at once: {FIFTY - len(found)} lost, {took:.1f}s for all")
