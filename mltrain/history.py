@@ -68,12 +68,22 @@ def plot(records: List[RunRecord], output: Path, metric: Optional[str] = None) -
         ax.set_visible(False)
     fig.tight_layout()
     output = Path(output)
-    output.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a file where a folder should be, a read-only place: nothing is drawn
+        raise MltrainError(f"-o {output}: cannot create the folder {output.parent} ({blocked(exc)})") from None
     tmp = output.with_name(f".{output.name}.tmp.png")
     fig.savefig(tmp, dpi=100)
     plt.close(fig)
     os.replace(tmp, output)
     return names
+
+
+def blocked(exc: OSError) -> str:
+    """Why a folder could not be made, in words: mkdir says "File exists" of a file in the way."""
+    if exc.filename and Path(exc.filename).exists() and not Path(exc.filename).is_dir():
+        return f"{exc.filename} is a file"
+    return f"{exc.filename}: {exc.strerror}" if exc.filename else str(exc.strerror)
 
 
 def flat_config(record: RunRecord) -> Dict[str, Any]:

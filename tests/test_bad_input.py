@@ -27,6 +27,14 @@ REFUSED = [
     (["=3"], "cannot parse override '=3': the key before '=' is missing"),
     (["trainer=typo"], "trainer.epoch: unknown key in trainer/typo (allowed keys: epochs, batch_size,"),
     (["trainer=broken"], "{project}/.mltrain/trainer/broken.yaml: invalid YAML at line 5, column 1: expected ',' or ']'"),
+    (["job=command", "job.command=true", "run.root=/proc/nosuch/runs"],
+     "run.root: cannot create /proc/nosuch/runs (/proc/nosuch: No such file or directory)"),
+    (["job=command", "job.command=true", "run.root=/proc/nosuch/runs", "--dry-run"],
+     "run.root: cannot create /proc/nosuch/runs (/proc/nosuch: No such file or directory)"),
+    (["-m", "pipeline=a,b"], "pipeline: -m does not sweep pipelines (a pipeline is itself many runs): run each one as "
+                             "its own command (mltrain pipeline=a; mltrain pipeline=b)"),
+    (["trainer.export_onnx=true", "trainer.onnx_opset=3"],
+     "trainer.onnx_opset: 3 is outside what torch's ONNX exporter writes: 18 to 23"),
 ]
 
 
@@ -215,3 +223,62 @@ def test_a_lone_run_keeps_its_record_and_leaves_no_sweep_folder(home, project):
     assert r.rc == 1 and "Failed" in r.out
     assert only_run(home)["status"] == "Failed"
     assert not (home / "runs" / "_sweeps").exists(), "a run without -m is not a sweep"
+
+
+def _a_file(tmp_path):
+    (tmp_path / "taken").write_text("mine\n")
+    return tmp_path / "taken"
+
+
+#: Management commands given a place they cannot write, or a store they cannot open: (args, the line).
+#: {file} is an existing file of the user's, which must come out unchanged.
+MANAGEMENT_REFUSED = [
+    (["env", "save", "current", "{file}"],
+     "{file} is a file, not a folder; nothing was written (name a folder: the spec is saved in it as "
+     "azureml_environment.json)"),
+    (["env", "save", "current", "{file}/sub"], "cannot create {file}/sub ({file}/sub: Not a directory); nothing was written"),
+    (["runs", "plot", "curve", "-o", "{file}/p.png"], "-o {file}/p.png: cannot create the folder {file} ({file} is a file)"),
+    (["models", "list"], "MLTRAIN_TRACKING_URI: 'nosuch://store' has a scheme MLflow cannot keep models in (supported: "),
+]
+
+
+@pytest.mark.parametrize("args, expected", MANAGEMENT_REFUSED, ids=[" ".join(a) for a, _ in MANAGEMENT_REFUSED])
+def test_a_management_command_refused_in_one_line(home, project, tmp_path, args, expected):
+    if "plot" in args:
+        assert run_mltrain("job=script", "job.script=curve.py", "job.arguments=[--pause,0]", "run.id=curve",
+                           cwd=project).rc == 0
+    if "models" in args:
+        pytest.importorskip("mlflow")
+    taken = _a_file(tmp_path)
+    args = [a.replace("{file}", str(taken)) for a in args]
+    r = run_mltrain(*args, cwd=project, env={"MLTRAIN_TRACKING_URI": "nosuch://store"})
+    assert r.rc == 2 and "Traceback" not in r.out + r.err, r.out + r.err
+    lines = r.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"mltrain: error: {expected.replace('{file}', str(taken))}"), r.err
+    assert taken.read_text() == "mine\n" and sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["taken", "home", "proj"]), "nothing else is written"
+
+
+def test_runs_plot_makes_the_folder_it_is_given(home, project, tmp_path):
+    """A folder that does not exist yet is made (as `mkdir -p` would): asking for it is not a mistake."""
+    assert run_mltrain("job=script", "job.script=curve.py", "job.arguments=[--pause,0]", "run.id=curve",
+                       cwd=project).rc == 0
+    r = run_mltrain("runs", "plot", "curve", "-o", "missing/folder/p.png", cwd=project)
+    assert r.rc == 0 and (project / "missing" / "folder" / "p.png").stat().st_size > 0, r.err
+
+
+def test_more_nodes_than_the_partition_has_is_refused_naming_both(home, project):
+    from slurm_support import require_cluster
+
+    require_cluster()
+    # the test cluster's default partition and its size, as sinfo shows them (`debug*  1`)
+    rows = subprocess.run(["sinfo", "-h", "-o", "%P %D"], capture_output=True, text=True).stdout.split("\n")
+    name, nodes = next(row.split() for row in rows if row.split() and row.split()[0].endswith("*"))
+    nodes_word = "node" if nodes == "1" else "nodes"
+    for dry in ([], ["--dry-run"]):
+        r = run_mltrain("job=command", "job.command=true", "compute=slurm", "distribution=pytorch",
+                        "distribution.node_count=64", *dry, cwd=project)
+        assert r.rc == 2 and r.err.strip().splitlines() == [
+            f"mltrain: error: distribution.node_count: 64 nodes asked of Slurm partition '{name.rstrip('*')}', "
+            f"which has {nodes} {nodes_word}"], r.err
+        assert _nothing_written(home)

@@ -43,7 +43,7 @@ def _list(args) -> int:
         print(f"{r.id:<48} {r.status:<10} {r.world_size:>5}  "
               f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(start))}  {end - start:7.1f}s")
     for path in sorted(unreadable):
-        print(f"{path.name:<48} {'unreadable':<10}  (run.json cannot be read)")
+        print(f"{path.name:<48} {'unreadable':<10}  ({path / 'run.json'} cannot be read; the rest of the run folder is untouched)")
     return 0
 
 

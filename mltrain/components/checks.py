@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, List
 
 from mltrain.components.designer_errors import InvalidDatasetError, InvalidModelDirectoryError, NotLabeledDatasetError
-from mltrain.components.onnx_export import INSTALL, missing
+from mltrain.components.onnx_export import INSTALL, OPSETS, missing
 from mltrain.errors import ConfigError
 
 #: torchvision.datasets.folder.IMG_EXTENSIONS, copied so the driver need not import torchvision.
@@ -123,6 +123,10 @@ def validate_train(cfg: Any) -> None:
         if None not in found:
             check_label_sets(*found)
     if cfg.trainer.export_onnx:
+        low, high = OPSETS
+        if not low <= int(cfg.trainer.onnx_opset) <= high:  # refused before training, not found after it
+            raise ConfigError("trainer.onnx_opset", f"{cfg.trainer.onnx_opset} is outside what torch's ONNX exporter "
+                                                    f"writes: {low} to {high}")
         _require_onnx("trainer.export_onnx")
 
 

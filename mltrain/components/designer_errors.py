@@ -21,3 +21,7 @@ class InvalidDatasetError(DesignerError):
 
 class NaNLossError(DesignerError):
     """The training loss became NaN or infinite."""
+
+
+class DiskFullError(DesignerError):
+    """A checkpoint or output could not be written: the device is full (not a Designer name: mltrain's own)."""

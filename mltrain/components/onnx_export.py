@@ -22,6 +22,12 @@ ONNX_FILE, REPORT_FILE = "model.onnx", "onnx.json"
 PACKAGES = ("onnx", "onnxscript", "onnxruntime")
 INSTALL = "pip install 'mltrain[onnx]'"
 RTOL, ATOL = 1e-3, 1e-5
+#: The opsets torch's exporter (dynamo=True) writes as asked: it builds every graph at opset 18
+#: (torch.onnx._internal.exporter._constants.TORCHLIB_OPSET) and converts only upwards, so a lower
+#: opset silently comes out as 18; torch.onnx._constants.ONNX_MAX_OPSET (23) is the highest it
+#: supports. Written here because the driver checks them without importing torch;
+#: tests/unit/test_onnx_opsets.py compares them with the installed torch.
+OPSETS = (18, 23)
 
 
 def missing() -> Tuple[str, ...]:

@@ -7,10 +7,12 @@ channels-last on a GPU. Checkpoints every epoch; `resume()` is the explicit entr
 from __future__ import annotations
 
 import copy
+import errno
 import json
 import math
 import os
 import random
+import shutil
 import sys
 import time
 from dataclasses import dataclass, field
@@ -23,12 +25,18 @@ import torch.nn as nn
 from torch.utils.data import DataLoader, DistributedSampler, Subset
 
 from mltrain.atomic import atomic_write
-from mltrain.components.designer_errors import NaNLossError
+from mltrain.components.designer_errors import DiskFullError, NaNLossError
 from mltrain.components.runtime import RankContext, process_group
 from mltrain.runs.metrics import MetricsWriter, iter_metrics
 
 POLY_POWER = 0.9
 LATEST = "latest.pt"
+#: Free bytes under which a failed write is taken for a full device (torch's writer does not say ENOSPC).
+FULL_BYTES = 1 << 20
+
+
+def _size(n: int) -> str:
+    return f"{n / (1 << 20):.1f} MiB" if n >= 1 << 20 else f"{n / 1024:.0f} KiB"
 
 
 def seed_everything(seed: int) -> None:
@@ -143,8 +151,26 @@ class Trainer:
         if not self.ctx.is_main or self.best_weights is None:
             return
         self.ckpt_dir.mkdir(exist_ok=True)
-        torch.save(self.best_weights, self.ckpt_dir / ".best.tmp.pt")
-        os.replace(self.ckpt_dir / ".best.tmp.pt", self._best_path(self.state.best_epoch))
+        self._save(self.best_weights, self.ckpt_dir / ".best.tmp.pt", self._best_path(self.state.best_epoch))
+
+    def _save(self, obj: object, tmp: Path, final: Path) -> None:
+        """torch.save to a temporary name, renamed into place: a write that fails leaves the earlier
+        files as they were. A full disk is one line naming the file and the space (torch's own error
+        is an `enforce fail at inline_container.cc` with neither), and the partial file is removed."""
+        try:
+            torch.save(obj, tmp)
+        except (OSError, RuntimeError) as exc:
+            # measured before the partial file goes: a full device has next to nothing free now
+            written = tmp.stat().st_size if tmp.exists() else 0
+            full = isinstance(exc, OSError) and exc.errno == errno.ENOSPC or shutil.disk_usage(tmp.parent).free < FULL_BYTES
+            tmp.unlink(missing_ok=True)
+            if not full:
+                raise
+            latest = self.ckpt_dir / LATEST
+            kept = f"; the previous checkpoint {latest.resolve().name} is kept" if latest.exists() else ""
+            raise DiskFullError(f"no space left on device writing {final} ({_size(written)} written before the device "
+                                f"filled; {_size(shutil.disk_usage(tmp.parent).free)} free on it now){kept}") from None
+        os.replace(tmp, final)
 
     def checkpoint(self) -> None:
         """Rank 0 saves the full training state; written to a temporary name, then renamed. Best
@@ -158,8 +184,7 @@ class Trainer:
             "state": self.state.__dict__, "rng": torch.get_rng_state(), "class_names": self.class_names,
         }
         path = self.ckpt_dir / f"epoch_{self.state.epoch}.pt"
-        torch.save(payload, self.ckpt_dir / ".tmp.pt")
-        os.replace(self.ckpt_dir / ".tmp.pt", path)
+        self._save(payload, self.ckpt_dir / ".tmp.pt", path)
         tmp_link = self.ckpt_dir / ".latest.tmp"
         if tmp_link.is_symlink() or tmp_link.exists():
             tmp_link.unlink()

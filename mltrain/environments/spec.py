@@ -77,7 +77,13 @@ class EnvironmentSpec:
         folder = Path(directory)
         if not overwrite and (folder / SPEC_FILE).exists():
             raise MltrainError(f"{folder / SPEC_FILE} already exists; nothing was written (pass --overwrite to replace it)")
-        folder.mkdir(parents=True, exist_ok=True)
+        if folder.exists() and not folder.is_dir():
+            raise MltrainError(f"{folder} is a file, not a folder; nothing was written (name a folder: the spec is "
+                               f"saved in it as {SPEC_FILE})")
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # a file where a parent folder should be, a read-only place
+            raise MltrainError(f"cannot create {folder} ({exc.filename}: {exc.strerror}); nothing was written") from None
         atomic_write(folder / SPEC_FILE, json.dumps(self.to_json(), indent=2, sort_keys=True))
         if self.conda:
             atomic_write(folder / CONDA_FILE, yaml.safe_dump(self.conda, sort_keys=False))

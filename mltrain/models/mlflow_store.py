@@ -9,6 +9,7 @@ import contextlib
 import fcntl
 import logging
 import os
+import re
 import warnings
 from pathlib import Path
 from typing import Iterator
@@ -70,9 +71,17 @@ def client():
         logging.getLogger(name).setLevel(logging.WARNING)
     warnings.filterwarnings("ignore", module="mlflow")
     from mlflow import MlflowClient  # heavy
+    from mlflow.tracking.registry import UnsupportedModelRegistryStoreURIException  # heavy
 
     with locked():
-        c = MlflowClient(tracking_uri=uri(), registry_uri=uri())
+        try:
+            c = MlflowClient(tracking_uri=uri(), registry_uri=uri())
+        except UnsupportedModelRegistryStoreURIException as exc:
+            # MLflow's own text is several sentences and a link; the schemes it lists are what the user needs
+            found = re.search(r"Supported URI schemes are: \[([^\]]*)\]", str(exc))
+            schemes = ", ".join(s.strip(" '") for s in found.group(1).split(",") if s.strip(" '")) if found else "?"
+            raise MltrainError(f"{URI_ENV}: '{uri()}' has a scheme MLflow cannot keep models in (supported: {schemes})") \
+                from None
         c.search_registered_models(max_results=1)  # creates or upgrades the schema now, while locked
         c.search_experiments(max_results=1)
     _client = c

@@ -31,6 +31,25 @@ def wanted(config: Any) -> bool:
     return OmegaConf.select(config, "pipeline", default=None) is not None and "job" in config
 
 
+def refuse_sweep(arguments: List[str]) -> None:
+    """`mltrain -m pipeline=a,b`: refused in one line. Hydra composes the primary config without sweep
+    overrides, so such a command would otherwise run the default training job once per value and no
+    pipeline at all. A sweep of pipelines is not offered: each pipeline already is many runs with its
+    own record, reuse and resume, and a loop of `mltrain pipeline=NAME` commands says the same."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser  # startup
+
+    for parsed in OverridesParser.create().parse_overrides(list(arguments)):
+        if parsed.key_or_group.lstrip("+~") != "pipeline" or not parsed.is_sweep_override():
+            continue
+        try:
+            names = list(parsed.sweep_string_iterator())
+        except Exception:  # glob() and other sweeps that only Hydra's config loader can enumerate
+            names = []
+        each = "; ".join(f"mltrain pipeline={n}" for n in names) if names else "mltrain pipeline=NAME, once per pipeline"
+        raise ConfigError("pipeline", f"-m does not sweep pipelines (a pipeline is itself many runs): run each one "
+                                      f"as its own command ({each})")
+
+
 def step_overrides(own: List[str], cli: List[str]) -> List[str]:
     """The step's overrides, then the command line's, one per key (the command line wins)."""
     merged: Dict[str, str] = {}

@@ -13,8 +13,10 @@ Every write goes to a temporary name and is renamed into place, so a reader neve
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
+import shutil
 import socket
 import threading
 import time
@@ -26,7 +28,7 @@ import yaml
 from mltrain.atomic import atomic_write
 from mltrain.errors import MltrainError
 from mltrain.spec.records import RankEntry, RunDoc, SweepRef, World
-from mltrain.spec.status import NOT_STARTED, ORDER, RUNNING
+from mltrain.spec.status import NOT_STARTED, ORDER, RUNNING, TERMINAL
 
 if TYPE_CHECKING:
     from mltrain.spec.job import FrozenJob
@@ -61,6 +63,7 @@ class RunRecord:
             world=World(job.node_count, job.process_count_per_node, job.world_size), command=job.argv,
             kill_grace_s=job.kill_grace_s, cwd=job.cwd, overrides=job.overrides,
             sweep=SweepRef(job.sweep_dir, job.sweep_index)))
+        record._set_aside()
         record.save()
         return record
 
@@ -80,8 +83,34 @@ class RunRecord:
             raise MltrainError(f"{path}: {exc}") from None
 
     # ------------------------------------------------------------------ updates
+    RESERVE_FILE = ".run.json.reserve"
+    RESERVE_BYTES = 64 * 1024
+
     def save(self) -> None:
-        atomic_write(self.dir / "run.json", json.dumps(self.doc.to_json(), indent=2, sort_keys=True))
+        """run.json by a temporary name and a rename: a failed write leaves the previous record whole. On a
+        full device, the room set aside when the run was made (RESERVE_FILE) is given up once, so that
+        the run's end can still be recorded; after that, one line naming the file and the space."""
+        text = json.dumps(self.doc.to_json(), indent=2, sort_keys=True)
+        try:
+            atomic_write(self.dir / "run.json", text)
+        except OSError as exc:
+            if exc.errno != errno.ENOSPC:
+                raise
+            reserve = self.dir / self.RESERVE_FILE
+            if reserve.exists():
+                reserve.unlink()
+                return self.save()
+            free = shutil.disk_usage(self.dir).free
+            raise MltrainError(f"no space left on device writing {self.dir / 'run.json'} ({free} bytes free); the "
+                               f"previous record is kept") from None
+
+    def _set_aside(self) -> None:
+        """The room save() falls back on when the device fills while the run runs."""
+        try:
+            with open(self.dir / self.RESERVE_FILE, "wb") as f:
+                f.write(b"\0" * self.RESERVE_BYTES)
+        except OSError:  # no room even now: the run starts without the reserve
+            (self.dir / self.RESERVE_FILE).unlink(missing_ok=True)
 
     def update(self, **fields: object) -> None:
         with self._lock:
@@ -96,6 +125,8 @@ class RunRecord:
             self.doc.phases.setdefault(status, at if at is not None else time.time())
             self.doc.set(**fields)
             self.save()
+            if status in TERMINAL:  # nothing more to record: the room kept for it is given back
+                (self.dir / self.RESERVE_FILE).unlink(missing_ok=True)
 
     def reopen(self) -> None:
         """Start another attempt of this run in the same directory; earlier attempts stay in `attempts`."""
@@ -105,6 +136,8 @@ class RunRecord:
                                "error": d.error})
             d.set(status=NOT_STARTED, phases={NOT_STARTED: time.time()}, ranks={}, error=None, failed_rank=None,
                   driver_pid=os.getpid(), outputs=[])
+            if not (self.dir / self.RESERVE_FILE).exists():  # given up by the attempt that filled the device
+                self._set_aside()
             self.save()
 
     def set_rank(self, rank: int, **fields: object) -> None:
@@ -121,6 +154,22 @@ class RunRecord:
         fresh = RunRecord.load(self.dir)
         with self._lock:
             self.doc = fresh.doc
+
+    # ------------------------------------------------------------------ a cancel asked from another process
+    CANCEL_FILE = "cancel_requested"
+
+    def request_cancel(self, reason: str) -> None:
+        """Ask the run's driver, from another process, to cancel a run it has not submitted yet. A file
+        beside run.json, not a field in it: the driver writes run.json whole from what it holds, so a
+        field written by another process would be lost at its next update."""
+        atomic_write(self.dir / self.CANCEL_FILE, reason)
+
+    def cancel_requested(self) -> Optional[str]:
+        """Why another process asked for a cancel (request_cancel), or None."""
+        try:
+            return (self.dir / self.CANCEL_FILE).read_text(encoding="utf-8") or "canceled by the user"
+        except FileNotFoundError:
+            return None
 
     # ------------------------------------------------------------------ reading
     def host_is_here(self) -> bool:

@@ -13,6 +13,7 @@ from pathlib import Path
 from hydra.core.config_store import ConfigStore
 
 from mltrain.config.hydra_internals import BasicSweeper, BasicSweeperConf
+from mltrain.errors import ConfigError
 
 
 @dataclass
@@ -31,11 +32,13 @@ class MltrainSweeper(BasicSweeper):
         # BasicSweeper.sweep writes <sweep dir>/multirun.yaml before anything is validated. Rather than
         # copy Hydra's loop, undo that when the launcher started no run (a refused config, a dry run) or
         # a lone run (`mltrain` without -m is a sweep of one to Hydra, not to the user).
+        from mltrain import pipelines, sweeps  # plugin
+
+        pipelines.refuse_sweep(arguments)
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         existing = next(p for p in (sweep_dir, *sweep_dir.parents) if p.exists())
         try:
-            from mltrain import pipelines, sweeps  # plugin
-
+            make_sweep_dir(sweep_dir, Path(str(self.config.run.root)))
             if pipelines.wanted(self.config):
                 return pipelines.run(self, arguments)
             if sweeps.wanted(self.config):
@@ -52,3 +55,15 @@ class MltrainSweeper(BasicSweeper):
                     if parent == existing or any(parent.iterdir()):
                         break
                     parent.rmdir()
+
+
+def make_sweep_dir(sweep_dir: Path, run_root: Path) -> None:
+    """The folder every command writes first (Hydra's multirun.yaml), made here so that a run.root
+    that cannot exist (under /proc, below a file, read-only) is one line naming it, dry run or not,
+    instead of a traceback from inside Hydra's sweeper. The caller removes it if nothing started."""
+    try:
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        key, root = ("run.root", run_root) if run_root in sweep_dir.parents else ("hydra.sweep.dir", sweep_dir)
+        failed = f"{exc.filename}: " if exc.filename and str(exc.filename) != str(root) else ""
+        raise ConfigError(key, f"cannot create {root} ({failed}{exc.strerror})") from None

@@ -119,7 +119,8 @@ class LocalBackend(Backend):
 
     # ------------------------------------------------------------------ the run handle's view
     def refresh(self, records: List[RunRecord]) -> None:
-        """A run whose driver is gone without recording an end will never end: it Failed."""
+        """A run whose driver is gone without recording an end will never end: it Failed, "driver lost".
+        Its ranks do not outlive the driver: the guard started with them stops them (supervisor.py)."""
         for record in records:
             if record.status in TERMINAL:
                 continue
@@ -127,7 +128,8 @@ class LocalBackend(Backend):
             if pid and record.host_is_here() and not driver_alive(record):
                 record.reload()
                 if record.status not in TERMINAL:
-                    finish(record, FAILED, error=f"the mltrain driver (pid {pid}) exited before the run ended")
+                    finish(record, FAILED, error=f"driver lost: the mltrain driver (pid {pid}) exited before the run "
+                                                         "ended; its guard stopped the ranks")
 
     def cancel(self, record: RunRecord) -> None:
         """The driver stops every rank and records Canceled."""

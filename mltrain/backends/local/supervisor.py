@@ -12,12 +12,14 @@ from __future__ import annotations
 import dataclasses
 import os
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from mltrain.backends.base import Outcome, Plan, bind, cancel_reason
+from mltrain.backends.local import guard
 from mltrain.ranks.contract import RankPlace
 from mltrain.ranks.process import POLL_S, copy_output, describe_exit, stop_groups, tail
 from mltrain.runs.console import Console, RunLog
@@ -48,19 +50,59 @@ class LocalSupervisor:
         # rank 0 may draw a progress bar when the driver's output is a terminal
         tty = {"MLTRAIN_TTY": "1"} if self.job.console != "none" and self.console.is_terminal() else {}
         self.record.update(world=dataclasses.replace(self.record.doc.world, master_addr="127.0.0.1", master_port=port))
+        guard = self._start_guard()
         try:
             for spec in bind(self.plan.ranks, port):
                 self.log.info(f"rank {spec['rank']}: {' '.join(spec['argv'])} (cwd {spec['cwd']})")
                 self.ranks.append(self._spawn({**spec, "env": {**spec["env"], **tty}}))
+                self._tell(guard, str(self.ranks[-1].proc.pid))  # the rank leads its own group: pgid == pid
                 self.record.set_rank(spec["rank"], pid=self.ranks[-1].proc.pid, host="localhost")
             return self._watch()
         finally:
             self._stop_all()
+            self._tell(guard, "done")
+            self._end_guard(guard)
             for r in self.ranks:
                 if r.reader is not None:
                     r.reader.join(timeout=5)
             for r in self.ranks:
                 self.record.set_rank(r.rank, exit_code=r.proc.returncode, stopped_by_mltrain=r.terminated)
+
+    def _start_guard(self) -> Optional[subprocess.Popen[bytes]]:
+        """The process that stops the ranks if this driver dies first (mltrain.backends.local.guard).
+        Its own session, so a signal to the driver's process group does not take it too."""
+        try:
+            return subprocess.Popen([sys.executable, "-I", "-S", guard.__file__, str(self.job.kill_grace_s)],
+                                    stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                    start_new_session=True)
+        except OSError as exc:  # the run still runs; only a killed driver would leave its ranks behind
+            self.log.info(f"warning: no guard for the ranks ({exc}); a driver killed now would leave them running")
+            return None
+
+    @staticmethod
+    def _tell(guard: Optional[subprocess.Popen[bytes]], word: str) -> None:
+        if guard is None or guard.stdin is None:
+            return
+        try:
+            guard.stdin.write(word.encode() + b"\n")
+            guard.stdin.flush()
+        except OSError:  # the guard is gone: nothing to tell it
+            pass
+
+    @staticmethod
+    def _end_guard(guard: Optional[subprocess.Popen[bytes]]) -> None:
+        if guard is None:
+            return
+        if guard.stdin is not None:
+            try:
+                guard.stdin.close()
+            except OSError:
+                pass
+        try:
+            guard.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            guard.kill()
+            guard.wait()
 
     def _spawn(self, spec: Dict[str, Any]) -> _Rank:
         proc = subprocess.Popen(spec["argv"], cwd=spec["cwd"], env={**os.environ, **spec["env"]},

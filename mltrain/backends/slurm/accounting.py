@@ -81,3 +81,37 @@ def query(job_ids: List[str]) -> Dict[str, JobState]:
 def scancel(job_ids: List[str]) -> None:
     if job_ids:
         subprocess.run(["scancel", *job_ids], check=False, timeout=30, capture_output=True)
+
+
+@dataclass(frozen=True)
+class Partition:
+    name: str
+    total_nodes: int
+    max_nodes: Optional[int]  # per job (MaxNodes); None when UNLIMITED
+    default: bool
+
+
+def parse_partitions(text: str) -> Dict[str, Partition]:
+    """`scontrol show partition -o` output (one partition a line of KEY=VALUE words), by name."""
+    out: Dict[str, Partition] = {}
+    for line in text.splitlines():
+        fields = dict(word.split("=", 1) for word in line.split() if "=" in word)
+        name, total = fields.get("PartitionName"), fields.get("TotalNodes", "")
+        if not name or not total.isdigit():
+            continue
+        most = fields.get("MaxNodes", "")
+        out[name] = Partition(name, int(total), int(most) if most.isdigit() else None, fields.get("Default") == "YES")
+    return out
+
+
+def partition(name: Optional[str]) -> Optional[Partition]:
+    """The named partition, or the cluster's default one; None when Slurm cannot say (no scontrol here,
+    the controller not answering): the submission itself will tell then."""
+    try:
+        proc = subprocess.run(["scontrol", "show", "partition", "-o"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    found = parse_partitions(proc.stdout) if proc.returncode == 0 else {}
+    if name is not None:
+        return found.get(name)
+    return next((p for p in found.values() if p.default), None)

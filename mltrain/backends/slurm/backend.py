@@ -4,10 +4,11 @@ from __future__ import annotations
 import dataclasses
 import shutil
 import threading
+import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Set
 
-from mltrain.backends.base import Backend, Plan, failure_text, stop_driver
+from mltrain.backends.base import Backend, Plan, driver_alive, failure_text, stop_driver
 from mltrain.backends.slurm import accounting, driver
 from mltrain.backends.slurm.containers import container_flags
 from mltrain.backends.slurm.submission import executor_parameters, make_executor, sbatch_script
@@ -18,9 +19,11 @@ from mltrain.runs.lifecycle import finish
 from mltrain.runs.record import RunRecord
 from mltrain.spec.job import FrozenJob
 from mltrain.spec.schema import ComputeConf, SlurmComputeConf, compute_as
-from mltrain.spec.status import COMPLETED, FAILED, QUEUED, TERMINAL
+from mltrain.spec.status import CANCELED, COMPLETED, FAILED, QUEUED, TERMINAL
 
 FIRST_NODE, JOB_PORT = "<first node>", "<from job id>"
+#: How long a cancel issued before the job id is known waits for the driver to carry it out.
+CANCEL_WAIT_S = 30.0
 
 
 class SlurmBackend(Backend):
@@ -52,9 +55,28 @@ class SlurmBackend(Backend):
         params = executor_parameters(job)
         key = repr(sorted(params.items()))
         if key not in self._checked:
-            max_requeues = compute_as(job.compute, SlurmComputeConf).max_requeues
-            make_executor(params, Path(job.run_dir) / "submitit", max_requeues, offline=True)  # creates nothing
+            compute = compute_as(job.compute, SlurmComputeConf)
+            make_executor(params, Path(job.run_dir) / "submitit", compute.max_requeues, offline=True)  # creates nothing
+            self._check_partition(job.node_count, compute)
             self._checked.add(key)
+
+    def _check_partition(self, nodes: int, compute: SlurmComputeConf) -> None:
+        """More nodes than the partition has would be Slurm's "More processors requested than permitted"
+        at submission, which names neither number: ask the partition's size first. Only where Slurm
+        answers (a dry run on a laptop still shows the batch script)."""
+        if nodes <= 1 or shutil.which("scontrol") is None:
+            return
+        name = compute.partition or compute.additional_parameters.get("partition") or compute.submitit.get("slurm_partition")
+        part = accounting.partition(str(name) if name else None)
+        if part is None:
+            return
+        key = "distribution.node_count"
+        if nodes > part.total_nodes:
+            raise ConfigError(key, f"{nodes} nodes asked of Slurm partition '{part.name}', which has {part.total_nodes} "
+                                   f"node{'s' if part.total_nodes != 1 else ''}")
+        if part.max_nodes is not None and nodes > part.max_nodes:
+            raise ConfigError(key, f"{nodes} nodes asked of Slurm partition '{part.name}', which allows at most "
+                                   f"{part.max_nodes} per job (MaxNodes)")
 
     def preflight(self) -> None:
         if shutil.which("sbatch") is None or shutil.which("srun") is None:
@@ -85,13 +107,31 @@ class SlurmBackend(Backend):
             for record, console in zip(records, consoles):
                 finish(record, FAILED, error=" ".join(reason.split()), console=console)
             return [FAILED] * len(plans)
+        self._honour_early_cancels(records, consoles, ids)
         if plans[0].job.detach:
             for plan, record, console, job_id in zip(plans, records, consoles, ids):
+                if record.status in TERMINAL:
+                    continue
                 record.update(detached=True)
                 console.status(f"detached: run {plan.job.run_id} is Slurm job {job_id}; follow it with "
                                f"`mltrain runs status|logs|cancel {plan.job.run_id}`")
-            return [QUEUED] * len(plans)
+            return [r.status if r.status in TERMINAL else QUEUED for r in records]
         return driver.wait(plans, records, ids, consoles, cancel)
+
+    def _honour_early_cancels(self, records: List[RunRecord], consoles: List[Console], ids: List[str]) -> None:
+        """A cancel asked before the job ids were known (`run.cancel()` right after `mltrain.submit`): it
+        was recorded beside run.json and is carried out now that they are. The canceller looks for a job
+        id after leaving its request, and this looks for the request after recording the id: one of
+        the two always sees the other, so the cancel is never lost."""
+        asked = [(record, console, job_id) for record, console, job_id in zip(records, consoles, ids)
+                 if record.cancel_requested()]
+        if not asked:
+            return
+        accounting.scancel([job_id for _, _, job_id in asked])
+        for record, console, job_id in asked:
+            reason = record.cancel_requested() or "canceled by the user"
+            driver.settle(record, accounting.JobState("CANCELLED"), console,
+                          canceled=f"{reason} (before Slurm job {job_id} started; scancel)")
 
     # ------------------------------------------------------------------ the run handle's view
     def refresh(self, records: List[RunRecord]) -> None:
@@ -132,11 +172,38 @@ class SlurmBackend(Backend):
 
     def cancel(self, record: RunRecord) -> None:
         self.refresh([record])
-        if record.status in TERMINAL or record.doc.slurm is None:
+        if record.status in TERMINAL:
             return
-        if not record.doc.detached and stop_driver(record):
-            return  # the driver watching it scancelled and recorded Canceled
+        if record.doc.slurm is None and not self._cancel_before_submission(record):
+            return
+        assert record.doc.slurm is not None
+        # A detached driver leaves once the job is queued (whether record.detached is written yet or not):
+        # the job is cancelled here. An attached one is watching it: it scancels and records Canceled.
+        detached = record.doc.detached or FrozenJob.load(record.dir).detach
+        if not detached and stop_driver(record):
+            record.reload()
+            if record.status in TERMINAL:
+                return
         job_id = record.doc.slurm.job_id
         accounting.scancel([job_id])
         state = accounting.JobState("CANCELLED")
         driver.settle(record, state, canceled="canceled by the user (scancel)")
+
+    def _cancel_before_submission(self, record: RunRecord) -> bool:
+        """A run whose job id is not known yet: leave the request for its driver (which honours it as
+        soon as it has the id), then wait while the driver lives for the run to end or its id to
+        appear. True when the id is known now (the caller cancels the job itself)."""
+        record.request_cancel("canceled by the user")
+        deadline = time.monotonic() + CANCEL_WAIT_S
+        while time.monotonic() < deadline:
+            record.reload()
+            if record.status in TERMINAL:
+                return False
+            if record.doc.slurm is not None:
+                return True
+            if not driver_alive(record):
+                # No driver will ever submit it: the run ends here, and nothing reached Slurm.
+                finish(record, CANCELED, error="canceled by the user before it was submitted to Slurm")
+                return False
+            time.sleep(0.05)
+        return False  # still preparing (an environment being built): the driver cancels it once it has the id

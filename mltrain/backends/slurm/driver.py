@@ -170,7 +170,7 @@ def wait(plans: List[Plan], records: List[RunRecord], ids: List[str], consoles: 
     streams = [_streams(p, r, c) for p, r, c in zip(plans, records, consoles)]
     poll = compute_as(plans[0].job.compute, SlurmComputeConf).poll_s
     tick = min(poll, TICK_S)
-    open_ = set(range(len(plans)))
+    open_ = {i for i, r in enumerate(records) if r.status not in TERMINAL}  # an early cancel ended some already
     canceled = False
     next_query = time.monotonic() + poll
     while open_:
