@@ -11,50 +11,138 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sqlite3
 import sys
 import time
 from pathlib import Path
-from typing import Iterable, List, Optional
+from typing import Any, Dict, Iterable, List, Optional
 
 import yaml
 
+from mltrain.errors import one_line
 from mltrain.models import mlflow_store as store
 from mltrain.pipelines.reuse import flatten
 from mltrain.runs.metrics import MetricsWriter
 from mltrain.runs.mlflow_run import RUN_DB, ensure_template
 from mltrain.runs.record import RunRecord
 from mltrain.spec.records import MlflowMark
+from mltrain.sweeps.results import SWEEP_FILE
 
 STATUS = {"Completed": "FINISHED", "Failed": "FAILED", "Canceled": "KILLED"}
 
 
+#: Files at most this large are uploaded to a store whose artifacts are not on this machine (a team's
+#: MLflow server); on a local store nothing is copied: the run's logs/ and outputs/ are linked.
+UPLOAD_LIMIT = 10 * 1024 * 1024
+
+
 def mirror(run_dirs: Iterable[str]) -> List[str]:
-    """Mirror runs into the store; returns the MLflow run ids."""
+    """Mirror runs into the store; returns the MLflow run ids. The sweeps they belong to are closed
+    when the last of their members has ended."""
     client = store.client()
+    from mlflow.exceptions import MlflowException
+
     ensure_template()
-    out = []
+    out, groups = [], {}
     with store.locked():
         for run_dir in run_dirs:
             try:
                 record = RunRecord.load(run_dir)
             except Exception:
                 continue
-            out.append(_mirror_one(client, record))
+            try:
+                out.append(_mirror_one(client, record))
+            except MlflowException as exc:  # one run MLflow refuses does not keep the others out
+                print(f"mltrain: warning: {record.id} was not mirrored: {one_line(exc)}", file=sys.stderr)
+                continue
+            if record.doc.sweep.dir:
+                groups[record.doc.sweep.dir] = record.doc.experiment or "mltrain"
+        _close_groups(client, groups)
     return out
+
+
+def close_sweeps(records: Iterable[RunRecord]) -> int:
+    """End the parent runs of these runs' sweeps that are over but still RUNNING in MLflow (a sweep
+    whose members were mirrored before its summary was written, or by an older mltrain); returns how many."""
+    groups = {r.doc.sweep.dir: r.doc.experiment or "mltrain" for r in records if r.doc.sweep.dir}
+    if not groups:
+        return 0
+    client = store.client()
+    with store.locked():
+        return _close_groups(client, groups)
 
 
 def _experiment(client, name: str) -> str:
     found = client.get_experiment_by_name(name)
-    return found.experiment_id if found else client.create_experiment(name)
+    if found:
+        return found.experiment_id
+    # MLflow's default artifact root is ./mlruns of whatever folder the mirror was started from; on the
+    # embedded store artifacts go under $MLTRAIN_HOME instead. A server keeps its own default.
+    return client.create_experiment(name, artifact_location=store.artifact_root())
 
 
-def _parent(client, experiment: str, key: str, name: str) -> str:
+def _parent(client, experiment: str, key: str, name: str, start: Optional[float] = None) -> str:
     """The MLflow run standing for a sweep or pipeline (its members are its children)."""
+    found = _find_parent(client, experiment, key)
+    if found is not None:
+        return found.info.run_id
+    return client.create_run(experiment, run_name=name, tags={"mltrain.group": key},
+                             start_time=int(start * 1000) if start else None).info.run_id
+
+
+def _find_parent(client, experiment: str, key: str):
     hits = client.search_runs([experiment], f"tags.`mltrain.group` = '{key}'", max_results=1)
-    if hits:
-        return hits[0].info.run_id
-    return client.create_run(experiment, run_name=name, tags={"mltrain.group": key}).info.run_id
+    return hits[0] if hits else None
+
+
+def mlflow_run_id(record: RunRecord) -> str:
+    """The MLflow run standing for this mltrain run, made now if the mirror has not made it yet (a model
+    registered from inside a running job names its run: MLflow links a model version to a run only
+    when the version is created). The caller holds store.locked(); the record is not written here (the
+    run's driver owns run.json while it runs): the mirror finds this run later by its tag."""
+    if record.doc.mlflow is not None:
+        return record.doc.mlflow.run_id
+    client = store.client()
+    return _run_for(client, record, _experiment(client, record.doc.experiment or "mltrain"))
+
+
+def _run_for(client, record, experiment: str) -> str:
+    """Find the MLflow run of this mltrain run (tag mltrain.run_id), or make it: its name, tags, parent and
+    the parameters (the overrides and the flattened resolved config, where the job's `params` are)."""
+    from mlflow.entities import Param, RunTag
+
+    d = record.doc
+    if d.pipeline is None:
+        hits = client.search_runs([experiment], f"tags.`mltrain.run_id` = '{record.id}'", max_results=1)
+        if hits:
+            return hits[0].info.run_id
+    config = record.dir / "config.yaml"
+    resolved = (yaml.safe_load(config.read_text()) or {}) if config.is_file() else {}
+    step = d.pipeline_step or {}
+    # What Azure ML's studio shows beside a run, as tags: the job's kind, where it ran, its folder.
+    tags = {"mltrain.run_id": record.id, "mltrain.run_dir": str(record.dir), "mltrain.backend": d.backend,
+            "mltrain.compute": d.compute, "mltrain.kind": str((resolved.get("job") or {}).get("kind") or "-")}
+    if step.get("step"):
+        tags["mltrain.step"] = str(step["step"])
+    group = d.sweep.dir or step.get("pipeline_run")
+    if d.pipeline is not None:  # the parent its steps name: found, or made now
+        run_id = _parent(client, experiment, record.id, f"pipeline {d.pipeline.name}", record.created)
+        tags["mltrain.kind"] = "pipeline"
+        client.log_batch(run_id, tags=[RunTag(k, v) for k, v in tags.items()])
+    else:
+        if group:
+            name = f"sweep {Path(group).name}" if d.sweep.dir else f"pipeline {step.get('pipeline') or group}"
+            tags["mlflow.parentRunId"] = _parent(client, experiment, group, name, record.created)
+        run_id = client.create_run(experiment, start_time=int(record.created * 1000),
+                                   run_name=str(step.get("step") or record.id), tags=tags).info.run_id
+    params = {"overrides": " ".join(d.overrides)[:6000]}
+    for key, value in (flatten(resolved) if resolved else {}).items():
+        params[_key(key)] = json.dumps(value) if not isinstance(value, str) else value[:6000]
+    items = [Param(k, str(v)[:6000]) for k, v in params.items()]
+    for i in range(0, len(items), 100):
+        client.log_batch(run_id, params=items[i:i + 100])
+    return run_id
 
 
 def _mirror_one(client, record) -> str:
@@ -62,40 +150,113 @@ def _mirror_one(client, record) -> str:
 
     d = record.doc
     mark = d.mlflow
-    experiment = _experiment(client, d.experiment or "mltrain")
+    seen_end = mark is not None and mark.status in STATUS
     if mark is None:
-        tags = {"mltrain.run_id": record.id, "mltrain.run_dir": str(record.dir)}
-        group = d.sweep.dir or (d.pipeline_step or {}).get("pipeline_run")
-        if d.pipeline is not None:  # the parent its steps name: found, or made now
-            run_id = _parent(client, experiment, record.id, record.id)
-            client.log_batch(run_id, tags=[RunTag(k, v) for k, v in tags.items()])
-        else:
-            if group:
-                tags["mlflow.parentRunId"] = _parent(client, experiment, group, Path(group).name)
-            run_id = client.create_run(experiment, start_time=int(record.created * 1000), run_name=record.id,
-                                       tags=tags).info.run_id
-        params = {"overrides": " ".join(d.overrides)[:6000]}
-        config = record.dir / "config.yaml"
-        if config.is_file():
-            for key, value in flatten(yaml.safe_load(config.read_text()) or {}).items():
-                params[key[:250]] = json.dumps(value) if not isinstance(value, str) else value[:6000]
-        items = [Param(k, str(v)[:6000]) for k, v in params.items()]
-        for i in range(0, len(items), 100):
-            client.log_batch(run_id, params=items[i:i + 100])
-        mark = MlflowMark(run_id=run_id)
+        mark = MlflowMark(run_id=_run_for(client, record, _experiment(client, d.experiment or "mltrain")))
     run_id = mark.run_id
     mark.folded = _fold_script_metrics(record, mark.folded)
     if d.script_params:  # logged again with the same value each time: MLflow accepts that
-        client.log_batch(run_id, params=[Param(k[:250], str(v)[:6000]) for k, v in d.script_params.items()])
+        client.log_batch(run_id, params=[Param(_key(k), str(v)[:6000]) for k, v in d.script_params.items()])
     metrics, mark.lines = _new_metrics(record.dir / "metrics.jsonl", mark.lines)
     for i in range(0, len(metrics), 1000):
         client.log_batch(run_id, metrics=[Metric(*m) for m in metrics[i:i + 1000]])
     client.log_batch(run_id, tags=[RunTag("mltrain.status", d.status)])
+    if d.pipeline is None:
+        _artifacts(client, record, run_id, upload=d.status in STATUS and not seen_end)
     mark.status = d.status
     if d.status in STATUS:
         client.set_terminated(run_id, STATUS[d.status], end_time=int(d.ended_at * 1000))
     record.update(mlflow=mark)
     return run_id
+
+
+def _artifacts(client, record, run_id: str, upload: bool) -> None:
+    """The run's logs/ (rank 0's, the other ranks' and the launcher's) and outputs/ as the MLflow run's
+    artifacts. On an artifact store on this machine they are symbolic links to the run's folders: nothing
+    is copied, and a log is current while the run goes on. Elsewhere (a server's store) files up to
+    UPLOAD_LIMIT are uploaded once, when the run has ended; larger ones stay in the run folder (its tag)."""
+    from urllib.parse import urlparse
+
+    uri = urlparse(client.get_run(run_id).info.artifact_uri)
+    if uri.scheme in ("", "file"):
+        root = Path(uri.path)
+        root.mkdir(parents=True, exist_ok=True)
+        for name in ("logs", "outputs"):
+            link = root / name
+            if (record.dir / name).is_dir() and not link.is_symlink() and not link.exists():
+                link.symlink_to(record.dir / name, target_is_directory=True)
+        return
+    if not upload:
+        return
+    for name in ("logs", "outputs"):
+        folder = record.dir / name
+        for path in sorted(folder.rglob("*")) if folder.is_dir() else []:
+            if path.is_file() and path.stat().st_size <= UPLOAD_LIMIT:
+                where = path.parent.relative_to(record.dir).as_posix()
+                client.log_artifact(run_id, str(path), artifact_path=where)
+
+
+def _close_groups(client, groups: Dict[str, str]) -> int:
+    closed = 0
+    for group, experiment_name in groups.items():
+        found = client.get_experiment_by_name(experiment_name)
+        parent = _find_parent(client, found.experiment_id, group) if found else None
+        if parent is not None and parent.info.status == "RUNNING" and _close_group(client, parent.info.run_id, Path(group)):
+            closed += 1
+    return closed
+
+
+def _close_group(client, run_id: str, folder: Path) -> bool:
+    """A sweep's parent run ends as the sweep did. A HyperDrive sweep's sweep.json says when and how, and
+    its best member's value and parameters go on the parent (Azure's best child run); a plain grid ends
+    when every member listed in summary.json has: Failed if one failed, else Canceled if one was."""
+    from mlflow.entities import Metric, Param, RunTag
+
+    hyper = _read_json(folder / SWEEP_FILE)
+    if isinstance(hyper, dict):
+        if not hyper.get("ended"):
+            return False
+        status, ended = str(hyper.get("status") or "Completed"), float(hyper["ended"])
+        metric, best = hyper.get("primary_metric"), hyper.get("best_value")
+        params = [Param("sampling", str(hyper.get("sampling"))), Param("primary_metric", str(metric)),
+                  Param("goal", str(hyper.get("goal")))]
+        params += [Param("space." + _key(k), str(v)[:6000]) for k, v in (hyper.get("space") or {}).items()]
+        params += [Param("best." + _key(k), str(v)[:6000]) for k, v in (hyper.get("best_params") or {}).items()]
+        tags = [RunTag("mltrain.kind", "sweep"), RunTag("mltrain.status", status)]
+        if hyper.get("best_run_id"):
+            tags.append(RunTag("mltrain.best_run_id", str(hyper["best_run_id"])))
+        metrics = [Metric(f"best_{metric}", float(best), int(ended * 1000), 0)] \
+            if metric and isinstance(best, (int, float)) else []
+        client.log_batch(run_id, metrics=metrics, params=params, tags=tags)
+    else:
+        rows = _read_json(folder / "summary.json")
+        if not isinstance(rows, list) or not rows:
+            return False
+        try:
+            members = [RunRecord.load(r["run_dir"]).doc for r in rows]
+        except Exception:
+            return False
+        if any(m.status not in STATUS for m in members):
+            return False
+        found = {m.status for m in members}
+        status = "Failed" if "Failed" in found else "Canceled" if "Canceled" in found else "Completed"
+        ended = max(m.ended_at for m in members)
+        client.log_batch(run_id, tags=[RunTag("mltrain.kind", "sweep"), RunTag("mltrain.status", status)])
+    client.set_terminated(run_id, STATUS[status], end_time=int(ended * 1000))
+    return True
+
+
+def _key(name: str) -> str:
+    """A parameter name MLflow accepts (letters, digits, `_-. :/`, at most 250 characters): a Hydra
+    override's `+`/`++`/`~` prefix is dropped, anything else unusual becomes `_`."""
+    return re.sub(r"[^\w\-. :/]", "_", name.lstrip("+~"))[:250] or "_"
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
 
 
 def _new_metrics(path: Path, done: int):

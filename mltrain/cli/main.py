@@ -16,7 +16,7 @@ from mltrain.config.paths import builtin_conf_dir, builtin_search_url, list_opti
 from mltrain.errors import MltrainError, RunCanceled, RunFailed, one_line, yaml_error_line
 
 MANAGEMENT = {"runs": "mltrain.cli.runs", "env": "mltrain.cli.env", "horovod": "mltrain.cli.horovod",
-              "models": "mltrain.cli.models"}
+              "models": "mltrain.cli.models", "ui": "mltrain.cli.ui"}
 
 HELP = """\
 mltrain: Azure ML's PyTorch training, local-first and Slurm-native (Hydra + submitit).
@@ -29,6 +29,7 @@ usage: mltrain [-m] [GROUP=OPTION ...] [KEY=VALUE ...] [--dry-run] [--cfg job]
        mltrain models register NAME --run RUN --path outputs/model | models list [NAME] | models show NAME[:V]
        mltrain models download NAME[:VERSION] DIR [--exist-ok]
        mltrain env list | env show NAME | env save NAME DIR
+       mltrain ui [--host H] [--port P]                   (MLflow's UI on the runs and models: needs mltrain[ui])
        mltrain horovod build [--force] | horovod check
 
 A job is composed from these config groups (pick one option each, e.g. model=resnet50):

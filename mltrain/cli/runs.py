@@ -202,10 +202,11 @@ def _sync(args) -> int:
     if args.runs:
         records = [Run(find_run(_root(args), ref).dir).load() for ref in args.runs]
     else:  # what the mirror has not seen end: new runs, and runs that were still going when it looked
-        records = list_runs(_root(args))
-        records = [r for r in records if (r.doc.mlflow.status if r.doc.mlflow else None) != r.status]
+        every = list_runs(_root(args))
+        records = [r for r in every if (r.doc.mlflow.status if r.doc.mlflow else None) != r.status]
     ids = tracking.mirror(str(r.dir) for r in records)
-    print(f"mirrored {len(ids)} run(s) into {store.uri()}")
+    closed = tracking.close_sweeps(records if args.runs else every)  # sweeps over whose parent still runs
+    print(f"mirrored {len(ids)} run(s) into {store.uri()}" + (f"; ended {closed} sweep(s)" if closed else ""))
     return 0
 
 

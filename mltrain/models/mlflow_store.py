@@ -12,7 +12,7 @@ import os
 import re
 import warnings
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Optional
 
 from mltrain.config.paths import mltrain_home
 from mltrain.errors import MltrainError
@@ -30,6 +30,12 @@ def blobs_dir() -> Path:
     """Registered models' files, one folder per content digest: a version never changes, and
     deleting or cleaning the run it came from never breaks it."""
     return mltrain_home() / "models"
+
+
+def artifact_root() -> Optional[str]:
+    """Where runs' artifacts go on the embedded store: $MLTRAIN_HOME/artifacts (MLflow's own default is
+    ./mlruns of the current folder); None for a server or database of a team's, which has its own."""
+    return str(mltrain_home().resolve() / "artifacts") if uri().startswith("sqlite:") else None
 
 
 def require_mlflow():

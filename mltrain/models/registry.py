@@ -61,7 +61,8 @@ class Model:
         """Register a file or folder as the next version of `model_name`. With `run`, `model_path` is a
         path inside that run (`outputs/model`); without, a path on this machine."""
         _check_name(model_name)
-        source, run_id = _source(model_path, run, runs_root)
+        source, record = _source(model_path, run, runs_root)
+        run_id = record.id if record is not None else None
         blob = _store_files(source)
         all_tags = {str(k): str(v) for k, v in (tags or {}).items()}
         for key in all_tags:
@@ -79,7 +80,11 @@ class Model:
                 c.get_registered_model(model_name)
             except MlflowException:
                 c.create_registered_model(model_name)
-            mv = c.create_model_version(model_name, source=str(blob), tags=all_tags, description=description)
+            # MLflow shows a version's source run only when the version is created with it: the run is
+            # made in the store now if the mirror has not made it yet (a model registered by the job itself).
+            linked = _mlflow_run(record) if record is not None else None
+            mv = c.create_model_version(model_name, source=str(blob), run_id=linked, tags=all_tags,
+                                        description=description)
         return cls._from(mv)
 
     @classmethod
@@ -184,7 +189,15 @@ def _source(model_path: Union[str, Path], run: Optional[str], runs_root) -> tupl
         outputs = sorted(str(p.relative_to(record.dir)) for p in (record.dir / "outputs").rglob("*"))[:10]
         raise MltrainError(f"model_path '{model_path}' does not exist in run {record.id} (its outputs: "
                            f"{', '.join(outputs) or 'none'})")
-    return path, record.id
+    return path, record
+
+
+def _mlflow_run(record: Any) -> Optional[str]:
+    """The MLflow run of the registering run, or None when tracking is off (MLTRAIN_TRACKING=off)."""
+    from mltrain import tracking
+    from mltrain.runs.mlflow_run import enabled
+
+    return tracking.mlflow_run_id(record) if enabled() else None
 
 
 def _store_files(source: Path) -> Path:

@@ -57,8 +57,9 @@ def run(sweeper: Any, arguments: List[str]) -> list:
     OmegaConf.save(cfg, sweep_dir / "multirun.yaml")
     ctl = controller.Controller(sweeper, sweep, search, sweep_dir, seed)
     ctl.run()
-    mlflow_run.mirror_later(m.job.run_dir for m in ctl.members if m.job is not None)
     doc = results.write(ctl, final=True)
+    # after sweep.json's final write: the mirror ends the sweep's parent run from it
+    mlflow_run.mirror_later(m.job.run_dir for m in ctl.members if m.job is not None)
     console = Console()
     for line in results.summary_lines(doc):
         console.write_line(line) if not line.startswith("sweep of") else console.status(line)

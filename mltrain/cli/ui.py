@@ -1,0 +1,149 @@
+"""`mltrain ui`: MLflow's own UI server (`mlflow server`) on the store mltrain mirrors runs into and keeps
+its model registry in (mltrain.models.mlflow_store), as Azure ML's studio shows an experiment's runs,
+their metrics, logs and outputs, a sweep's trials and the registered models.
+
+The server is a child process in a process group of its own, so Ctrl-C here stops it and every worker it
+started. MLflow's UI has no authentication: it listens on 127.0.0.1 unless --host says otherwise. MLflow
+is imported by none of this (only the server imports it), so the command starts in a fraction of a second.
+"""
+from __future__ import annotations
+
+import argparse
+import errno
+import importlib.util
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import List, NoReturn, Optional
+
+from mltrain.config.paths import mltrain_home
+from mltrain.errors import MltrainError
+
+INSTALL = "pip install 'mltrain[ui]'"
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
+#: Seconds the server may take to answer its first request (importing MLflow and its SQL store).
+START_S = 120.0
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # one line, as every other mltrain error
+        raise MltrainError(message)
+
+
+def server_problem() -> Optional[str]:
+    """Why MLflow's UI server cannot start here: the `registry` extra brings mlflow-skinny, a client
+    without the server's Flask app and the UI's built JavaScript (full `mlflow`, the `ui` extra, has both)."""
+    spec = importlib.util.find_spec("mlflow")
+    if spec is None or importlib.util.find_spec("flask") is None or not spec.submodule_search_locations:
+        return f"MLflow's UI server is not installed (only the light client, or no MLflow): {INSTALL}"
+    build = Path(list(spec.submodule_search_locations)[0]) / "server" / "js" / "build" / "index.html"
+    if not build.is_file():
+        return f"MLflow's UI is not installed (mlflow-skinny has no server): {INSTALL}"
+    return None
+
+
+def _check_port(host: str, port: int) -> None:
+    """A taken port is one line here, not the server's traceback after it has started."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise MltrainError(f"port {port} on {host} is taken (another `mltrain ui`?); pick another with --port") from None
+            raise MltrainError(f"cannot listen on {host}:{port} ({exc.strerror})") from None
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url + "/health", timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+def _stop(server: subprocess.Popen) -> None:
+    """SIGTERM to the server's whole process group (uvicorn and its workers), SIGKILL if it lingers."""
+    for sig, wait_s in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(server.pid, sig)
+        except ProcessLookupError:
+            pass
+        try:
+            server.wait(timeout=wait_s)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    try:  # a worker that outlived its parent is still in the group
+        os.killpg(server.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def main(argv: List[str]) -> int:
+    parser = _Parser(prog="mltrain ui", description="MLflow's UI on mltrain's runs and models")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
+    parser.add_argument("--port", type=int, default=5000)
+    parser.add_argument("--root", help="runs root (default $MLTRAIN_HOME/runs)")
+    parser.add_argument("--no-sync", action="store_true", help="skip `mltrain runs sync` before starting")
+    args = parser.parse_args(argv)
+    if not 0 < args.port < 65536:
+        raise MltrainError(f"--port {args.port}: a port is 1 to 65535")
+    problem = server_problem()
+    if problem:
+        raise MltrainError(problem)
+    from mltrain.models import mlflow_store as store
+
+    uri = store.uri()
+    if uri.startswith(("http://", "https://")):
+        print(f"runs are tracked on the MLflow server {uri}: its UI is there")
+        return 0
+    _check_port(args.host, args.port)
+    if args.host not in LOCAL_HOSTS:
+        print(f"mltrain: warning: MLflow's UI has no authentication: anyone who can reach {args.host}:{args.port} "
+              "sees and can change every run and model", file=sys.stderr)
+    if not args.no_sync:
+        from mltrain.cli import runs
+
+        runs.main(["sync"] + (["--root", args.root] if args.root else []))
+    home = mltrain_home()
+    home.mkdir(parents=True, exist_ok=True)
+    log = home / "ui.log"
+    # --artifacts-destination: where the server keeps artifacts it is sent itself (an experiment made in the
+    # UI); MLflow's default is ./mlartifacts of the current folder. --workers 1: one user's browser.
+    command = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri, "--registry-store-uri", uri,
+               "--artifacts-destination", str(home.resolve() / "artifacts"), "--host", args.host,
+               "--port", str(args.port), "--workers", "1"]
+    if args.host not in LOCAL_HOSTS:  # MLflow refuses other Host headers unless told which to allow
+        command += ["--allowed-hosts", "*"]
+    signal.signal(signal.SIGTERM, _interrupt)  # `kill` of this command stops the server too
+    with open(log, "ab") as out:
+        server = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                  start_new_session=True)
+    url = f"http://{'[' + args.host + ']' if ':' in args.host else args.host}:{args.port}"
+    try:
+        deadline = time.monotonic() + START_S
+        while not _answers(url):
+            if server.poll() is not None:
+                last = (log.read_text(errors="replace").strip().splitlines() or ["no output"])[-1]
+                raise MltrainError(f"MLflow's server stopped with exit code {server.returncode}: {last} (log: {log})")
+            if time.monotonic() > deadline:
+                raise MltrainError(f"MLflow's server did not answer within {START_S:.0f}s (log: {log})")
+            time.sleep(0.3)
+        print(f"MLflow UI on {store.uri()}: {url}  (Ctrl-C stops it; server log {log})", flush=True)
+        server.wait()
+        raise MltrainError(f"MLflow's server stopped with exit code {server.returncode} (log: {log})")
+    except KeyboardInterrupt:
+        print("stopping MLflow's UI", flush=True)
+        return 0
+    finally:
+        _stop(server)
