@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
+import shutil
 import sqlite3
 import sys
 import time
@@ -32,9 +34,9 @@ from mltrain.sweeps.results import SWEEP_FILE
 STATUS = {"Completed": "FINISHED", "Failed": "FAILED", "Canceled": "KILLED"}
 
 
-#: Files at most this large are uploaded to a store whose artifacts are not on this machine (a team's
-#: MLflow server); on a local store nothing is copied: the run's logs/ and outputs/ are linked.
-UPLOAD_LIMIT = 10 * 1024 * 1024
+#: The largest file of a run's logs/ and outputs/ that becomes an artifact of its MLflow run (a linked,
+#: copied or uploaded file, see _artifacts); a checkpoint or model above it stays in the run folder.
+ARTIFACT_LIMIT = 50 * 1024 * 1024
 
 
 def mirror(run_dirs: Iterable[str]) -> List[str]:
@@ -73,13 +75,20 @@ def close_sweeps(records: Iterable[RunRecord]) -> int:
         return _close_groups(client, groups)
 
 
+#: MLflow's UI opens an experiment of this kind on its runs (the "Model training" view); one it guesses
+#: to be GenAI work opens on traces, which mltrain's runs have none of.
+KIND_TAG, KIND = "mlflow.experimentKind", "custom_model_development"
+
+
 def _experiment(client, name: str) -> str:
     found = client.get_experiment_by_name(name)
     if found:
+        if KIND_TAG not in found.tags:  # made by an earlier mltrain
+            client.set_experiment_tag(found.experiment_id, KIND_TAG, KIND)
         return found.experiment_id
     # MLflow's default artifact root is ./mlruns of whatever folder the mirror was started from; on the
     # embedded store artifacts go under $MLTRAIN_HOME instead. A server keeps its own default.
-    return client.create_experiment(name, artifact_location=store.artifact_root())
+    return client.create_experiment(name, artifact_location=store.artifact_root(), tags={KIND_TAG: KIND})
 
 
 def _parent(client, experiment: str, key: str, name: str, start: Optional[float] = None) -> str:
@@ -172,28 +181,35 @@ def _mirror_one(client, record) -> str:
 
 def _artifacts(client, record, run_id: str, upload: bool) -> None:
     """The run's logs/ (rank 0's, the other ranks' and the launcher's) and outputs/ as the MLflow run's
-    artifacts. On an artifact store on this machine they are symbolic links to the run's folders: nothing
-    is copied, and a log is current while the run goes on. Elsewhere (a server's store) files up to
-    UPLOAD_LIMIT are uploaded once, when the run has ended; larger ones stay in the run folder (its tag)."""
+    artifacts, each file up to ARTIFACT_LIMIT; larger ones stay only in the run folder (tag mltrain.run_dir).
+    On an artifact store on this machine a file is a hard link: nothing is copied, and a log that grows
+    while the run goes on grows there too. Symbolic links would not do: MLflow's server refuses to list
+    a path that leads out of the run's artifact folder. On another filesystem it is copied; to a
+    server's store it is uploaded once, when the run has ended."""
     from urllib.parse import urlparse
 
     uri = urlparse(client.get_run(run_id).info.artifact_uri)
-    if uri.scheme in ("", "file"):
-        root = Path(uri.path)
-        root.mkdir(parents=True, exist_ok=True)
-        for name in ("logs", "outputs"):
-            link = root / name
-            if (record.dir / name).is_dir() and not link.is_symlink() and not link.exists():
-                link.symlink_to(record.dir / name, target_is_directory=True)
-        return
-    if not upload:
+    local = uri.scheme in ("", "file")
+    if not local and not upload:
         return
     for name in ("logs", "outputs"):
         folder = record.dir / name
         for path in sorted(folder.rglob("*")) if folder.is_dir() else []:
-            if path.is_file() and path.stat().st_size <= UPLOAD_LIMIT:
-                where = path.parent.relative_to(record.dir).as_posix()
-                client.log_artifact(run_id, str(path), artifact_path=where)
+            if not path.is_file() or path.stat().st_size > ARTIFACT_LIMIT:
+                continue
+            where = path.relative_to(record.dir)
+            if not local:
+                client.log_artifact(run_id, str(path), artifact_path=where.parent.as_posix())
+                continue
+            target = Path(uri.path) / where
+            if target.exists() and (os.path.samefile(target, path) or target.stat().st_size == path.stat().st_size):
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.unlink(missing_ok=True)
+            try:
+                os.link(path, target)
+            except OSError:  # another filesystem, or one without hard links
+                shutil.copyfile(path, target)
 
 
 def _close_groups(client, groups: Dict[str, str]) -> int:

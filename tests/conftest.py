@@ -14,7 +14,7 @@ from support import SCRIPTS
 UNIT_TIMEOUT_S = 30
 #: What a test needs, marked from the helpers it (or a fixture it uses) calls: `-m "not slurm"` on a
 #: laptop, `-m mpi` to run only the MPI tests.
-NEEDS = {"require_cluster": "slurm", "require_mpi": "mpi", "require_horovod": "horovod"}
+NEEDS = {"require_cluster": "slurm", "require_mpi": "mpi", "require_horovod": "horovod", "require_ui": "ui"}
 
 
 def _sources(item) -> str:

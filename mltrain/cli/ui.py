@@ -68,8 +68,9 @@ def _answers(url: str) -> bool:
 
 
 def _stop(server: subprocess.Popen) -> None:
-    """SIGTERM to the server's whole process group (uvicorn and its workers), SIGKILL if it lingers."""
-    for sig, wait_s in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
+    """Stop the server's whole process group (`mlflow server`, uvicorn and its worker) as a terminal's
+    Ctrl-C would (SIGINT: uvicorn's graceful shutdown), then SIGTERM, then SIGKILL if it lingers."""
+    for sig, wait_s in ((signal.SIGINT, 5.0), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
         try:
             os.killpg(server.pid, sig)
         except ProcessLookupError:
@@ -125,10 +126,17 @@ def main(argv: List[str]) -> int:
                "--port", str(args.port), "--workers", "1"]
     if args.host not in LOCAL_HOSTS:  # MLflow refuses other Host headers unless told which to allow
         command += ["--allowed-hosts", "*"]
-    signal.signal(signal.SIGTERM, _interrupt)  # `kill` of this command stops the server too
+    # Ctrl-C, and `kill`, stop the server too. SIGINT is set explicitly: a command started in the
+    # background of a non-interactive shell inherits it ignored, and would then never stop.
+    signal.signal(signal.SIGINT, _interrupt)
+    signal.signal(signal.SIGTERM, _interrupt)
+    _check_port(args.host, args.port)  # again: `runs sync` took a while, another server may have started
+    # MLflow's job runner (scheduled GenAI scoring and trace archival, a consumer process per queue) does
+    # nothing for mltrain's runs: switched off, the server is one process and its uvicorn worker.
+    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
     with open(log, "ab") as out:
         server = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                  start_new_session=True)
+                                  start_new_session=True, env=env)
     url = f"http://{'[' + args.host + ']' if ':' in args.host else args.host}:{args.port}"
     try:
         deadline = time.monotonic() + START_S
@@ -139,7 +147,11 @@ def main(argv: List[str]) -> int:
             if time.monotonic() > deadline:
                 raise MltrainError(f"MLflow's server did not answer within {START_S:.0f}s (log: {log})")
             time.sleep(0.3)
-        print(f"MLflow UI on {store.uri()}: {url}  (Ctrl-C stops it; server log {log})", flush=True)
+        if server.poll() is not None:  # what answered is another server that took the port meanwhile
+            raise MltrainError(f"port {args.port} on {args.host} is taken; pick another with --port")
+        # MLflow 3's UI opens on its GenAI views; the switch at its top left says which, and the browser keeps it.
+        print(f"MLflow UI on {store.uri()}: {url}  (runs are under \"Model training\" at the top left; "
+              f"Ctrl-C stops it; server log {log})", flush=True)
         server.wait()
         raise MltrainError(f"MLflow's server stopped with exit code {server.returncode} (log: {log})")
     except KeyboardInterrupt:
