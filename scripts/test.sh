@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The test command (README): sets everything up on a fresh machine, then runs the whole suite.
 #   - the virtual environment and packages (scripts/setup.sh);
-#   - as root on Debian: Open MPI, and a real single-node Slurm cluster with accounting
-#     (scripts/slurm_cluster.sh), stopped again when the tests end.
-# Under CI (CI=true) the Slurm and MPI tests must run: a missing cluster or mpirun fails them
+#   - as root on Debian: Open MPI, chromium (the UI test's browser), and a real single-node Slurm cluster
+#     with accounting (scripts/slurm_cluster.sh), stopped again when the tests end.
+# Under CI (CI=true) the Slurm, MPI and UI tests must run: a missing cluster or mpirun fails them
 # instead of skipping. Extra arguments go to pytest, e.g. `bash scripts/test.sh -k dry_run`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,6 +31,12 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     && export MLTRAIN_SLURM2_CONF="$SLURM2_DIR/etc/slurm.conf"
   # shellcheck disable=SC1091
   source "$SLURM_DIR/env.sh"
+  # Debian's chromium for the `mltrain ui` test (Playwright drives it; it downloads no browser of its own).
+  if ! command -v chromium >/dev/null; then
+    echo "installing chromium (Debian) for the UI test"
+    apt-get install -y -q --no-install-recommends chromium >/tmp/mltrain-apt-chromium.log 2>&1 \
+      || { apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends chromium >>/tmp/mltrain-apt-chromium.log 2>&1; }
+  fi
   for tool in cmake g++; do
     command -v "$tool" >/dev/null || { apt-get install -y -q --no-install-recommends "$tool" >/tmp/mltrain-apt-build.log 2>&1 \
       || { apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends "$tool" >>/tmp/mltrain-apt-build.log 2>&1; }; }
@@ -41,7 +47,7 @@ if command -v mpicxx >/dev/null; then
   .venv/bin/mltrain horovod build || echo "Horovod was not built; its tests will say why"
 fi
 if [ "${CI:-}" = "true" ]; then
-  export MLTRAIN_REQUIRE_SLURM=1 MLTRAIN_REQUIRE_MPI=1 MLTRAIN_REQUIRE_HOROVOD=1
+  export MLTRAIN_REQUIRE_SLURM=1 MLTRAIN_REQUIRE_MPI=1 MLTRAIN_REQUIRE_HOROVOD=1 MLTRAIN_REQUIRE_UI=1
 fi
 # `pytest` (not `python -m pytest`) keeps the checkout off sys.path: tests use the installed wheel.
 .venv/bin/pytest -p no:cacheprovider -q "$@"

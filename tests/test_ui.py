@@ -17,7 +17,7 @@ import pytest
 from support import mltrain_exe, run_mltrain
 from ui_support import chromium, require_ui
 
-pytestmark = [pytest.mark.tracking, pytest.mark.slow]
+pytestmark = pytest.mark.tracking
 
 SCREENSHOT = Path(__file__).parent.parent / "docs" / "ui-sweep-compare.png"
 PIPELINE = """\
@@ -80,6 +80,7 @@ def status_of(page, base: str, experiment: str, run_id: str) -> str:
     return re.search(r"\nStatus\n(\w+)", page.inner_text("body")).group(1)
 
 
+@pytest.mark.slow
 def test_mltrain_ui_shows_runs_sweeps_pipelines_logs_and_models_in_a_browser(home, project, tmp_path, monkeypatch):
     require_ui()
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
@@ -115,7 +116,19 @@ def test_mltrain_ui_shows_runs_sweeps_pipelines_logs_and_models_in_a_browser(hom
     assert rc == 0, ui.stderr.read()
     assert server_pids(port) == [], "Ctrl-C left MLflow's server running"
     with socket.socket() as s:
-        s.bind(("127.0.0.1", port))  # the port is free again
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # the browser's closed connections linger
+        s.bind(("127.0.0.1", port))  # nothing listens there any more
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--port", "x"], "argument --port: invalid int value: 'x'"),
+    (["--port", "70000"], "--port 70000: a port is 1 to 65535"),
+    (["--bogus"], "unrecognized arguments: --bogus"),
+])
+def test_bad_arguments_are_one_line(home, project, args, message):
+    r = run_mltrain("ui", *args, cwd=project)
+    assert r.rc == 2 and r.err == f"mltrain: error: {message}\n", r.err
+    assert not (home / "mlflow.db").exists()  # nothing was synced or started
 
 
 def _look_in_the_browser(base: str, home: Path) -> None:

@@ -51,6 +51,9 @@ def _check_port(host: str, port: int) -> None:
     """A taken port is one line here, not the server's traceback after it has started."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as probe:
+        # As the server will: a port whose last server has just stopped (connections in TIME_WAIT) is
+        # free; one with a listener is still refused (Linux's SO_REUSEADDR).
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind((host, port))
         except OSError as exc:
