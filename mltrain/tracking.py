@@ -19,6 +19,7 @@ import sys
 import time
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional
+from urllib.parse import urlparse
 
 import yaml
 
@@ -43,7 +44,7 @@ def mirror(run_dirs: Iterable[str]) -> List[str]:
     """Mirror runs into the store; returns the MLflow run ids. The sweeps they belong to are closed
     when the last of their members has ended."""
     client = store.client()
-    from mlflow.exceptions import MlflowException
+    from mlflow.exceptions import MlflowException  # heavy
 
     ensure_template()
     out, groups = [], {}
@@ -119,7 +120,7 @@ def mlflow_run_id(record: RunRecord) -> str:
 def _run_for(client, record, experiment: str) -> str:
     """Find the MLflow run of this mltrain run (tag mltrain.run_id), or make it: its name, tags, parent and
     the parameters (the overrides and the flattened resolved config, where the job's `params` are)."""
-    from mlflow.entities import Param, RunTag
+    from mlflow.entities import Param, RunTag  # heavy
 
     d = record.doc
     if d.pipeline is None:
@@ -186,8 +187,6 @@ def _artifacts(client, record, run_id: str, upload: bool) -> None:
     while the run goes on grows there too. Symbolic links would not do: MLflow's server refuses to list
     a path that leads out of the run's artifact folder. On another filesystem it is copied; to a
     server's store it is uploaded once, when the run has ended."""
-    from urllib.parse import urlparse
-
     uri = urlparse(client.get_run(run_id).info.artifact_uri)
     local = uri.scheme in ("", "file")
     if not local and not upload:
@@ -226,7 +225,7 @@ def _close_group(client, run_id: str, folder: Path) -> bool:
     """A sweep's parent run ends as the sweep did. A HyperDrive sweep's sweep.json says when and how, and
     its best member's value and parameters go on the parent (Azure's best child run); a plain grid ends
     when every member listed in summary.json has: Failed if one failed, else Canceled if one was."""
-    from mlflow.entities import Metric, Param, RunTag
+    from mlflow.entities import Metric, Param, RunTag  # heavy
 
     hyper = _read_json(folder / SWEEP_FILE)
     if isinstance(hyper, dict):

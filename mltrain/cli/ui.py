@@ -21,8 +21,10 @@ import urllib.request
 from pathlib import Path
 from typing import List, NoReturn, Optional
 
+from mltrain.cli import runs
 from mltrain.config.paths import mltrain_home
 from mltrain.errors import MltrainError
+from mltrain.models import mlflow_store as store
 
 INSTALL = "pip install 'mltrain[ui]'"
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
@@ -105,8 +107,6 @@ def main(argv: List[str]) -> int:
     problem = server_problem()
     if problem:
         raise MltrainError(problem)
-    from mltrain.models import mlflow_store as store
-
     uri = store.uri()
     if uri.startswith(("http://", "https://")):
         print(f"runs are tracked on the MLflow server {uri}: its UI is there")
@@ -116,8 +116,6 @@ def main(argv: List[str]) -> int:
         print(f"mltrain: warning: MLflow's UI has no authentication: anyone who can reach {args.host}:{args.port} "
               "sees and can change every run and model", file=sys.stderr)
     if not args.no_sync:
-        from mltrain.cli import runs
-
         runs.main(["sync"] + (["--root", args.root] if args.root else []))
     home = mltrain_home()
     home.mkdir(parents=True, exist_ok=True)

@@ -20,9 +20,11 @@ import tempfile
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Union
 
+from mltrain import tracking
 from mltrain.config.paths import mltrain_home
 from mltrain.errors import MltrainError
 from mltrain.models import mlflow_store as store
+from mltrain.runs.mlflow_run import enabled
 from mltrain.runs.record import find_run
 
 PROPERTY = "mltrain.property."
@@ -194,9 +196,6 @@ def _source(model_path: Union[str, Path], run: Optional[str], runs_root) -> tupl
 
 def _mlflow_run(record: Any) -> Optional[str]:
     """The MLflow run of the registering run, or None when tracking is off (MLTRAIN_TRACKING=off)."""
-    from mltrain import tracking
-    from mltrain.runs.mlflow_run import enabled
-
     return tracking.mlflow_run_id(record) if enabled() else None
 
 
