@@ -184,7 +184,9 @@ def _look_in_the_browser(base: str, home: Path) -> None:
         pipe_experiment = re.search(r"#/experiments/(\d+)", link).group(1)
         for step, run_dir in steps.items():
             assert status_of(page, base, pipe_experiment, mlflow_id(run_dir)) == "Finished"
-            assert re.search(r"Parent run\npipeline tiny", page.inner_text("body")), step
+            expect(page.get_by_text(step, exact=True).first).to_be_visible()  # a step's run is named after it
+            # the parent's name is fetched after the run's own fields
+            expect(page.get_by_role("link", name="pipeline tiny", exact=True)).to_be_visible()
         assert status_of(page, base, pipe_experiment, mlflow_id(pipeline)) == "Finished"
 
         # A metric chart with the points logged: curve a is 6 values of `score`, steps 1 to 6.
