@@ -16,7 +16,7 @@ from mltrain.config.paths import builtin_conf_dir, builtin_search_url, list_opti
 from mltrain.errors import MltrainError, RunCanceled, RunFailed, one_line, yaml_error_line
 
 MANAGEMENT = {"runs": "mltrain.cli.runs", "env": "mltrain.cli.env", "horovod": "mltrain.cli.horovod",
-              "models": "mltrain.cli.models", "ui": "mltrain.cli.ui"}
+              "models": "mltrain.cli.models", "ui": "mltrain.cli.ui", "job": "mltrain.cli.jobs"}
 
 HELP = """\
 mltrain: Azure ML's PyTorch training, local-first and Slurm-native (Hydra + submitit).
@@ -30,6 +30,7 @@ usage: mltrain [-m] [GROUP=OPTION ...] [KEY=VALUE ...] [--dry-run] [--cfg job]
        mltrain models download NAME[:VERSION] DIR [--exist-ok]
        mltrain env list | env show NAME | env save NAME DIR
        mltrain ui [--host H] [--port P]                   (MLflow's UI on the runs and models: needs mltrain[ui])
+       mltrain job create --file JOB.yml [--set F=V] [--name N] [--dry-run] [--detach]   (an Azure ML v2 job file)
        mltrain horovod build [--force] | horovod check
 
 A job is composed from these config groups (pick one option each, e.g. model=resnet50):

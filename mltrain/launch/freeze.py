@@ -193,10 +193,12 @@ def _pythonpath_env(first: List[str], last: List[str]) -> Dict[str, str]:
 
 
 def _interpreter_env(cfg, environment: Dict[str, Any]) -> Dict[str, str]:
-    """A built environment first on the ranks' PATH, as an activated venv would be, so that `job=command`
-    and anything a script starts by name (python, pip, a console script) run in it, not in mltrain's."""
+    """The environment's interpreter folder first on the ranks' PATH, as an activated venv would be, so
+    that `job=command` and anything a script starts by name (python, pip, a console script) run in it.
+    Also for mltrain's own interpreter (environment=current): started as `.venv/bin/mltrain` with no
+    venv activated, a command's `python` would otherwise be the first one on PATH, the system's."""
     interpreter = str(cfg.environment.python.interpreter or "")
-    if environment["containerized"] or not interpreter or interpreter == sys.executable:
+    if environment["containerized"] or not interpreter:
         return {}
     bin_dir = os.path.dirname(interpreter)
     env = {"PATH": os.pathsep.join(p for p in (bin_dir, os.environ.get("PATH", "")) if p)}

@@ -27,7 +27,7 @@ INDEX = Path("_pipelines") / "index.jsonl"
 #: whose content is hashed on its own (the snapshot, the environment, the inputs).
 NOT_IN_KEY = ("run.", "compute.", "sweep.", "pipeline", "environment.", "inputs.", "outputs.", "dry_run",
               "experiment_name", "job.source_directory", "distribution.timeout_s", "distribution.close_process_group",
-              "distribution.slurm_mpi")
+              "distribution.slurm_mpi", "azureml")
 
 
 # ---------------------------------------------------------------------------------------- digests

@@ -433,6 +433,9 @@ class MltrainConf:
     outputs: Dict[str, str] = field(default_factory=dict)
     # Print what would be started (per rank: command line, working directory, environment); start nothing.
     dry_run: bool = False
+    # An Azure ML v2 job file's own record (`mltrain job create --file`): its path, type, name,
+    # display_name, description, tags and the Azure-only fields it set, kept with the run, not acted on.
+    azureml: Dict[str, Any] = field(default_factory=dict)
 
 
 #: A frozen job's compute settings: one schema per compute kind.

@@ -85,7 +85,7 @@ def _dry_run(sweeper: Any, sweep: Any, search: Any, seed: int) -> list:
     for key, text in search.describe().items():
         console.write_line(f"  {key} = {text}")
     trial = make_study(sweep, search, None, seed).ask(search.distributions())
-    overrides = search.fixed + [override_for(d.key, trial.params[d.key]) for d in search.dimensions]
+    overrides = search.fixed + [override_for(d.key, d.value(trial.params[d.key])) for d in search.dimensions]
     console.status("first member: " + " ".join(overrides))
     config = compose_members(sweeper.launcher, [overrides], 0)[0]
     job = freeze_members([config], str(sweeper.launcher.params.get("runs_root") or "~/.mltrain/runs"))[0]

@@ -122,7 +122,8 @@ class Controller:
     # ------------------------------------------------------------------ members
     def _launch_next(self) -> None:
         trial = self.study.ask(self.space.distributions())
-        params = {d.key: trial.params[d.key] for d in self.space.dimensions}
+        # the member's values (Azure's transformed draws); Optuna keeps what it sampled in its trial
+        params = {d.key: d.value(trial.params[d.key]) for d in self.space.dimensions}
         member = Member(index=len(self.members), params=params, trial=trial,
                         overrides=self.space.fixed + [override_for(k, v) for k, v in params.items()])
         self.members.append(member)

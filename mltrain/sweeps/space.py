@@ -7,10 +7,23 @@ it) and turned into Optuna distributions.
     tag(log, interval(low, high))     log-uniform (Azure: loguniform)
     tag(int, interval(low, high))     integers between low and high, both included
 
+and, in `sweep.params` only, Azure ML's parameter expressions that Hydra's grammar cannot say, with
+Azure's meaning (reference-yaml-job-sweep, "Parameter expressions"):
+
+    quniform(min, max, q)             round(uniform(min, max) / q) * q
+    qloguniform(min, max, q)          round(exp(uniform(min, max)) / q) * q   (min, max: natural-log exponents)
+    normal(mu, sigma)                 a normal draw;  qnormal(mu, sigma, q): round(normal / q) * q
+    lognormal(mu, sigma)              exp(normal(mu, sigma));  qlognormal(mu, sigma, q): round(exp(normal) / q) * q
+
+Optuna samples each of these as a uniform variable (u in (0, 1), or uniform(min, max)) and the member
+gets the transformed value, so random and sobol draws have Azure's distribution exactly.
+
 Parsing needs only Hydra; the Optuna distributions are built when the sweep starts.
 """
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass
 from typing import Any, Dict, List, Tuple
 
@@ -23,12 +36,21 @@ from mltrain.errors import ConfigError
 #: What each sampling method accepts (Azure ML: grid only discrete; bayesian choice/uniform/quniform).
 ALLOWED = {
     "grid": ("choice", "range"),
-    "random": ("choice", "range", "interval", "loginterval", "intinterval"),
-    "sobol": ("choice", "range", "interval", "loginterval", "intinterval"),
-    "bayesian": ("choice", "range", "interval", "intinterval"),
+    "random": ("choice", "range", "interval", "loginterval", "intinterval", "quniform", "qloguniform", "normal",
+               "qnormal", "lognormal", "qlognormal"),
+    "sobol": ("choice", "range", "interval", "loginterval", "intinterval", "quniform", "qloguniform", "normal",
+              "qnormal", "lognormal", "qlognormal"),
+    "bayesian": ("choice", "range", "interval", "intinterval", "quniform"),
 }
 SPELLING = {"choice": "choice(...)", "range": "range(...)", "interval": "interval(...)",
-            "loginterval": "tag(log, interval(...))", "intinterval": "tag(int, interval(...))"}
+            "loginterval": "tag(log, interval(...))", "intinterval": "tag(int, interval(...))",
+            "quniform": "quniform(...)", "qloguniform": "qloguniform(...)", "normal": "normal(...)",
+            "qnormal": "qnormal(...)", "lognormal": "lognormal(...)", "qlognormal": "qlognormal(...)"}
+#: Azure's expressions with no Hydra spelling: name -> how many numbers they take.
+AZURE_EXPRESSIONS = {"quniform": 3, "qloguniform": 3, "normal": 2, "qnormal": 3, "lognormal": 2, "qlognormal": 3}
+AZURE_CALL = re.compile(r"^\s*(" + "|".join(AZURE_EXPRESSIONS) + r")\s*\((.*)\)\s*$")
+#: The unit variable behind a normal draw stays off 0 and 1, whose inverse CDF is infinite.
+UNIT_EPS = 1e-9
 
 
 @dataclass
@@ -52,7 +74,29 @@ class Dimension:
         low, high = self.values
         if self.kind == "intinterval":
             return IntDistribution(int(low), int(high))
+        if self.kind in ("quniform", "qloguniform"):
+            return FloatDistribution(float(self.values[0]), float(self.values[1]))
+        if self.kind in ("normal", "qnormal", "lognormal", "qlognormal"):
+            return FloatDistribution(UNIT_EPS, 1.0 - UNIT_EPS)
         return FloatDistribution(float(low), float(high), log=self.kind == "loginterval")
+
+    def value(self, sampled: Any) -> Any:
+        """The member's value for what Optuna sampled: itself, or Azure's transform of it."""
+        if self.kind not in AZURE_EXPRESSIONS:
+            return sampled
+        if self.kind in ("quniform", "qloguniform"):
+            x = math.exp(sampled) if self.kind == "qloguniform" else sampled
+        else:
+            from statistics import NormalDist
+
+            mu, sigma = self.values[0], self.values[1]
+            x = NormalDist(mu, sigma).inv_cdf(sampled)
+            x = math.exp(x) if self.kind in ("lognormal", "qlognormal") else x
+        if self.kind.startswith("q"):
+            q = self.values[2]
+            x = round(x / q) * q
+            return int(x) if float(q).is_integer() else round(x, 12)
+        return x
 
     def grid_values(self) -> List[Any]:
         return list(self.values)
@@ -79,8 +123,14 @@ class Space:
 def parse(arguments: List[str], params: Dict[str, str]) -> Space:
     """The command line's overrides (sweep ones become dimensions) and sweep.params ({key: grammar})."""
     parser = OverridesParser.create()
-    lines = list(arguments) + [f"{key}={value}" for key, value in params.items()]
     dimensions: Dict[str, Dimension] = {}
+    lines = list(arguments)
+    for key, value in params.items():
+        call = AZURE_CALL.match(str(value))
+        if call:
+            dimensions[key] = _azure_dimension(key, call.group(1), call.group(2), str(value))
+        else:
+            lines.append(f"{key}={value}")
     fixed: List[str] = []
     for line in lines:
         try:
@@ -125,6 +175,22 @@ def _dimension(key: str, override: Any) -> Dimension:
         return Dimension(key, "interval", text, [low, high])
     raise ConfigError(key, f"{text} is not a search space mltrain can sample",
                       ("choice(...)", "a,b,c", "range(...)", "interval(...)", "tag(log, interval(...))"))
+
+
+def _azure_dimension(key: str, kind: str, args: str, text: str) -> Dimension:
+    try:
+        numbers = [float(a) for a in args.split(",")]
+    except ValueError:
+        raise ConfigError(key, f"{text}: {kind} takes {AZURE_EXPRESSIONS[kind]} numbers") from None
+    if len(numbers) != AZURE_EXPRESSIONS[kind]:
+        raise ConfigError(key, f"{text}: {kind} takes {AZURE_EXPRESSIONS[kind]} numbers")
+    if kind in ("quniform", "qloguniform") and not numbers[0] < numbers[1]:
+        raise ConfigError(key, f"{text}: min_value must be below max_value")
+    if kind not in ("quniform", "qloguniform") and numbers[1] <= 0:
+        raise ConfigError(key, f"{text}: sigma must be above 0")
+    if kind.startswith("q") and numbers[2] <= 0:
+        raise ConfigError(key, f"{text}: q must be above 0")
+    return Dimension(key, kind, text, [int(n) if n.is_integer() else n for n in numbers])
 
 
 def _range_values(sweep: Any) -> List[Any]:

@@ -1,0 +1,128 @@
+"""`mltrain job create --file job.yml`: an Azure ML v2 job file run as `az ml job create` runs it.
+
+    mltrain job create --file job.yml [--set FIELD=VALUE ...] [--name N] [--experiment-name E]
+                       [--stream | --detach] [--dry-run] [mltrain overrides ...]
+
+The file is read and checked whole (mltrain.azureml) before anything exists; then mltrain's own
+command runs the plan, so every engine, override (`compute=slurm`, `run.root=...`) and flag behaves
+as it does for `mltrain ...`.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from typing import List, Optional
+
+USAGE = ("usage: mltrain job create --file FILE [--set FIELD=VALUE ...] [--name NAME] [--experiment-name NAME] "
+         "[--stream|--detach] [--dry-run] [mltrain overrides ...]")
+
+
+def main(argv: List[str]) -> Optional[int]:
+    from mltrain.errors import MltrainError
+
+    if not argv or argv[0] in ("-h", "--help"):
+        sys.stdout.write(USAGE + "\n")
+        return 0
+    if argv[0] != "create":
+        raise MltrainError(f"unknown job command '{argv[0]}' ({USAGE})")
+    request, flags = _parse(argv[1:])
+    from mltrain.azureml import job_plan
+
+    plan = job_plan.plan(request)
+    return _launch(plan, request, flags)
+
+
+def _parse(args: List[str]):
+    from mltrain.azureml.job_plan import Request
+    from mltrain.errors import MltrainError
+
+    file = name = experiment = None
+    sets: List[str] = []
+    overrides: List[str] = []
+    flags: List[str] = []
+    valued = {"--file", "-f", "--set", "--name", "-n", "--experiment-name"}
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        key, eq, inline = arg.partition("=")
+        if arg.startswith("-") and key in valued:
+            if eq:
+                value = inline
+            elif i + 1 < len(args):
+                i += 1
+                value = args[i]
+            else:
+                raise MltrainError(f"{key} needs a value ({USAGE})")
+            if key in ("--file", "-f"):
+                file = value
+            elif key == "--set":
+                sets.append(value)
+            elif key in ("--name", "-n"):
+                name = value
+            else:
+                experiment = value
+        elif arg in ("--stream", "--detach", "--dry-run"):
+            flags.append(arg)
+        elif arg.startswith("-"):
+            raise MltrainError(f"unknown option {arg} ({USAGE})")
+        else:
+            overrides.append(arg)
+        i += 1
+    if file is None:
+        raise MltrainError(f"--file is required ({USAGE})")
+    if "--stream" in flags and "--detach" in flags:
+        raise MltrainError("--stream and --detach exclude each other")
+    request = Request(file=file, sets=tuple(sets), name=name, experiment_name=experiment,
+                      overrides=tuple(overrides), dry_run="--dry-run" in flags)
+    return request, flags
+
+
+def _launch(plan, request, flags: List[str]) -> Optional[int]:
+    import atexit
+    import shutil
+    import tempfile
+
+    import yaml
+
+    from mltrain.azureml.job_plan import EMPTY_CODE
+    from mltrain.config.paths import CONFIG_PATH_ENV
+    from mltrain.runs.console import Console
+
+    folder = tempfile.mkdtemp(prefix="mltrain-azureml-")
+    atexit.register(shutil.rmtree, folder, True)
+    os.makedirs(os.path.join(folder, EMPTY_CODE))
+    for rel, values in plan.files.items():
+        values = _absolute_empty_code(values, os.path.join(folder, EMPTY_CODE))
+        path = os.path.join(folder, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as handle:
+            if rel.startswith("azureml_job/"):
+                handle.write("# @package _global_\n")
+            yaml.safe_dump(values, handle, sort_keys=False)
+    existing = os.environ.get(CONFIG_PATH_ENV)
+    os.environ[CONFIG_PATH_ENV] = os.pathsep.join([folder] + ([existing] if existing else []))
+    console = Console()
+    for note in plan.notes:
+        console.status(f"azureml: {note}")
+    if request.dry_run:
+        for line in plan.lines:
+            console.write_line(line)
+    from mltrain.cli.main import main as mltrain_main
+
+    user = list(request.overrides)
+    mine = [o for o in plan.overrides if _key(o) not in {_key(u) for u in user}]
+    extra = [f for f in flags if f in ("--detach", "--dry-run")]
+    mltrain_main(mine + user + extra)
+    return 0
+
+
+def _key(override: str) -> str:
+    return override.split("=", 1)[0].lstrip("+~")
+
+
+def _absolute_empty_code(values, empty: str):
+    job = values.get("job") if isinstance(values, dict) else None
+    if isinstance(job, dict) and job.get("source_directory") == "empty_code":
+        job = dict(job, source_directory=empty)
+        values = dict(values, job=job)
+    return values
