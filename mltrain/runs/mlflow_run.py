@@ -57,6 +57,27 @@ def rank_env(run_dir: str) -> Dict[str, str]:
     return {"MLFLOW_TRACKING_URI": f"sqlite:///{Path(run_dir) / RUN_DB}", "MLFLOW_RUN_ID": RUN_ID}
 
 
+def logged_values(run_dir: str, key: str, seen: int) -> "tuple[List[float], int]":
+    """Values of one metric the ranks logged with mlflow.log_metric since the first `seen`, read while
+    the run goes on (a sweep follows its primary metric here, as Azure's sweep follows the trial's
+    MLflow run). Read-only SQLite, no MLflow import; a database being written is read next time."""
+    db = Path(run_dir) / RUN_DB
+    if not db.is_file():
+        return [], seen
+    import sqlite3
+
+    try:
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=0.05)
+        try:
+            rows = con.execute("SELECT value FROM metrics WHERE key = ? ORDER BY timestamp, step LIMIT -1 OFFSET ?",
+                               (key, seen)).fetchall()
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return [], seen
+    return [r[0] for r in rows], seen + len(rows)
+
+
 def seed_run_db(run_dir: Path, env: Dict[str, str]) -> None:
     """Copy the template database into a new run whose ranks were given MLflow's variables; the
     template is made first when this machine (and MLflow version) has none yet."""

@@ -51,6 +51,7 @@ class Member:
     status: str = "NotStarted"
     values: List[float] = field(default_factory=list)
     offset: int = 0
+    mlflow_seen: int = 0           # values of the primary metric read from the member's MLflow run
     judged: int = 0                    # the last interval the policy has judged it at
     cut_at: Optional[int] = None       # the interval the policy cut it at
     reason: Optional[str] = None       # why the policy (or the sweep) stopped it
@@ -219,8 +220,13 @@ class Controller:
         for r in records:
             if r.get("name") != metric or r.get("kind", "scalar") != "scalar" or int(r.get("rank") or 0) != 0:
                 continue
+            if r.get("source") == "mlflow":  # folded in after the run from its MLflow run, read below already
+                continue
             out.append(self._number(r.get("value")))
-        return out
+        from mltrain.runs.mlflow_run import logged_values
+
+        logged, member.mlflow_seen = logged_values(member.job.run_dir, metric, member.mlflow_seen)
+        return out + [self._number(v) for v in logged]
 
     def _number(self, value: Any) -> float:
         """A NaN or unreadable value counts as the worst possible one (a diverged member)."""
