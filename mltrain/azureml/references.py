@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
 from mltrain.azureml.yaml_lines import JobFile
+from mltrain.environments.spec import AZURE_CLIENT
 
 #: `azureml:NAME@latest`, `azureml:NAME:VERSION`, `azureml:NAME` (Azure's short asset syntax).
 SHORT = re.compile(r"^azureml:(?!//)([A-Za-z0-9_.-]+)(?:@([A-Za-z0-9_.-]+)|:([A-Za-z0-9_.-]+))?$")
@@ -24,9 +25,6 @@ REGISTRY = re.compile(r"^azureml://registries/([^/]+)/(environments|components|m
 AZUREML_BASE_IMAGES = ("mcr.microsoft.com/azureml/",)
 #: Docker Hub's official Python images: a CPython, which the host already is.
 PYTHON_IMAGE = re.compile(r"^(?:docker\.io/)?(?:library/)?python(?::([0-9][^-]*|latest).*)?$")
-#: Azure's own client packages: mltrain's shims and built-ins stand in for them; never installed.
-AZURE_CLIENT = re.compile(r"^(azureml-(core|mlflow|defaults|telemetry|train-core|restclients-hyperdrive|dataprep|"
-                          r"designer-[a-z-]+|inference-server-http)|azure-ai-ml)\b", re.I)
 DATASTORES_FILE = "datastores.yaml"
 
 

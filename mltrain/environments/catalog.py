@@ -41,6 +41,23 @@ _V2 = {
     "AzureML-pytorch-1.10-ubuntu18.04-py38-cuda11-gpu": ("3.8", "1.10.0", "0.11.1", "0.21.3", "openmpi4.1.0-cuda11.1-cudnn8-ubuntu18.04"),
 }
 
+# Azure ML's curated v2 environments (the `azureml` registry's families, also named `AzureML-<family>`):
+# name -> (pip packages, base image), from the conda files Azure publishes with them. Their images carry
+# Python 3.10; mltrain builds them on the host's Python (no python pin here), where these pins have
+# wheels. Azure's own client packages in them (azureml-core, azureml-mlflow, azureml-defaults) are
+# provided by mltrain and never installed (mltrain.environments.spec.AZURE_CLIENT).
+_AZUREML_V2_PIP = ["azureml-core", "azureml-defaults", "azureml-mlflow", "azureml-telemetry", "mlflow"]
+_V2_CURATED = {
+    "AzureML-sklearn-1.5": (["scikit-learn==1.5.2", "pandas", "numpy", "scipy", "joblib"],
+                            "openmpi4.1.0-ubuntu22.04"),
+    "AzureML-lightgbm-3.3": (["lightgbm==3.3.5", "scikit-learn", "pandas", "numpy", "scipy"],
+                             "openmpi4.1.0-ubuntu22.04"),
+    "AzureML-tensorflow-2.16-cuda12": (["tensorflow==2.16.2", "tensorboard", "numpy"],
+                                       "openmpi4.1.0-cuda12.1-cudnn8-ubuntu22.04"),
+    "AzureML-acpt-pytorch-2.8-cuda12.6": (["torch==2.8.0", "torchvision", "deepspeed", "tensorboard"],
+                                          "curated/acpt-pytorch-2.8-cuda12.6"),
+}
+
 #: The newest Python each torch release published wheels for (torch's release notes).
 TORCH_MAX_PYTHON = {"1.0": "3.7", "1.1": "3.7", "1.2": "3.7", "1.3": "3.7", "1.4": "3.8", "1.5": "3.8",
                     "1.6": "3.8", "1.7": "3.8", "1.8": "3.9", "1.9": "3.9", "1.10": "3.9"}
@@ -82,3 +99,7 @@ for _version in _V1:
         CURATED[_spec["name"]] = _spec
 for _name in _V2:
     CURATED[_name] = _v2(_name)
+for _name, (_pip, _image) in _V2_CURATED.items():
+    CURATED[_name] = {"name": _name, "python": {"user_managed": False},
+                      "conda": {"channels": ["conda-forge"], "dependencies": [{"pip": _AZUREML_V2_PIP + _pip}]},
+                      "docker": {"base_image": MCR + _image}}

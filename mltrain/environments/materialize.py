@@ -71,7 +71,7 @@ def check_buildable(spec: EnvironmentSpec) -> None:
 
 def check_user_managed(spec: EnvironmentSpec, mode: str = "error") -> List[str]:
     """Mismatches between the spec's Python packages and what the interpreter has installed."""
-    wanted = spec.python_packages()
+    wanted = spec.installable_packages()
     if not wanted:
         return []
     installed = dict(p.split("==", 1) for p in installed_packages(interpreter_for(spec, False)))
@@ -135,7 +135,7 @@ def _build_into(spec: EnvironmentSpec, target: Path) -> None:
                 .stdout.strip())
     # This interpreter's packages come after the environment's own (mltrain and torch stay importable).
     (site / "_mltrain_parent.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    packages = spec.python_packages()
+    packages = spec.installable_packages()
     if packages:
         pip = run([sys.executable, "-m", "pip", "--python", str(target / "bin" / "python"), "install",
                    "--no-input", "--disable-pip-version-check", "-q", *packages])

@@ -21,6 +21,11 @@ from mltrain.environments.catalog import CURATED
 from mltrain.errors import ConfigError, MltrainError
 
 RESERVED_PREFIX = "AzureML"
+#: Azure ML's own client packages: mltrain's azureml.core stand-in, MLflow tracking and built-in
+#: components stand in for them, so a built environment never installs them.
+AZURE_CLIENT = re.compile(r"^(azureml-(core|mlflow|defaults|telemetry|train-core|restclients-hyperdrive|dataprep|"
+                          r"inference-server-http|designer-[a-z-]+)|azure-ai-ml)(?![A-Za-z0-9_.-]*[A-Za-z0-9])",
+                          re.I)
 SPEC_FILE = "azureml_environment.json"
 CONDA_FILE = "conda_dependencies.yml"
 
@@ -49,6 +54,10 @@ class EnvironmentSpec:
             if isinstance(dep, dict):
                 out += [str(p) for p in dep.get("pip", [])]
         return out + [p for p in self.pip if p not in out]
+
+    def installable_packages(self) -> List[str]:
+        """The pip requirements a built environment installs: all but Azure's client packages."""
+        return [p for p in self.python_packages() if not AZURE_CLIENT.match(p.strip())]
 
     def conda_only_packages(self) -> List[str]:
         """The conda spec's own packages (not python, pip or its pip section): what only conda installs."""

@@ -1,0 +1,211 @@
+"""A pipeline job (reference-yaml-job-pipeline) mapped onto mltrain's pipelines (mltrain.pipelines):
+each of its `jobs` becomes a step (one run each, the pipeline's own run, reuse that explains itself,
+`afterok` on Slurm). `${{parent.inputs.x}}` is replaced by the pipeline's input before a step is
+checked, so a component sees the value it will run with; `${{parent.jobs.a.outputs.y}}` becomes the
+step input `a.outputs.y` (the edge of the graph); `${{parent.outputs.z}}` names the step's own output
+folder as the pipeline's output z.
+"""
+from __future__ import annotations
+
+import copy
+import re
+from typing import Any, Dict, List, Optional, Tuple
+
+from mltrain.azureml import command_job, component_files, v2_schema
+from mltrain.azureml.builtin_components import lookup
+from mltrain.azureml.job_plan import GROUP, Plan, Request, _file_name, ignored_note, record
+from mltrain.azureml.ports import Output, parse_inputs, parse_outputs
+from mltrain.azureml.v2_schema import PIPELINE, SETTINGS, STEP, check_fields
+from mltrain.azureml.yaml_lines import JobFile
+
+STEP_TYPES = ("command", "sweep", "pipeline")
+PARENT_JOB_OUTPUT = re.compile(r"^jobs\.([A-Za-z0-9_-]+)\.outputs\.([A-Za-z_][A-Za-z0-9_]*)$")
+
+
+def plan(jf: JobFile, request: Request, ctx: command_job.Context, name: Optional[str]) -> Plan:
+    data = check_fields(jf, (), jf.data, PIPELINE)
+    settings = check_fields(jf, ("settings",), data.get("settings"), SETTINGS)
+    ctx = command_job.Context(ctx.dry_run, ctx.on_cluster, ctx.job_name, in_pipeline=True)
+    top_inputs = parse_inputs(jf, ("inputs",), data.get("inputs"), ctx.dry_run)
+    top_outputs = parse_outputs(jf, ("outputs",), data.get("outputs"), ctx.dry_run, ctx.job_name)
+    raw_jobs = check_fields(jf, ("jobs",), data.get("jobs"), list(data.get("jobs") or {}))
+    if not raw_jobs:
+        raise jf.error(("jobs",), "a pipeline job needs at least one job")
+    pipe = _file_name(str(data.get("display_name") or name or ctx.job_name))
+    inherited = {"compute": settings.get("default_compute")}
+    steps: Dict[str, Dict[str, Any]] = {}
+    files: Dict[str, Dict[str, Any]] = {}
+    notes = ignored_note(jf)
+    lines = [f"pipeline job {pipe}: {len(raw_jobs)} jobs"]
+    declared: Dict[str, List[str]] = {}
+    parsed: Dict[str, Tuple[str, Any]] = {}
+    for step, body in raw_jobs.items():
+        where = ("jobs", step)
+        if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_-]*$", str(step)):
+            raise jf.error(where, "a job name takes letters, digits, _ and -")
+        body = check_fields(jf, where, body, STEP)
+        kind = v2_schema.job_type(jf, {"type": body.get("type", "command")}) if "type" in body else "command"
+        if kind not in STEP_TYPES:
+            raise jf.error(where + ("type",), f"'{kind}' is not one of {', '.join(STEP_TYPES)}")
+        body = _bind_parent_inputs(jf, where, body, data.get("inputs") or {})
+        if kind != "command":
+            raise jf.error(where + ("type",), f"{kind} steps are not supported by mltrain yet; run the {kind} as a "
+                                              "job of its own")
+        parsed[step] = _command_step(jf, where, body, ctx, inherited)
+        declared[step] = list(parsed[step][1].outputs) if parsed[step][0] == "command" else \
+            list(parsed[step][1]["outputs"])
+    for step, (kind, job) in parsed.items():
+        where = ("jobs", step)
+        if kind == "builtin":
+            steps[step] = _builtin_step(jf, where, job, declared, pipe, step, files)
+        else:
+            steps[step] = _step(jf, where, job, declared, pipe, step, files, jf.data)
+        for out in (job.outputs.values() if kind == "command" else []):
+            if out.binding is not None:
+                target = out.binding.split(".", 1)[1] if out.binding.startswith("outputs.") else None
+                if target is None or target not in top_outputs:
+                    raise jf.error(where + ("outputs", out.name), f"${{{{parent.{out.binding}}}}}: the pipeline "
+                                                                  f"has no output '{target or out.binding}'")
+        lines.append(f"  {step}: inputs [{', '.join(f'{k}<-{v}' for k, v in steps[step]['inputs'].items())}] "
+                     f"outputs [{', '.join(steps[step]['outputs'])}]")
+        notes += job.notes if kind == "command" else []
+    node: Dict[str, Any] = {"steps": steps}
+    if settings.get("force_rerun") is not None:
+        node["force_rerun"] = bool(settings["force_rerun"])
+    files[f"pipeline/{pipe}.yaml"] = node
+    common = {"azureml": record(jf, "pipeline")}
+    for rel in list(files):
+        if rel.startswith(GROUP + "/"):
+            files[rel] = {**files[rel], **common}
+    overrides = [f"pipeline={pipe}"]
+    if name:
+        overrides.append(f"run.id={name}")
+    if settings.get("continue_on_step_failure") is False:
+        notes.append("continue_on_step_failure: false: a failed step cancels the steps after it; independent "
+                     "steps already running finish")
+    return Plan("pipeline", overrides, files, _dedupe(notes), lines)
+
+
+def _bind_parent_inputs(jf: JobFile, where: tuple, body: Dict[str, Any], parent: Dict[str, Any]) -> Dict[str, Any]:
+    """A step's `${{parent.inputs.x}}` replaced by the pipeline's own input x (a literal or a data input)."""
+    from mltrain.azureml.expressions import binding
+
+    inputs = dict(body.get("inputs") or {})
+    for key, value in list(inputs.items()):
+        bound = binding(value)
+        if bound is None and isinstance(value, dict):
+            bound = binding(value.get("path"))
+        if bound is None or not bound.startswith("inputs."):
+            continue
+        name = bound.split(".", 1)[1]
+        if name not in parent:
+            raise jf.error(where + ("inputs", key), f"${{{{parent.inputs.{name}}}}}: the pipeline has no input "
+                                                    f"'{name}' (inputs: {', '.join(parent) or 'none'})")
+        inputs[key] = copy.deepcopy(parent[name])
+    out = dict(body)
+    if inputs:
+        out["inputs"] = inputs
+    return out
+
+
+def _command_step(jf: JobFile, where: tuple, body: Dict[str, Any], ctx: command_job.Context,
+                  inherited: Dict[str, Any]) -> Tuple[str, Any]:
+    if body.get("component") is None:
+        known = v2_schema.COMMAND
+        inline = {k: v for k, v in body.items() if k != "type"}
+        return "command", command_job.parse(jf, where, inline, ctx, known=known, inherited=inherited)
+    from mltrain.azureml.references import asset_name
+
+    ref = str(body["component"])
+    builtin = lookup(asset_name(ref) or "") if asset_name(ref) else None
+    if builtin is not None and not _registered_locally(jf, asset_name(ref) or ""):
+        return "builtin", {"component": builtin, "inputs": parse_inputs(jf, where + ("inputs",), body.get("inputs"),
+                                                                         ctx.dry_run, True),
+                           "outputs": list(builtin.outputs), "body": body, "notes": []}
+    comp = component_files.load_component(jf, where + ("component",), ref)
+    job = component_files.bind(comp, jf, where, body.get("inputs"), body.get("outputs"), ctx, inherited, body)
+    job.notes = list(job.notes)
+    job.file_version = comp.version  # type: ignore[attr-defined]
+    job.deterministic = comp.is_deterministic  # type: ignore[attr-defined]
+    return "command", job
+
+
+def _registered_locally(jf: JobFile, name: str) -> bool:
+    from mltrain.azureml.references import config_dirs
+
+    return any((d / "components" / f"{name}{s}").is_file() for d in config_dirs(jf) for s in (".yml", ".yaml"))
+
+
+def _upstream(jf: JobFile, where: tuple, binding: str, declared: Dict[str, List[str]]) -> str:
+    match = PARENT_JOB_OUTPUT.match(binding)
+    if not match:
+        raise jf.error(where, f"${{{{parent.{binding}}}}} is not a binding mltrain knows (parent.inputs.X, "
+                              "parent.jobs.J.outputs.Y, parent.outputs.Z)")
+    step, output = match.groups()
+    if step not in declared:
+        raise jf.error(where, f"${{{{parent.{binding}}}}}: no job '{step}' in this pipeline "
+                              f"(jobs: {', '.join(declared)})")
+    if output not in declared[step]:
+        raise jf.error(where, f"${{{{parent.{binding}}}}}: job '{step}' has no output '{output}' "
+                              f"(outputs: {', '.join(declared[step]) or 'none'})")
+    return f"{step}.outputs.{output}"
+
+
+def _step(jf: JobFile, where: tuple, job: command_job.CommandJob, declared: Dict[str, List[str]], pipe: str,
+          step: str, files: Dict[str, Dict[str, Any]], _data: Any) -> Dict[str, Any]:
+    inputs: Dict[str, Any] = {}
+    for inp in job.inputs.values():
+        if inp.binding is not None:
+            inputs[inp.name] = _upstream(jf, where + ("inputs", inp.name), inp.binding, declared)
+        elif inp.path is not None:
+            inputs[inp.name] = inp.path
+    outputs = [o.name for o in job.outputs.values() if o.path is None]
+
+    def output_path(out: Output) -> str:
+        return out.path if out.path is not None else f"${{outputs.{out.name}}}"
+
+    def input_path(inp: Any) -> str:
+        return f"${{inputs.{inp.name}}}"
+
+    body = command_job.render_command(job, output_path, input_path, lambda n: f"$AML_PARAMETER_{n}", pipe)
+    command = command_job.wrap(job, body, command_job.prologue(job, standalone_outputs=False))
+    values = command_job.config_values(job, command, "empty_code")
+    values.pop("inputs", None)  # the pipeline engine names every step's inputs and outputs itself
+    option = f"{pipe}__{step}"
+    files[f"{GROUP}/{option}.yaml"] = values
+    out: Dict[str, Any] = {"overrides": command_job.groups(job) + [f"+{GROUP}={option}"], "inputs": inputs,
+                           "outputs": outputs, "allow_reuse": bool(getattr(job, "deterministic", True))}
+    if getattr(job, "file_version", None) is not None:
+        out["version"] = job.file_version
+    return out
+
+
+def _builtin_step(jf: JobFile, where: tuple, spec: Dict[str, Any], declared: Dict[str, List[str]], pipe: str,
+                  step: str, files: Dict[str, Dict[str, Any]]) -> Dict[str, Any]:
+    comp = spec["component"]
+    overrides = [f"job={comp.job}", *comp.groups]
+    inputs: Dict[str, Any] = {}
+    for inp in spec["inputs"].values():
+        where_in = where + ("inputs", inp.name)
+        if inp.name in comp.parameters:
+            overrides.append(f"{comp.parameters[inp.name]}={inp.value}")
+            continue
+        if inp.name not in comp.inputs:
+            known = list(comp.inputs) + list(comp.parameters)
+            raise jf.error(where_in, f"component {comp.name} has no input '{inp.name}' (inputs: {', '.join(known)})")
+        if inp.binding is not None:
+            inputs[inp.name] = _upstream(jf, where_in, inp.binding, declared)
+        elif inp.path is not None:
+            inputs[inp.name] = inp.path
+        else:
+            raise jf.error(where_in, f"component {comp.name} takes a path here")
+        overrides.append(f"{comp.inputs[inp.name]}=${{inputs.{inp.name}}}")
+    return {"overrides": overrides, "inputs": inputs, "outputs": [o for o in comp.outputs if o.isidentifier()]}
+
+
+def _dedupe(notes: List[str]) -> List[str]:
+    seen: List[str] = []
+    for note in notes:
+        if note not in seen:
+            seen.append(note)
+    return seen
