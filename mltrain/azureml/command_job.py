@@ -131,8 +131,12 @@ def _distribution(jf: JobFile, where: tuple, node: Any, nodes: int) -> Dict[str,
 
 def check_references(job: CommandJob, allowed_roots: Sequence[str] = ("inputs", "outputs", "name", "search_space")
                      ) -> None:
-    """Every `${{...}}` of the command names something the job has (Azure refuses the file otherwise)."""
+    """Every `${{...}}` of the command names something the job has (Azure refuses the file otherwise);
+    inside an optional block `$[[...]]` an input that is not given only drops the block."""
+    optional = {r for block in expressions.OPTIONAL.findall(job.command) for r in expressions.references(block)}
     for ref in expressions.references(job.command):
+        if ref in optional and ref.startswith("inputs."):
+            continue
         root, _, rest = ref.partition(".")
         if root not in allowed_roots:
             raise job.file.error(job.where + ("command",), f"${{{{{ref}}}}} is not an expression Azure knows "
@@ -165,7 +169,9 @@ def render_command(job: CommandJob, output_path: Callable[[Output], str], input_
         if root == "search_space":
             return search_space(rest)
         if root == "inputs":
-            inp = job.inputs[rest]
+            inp = job.inputs.get(rest)
+            if inp is None:  # named only inside an optional block, and not given
+                return None
             if inp.binding is None and inp.path is None and inp.value is None:
                 return None  # an optional input nobody gave
             if inp.is_data or inp.binding is not None:

@@ -38,7 +38,7 @@ def render(command: str, resolve: Callable[[str], Optional[str]]) -> str:
     An optional block naming an input that is not given disappears; elsewhere such an input is an error
     (Azure: an optional input may only be used inside `$[[...]]`)."""
 
-    def block(match: "re.Match[str]") -> str:
+    def block(match: re.Match[str]) -> str:
         inner = match.group(1)
         values = [resolve(ref) for ref in references(inner)]
         if any(v is None for v in values):
@@ -49,7 +49,7 @@ def render(command: str, resolve: Callable[[str], Optional[str]]) -> str:
 
 
 def _replace(text: str, resolve: Callable[[str], Optional[str]]) -> str:
-    def one(match: "re.Match[str]") -> str:
+    def one(match: re.Match[str]) -> str:
         value = resolve(match.group(1))
         if value is None:
             raise UnknownReference(f"${{{{{match.group(1)}}}}} is an optional input that was not given; use it "
@@ -64,7 +64,7 @@ def shell_safe(command: str) -> str:
     the shell reads the same way and OmegaConf leaves alone. Other `${...}` forms cannot pass through
     mltrain's config and raise UnknownReference. Run it before render(): Azure's own `${{...}}` pass."""
 
-    def one(match: "re.Match[str]") -> str:
+    def one(match: re.Match[str]) -> str:
         end = match.end()
         follows = command[end:end + 1]
         name = match.group(1)

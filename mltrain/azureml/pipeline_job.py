@@ -26,7 +26,7 @@ def plan(jf: JobFile, request: Request, ctx: command_job.Context, name: Optional
     data = check_fields(jf, (), jf.data, PIPELINE)
     settings = check_fields(jf, ("settings",), data.get("settings"), SETTINGS)
     ctx = command_job.Context(ctx.dry_run, ctx.on_cluster, ctx.job_name, in_pipeline=True)
-    top_inputs = parse_inputs(jf, ("inputs",), data.get("inputs"), ctx.dry_run)
+    parse_inputs(jf, ("inputs",), data.get("inputs"), ctx.dry_run)  # checked whole before a step binds one
     top_outputs = parse_outputs(jf, ("outputs",), data.get("outputs"), ctx.dry_run, ctx.job_name)
     raw_jobs = check_fields(jf, ("jobs",), data.get("jobs"), list(data.get("jobs") or {}))
     if not raw_jobs:

@@ -57,7 +57,7 @@ def rank_env(run_dir: str) -> Dict[str, str]:
     return {"MLFLOW_TRACKING_URI": f"sqlite:///{Path(run_dir) / RUN_DB}", "MLFLOW_RUN_ID": RUN_ID}
 
 
-def logged_values(run_dir: str, key: str, seen: int) -> "tuple[List[float], int]":
+def logged_values(run_dir: str, key: str, seen: int) -> tuple[List[float], int]:
     """Values of one metric the ranks logged with mlflow.log_metric since the first `seen`, read while
     the run goes on (a sweep follows its primary metric here, as Azure's sweep follows the trial's
     MLflow run). Read-only SQLite, no MLflow import; a database being written is read next time."""
