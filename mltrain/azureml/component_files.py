@@ -44,7 +44,6 @@ def load_component(jf: JobFile, where: Sequence[Any], ref: Any) -> Component:
         if not path.is_file():
             raise jf.error(where, f"component file '{raw}' does not exist (relative to {jf.folder})")
     comp = load(str(path))
-    comp.path = str(Path(comp.path).resolve())  # a registered name may be a link: code is relative to the file
     data = check_fields(comp, (), comp.data, COMPONENT)
     kind = data.get("type", "command")
     if kind != "command":

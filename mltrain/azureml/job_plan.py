@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence
 
 from mltrain.azureml import command_job, sweep_job, v2_schema
+from mltrain.azureml.references import config_dirs
 from mltrain.azureml.yaml_lines import JobFile, JobFileError, load
 
 GROUP = "azureml_job"
@@ -24,6 +25,7 @@ class Plan:
     files: Dict[str, Dict[str, Any]] = field(default_factory=dict)   # generated config files by relative path
     notes: List[str] = field(default_factory=list)           # said once
     lines: List[str] = field(default_factory=list)           # the plan as the dry run prints it
+    config_dirs: List[str] = field(default_factory=list)     # the repository's `.mltrain` folders, searched first
 
 
 @dataclass(frozen=True)
@@ -110,7 +112,9 @@ def plan(request: Request) -> Plan:
     if kind == "pipeline":
         from mltrain.azureml import pipeline_job
 
-        return pipeline_job.plan(jf, request, ctx, name)
+        found = pipeline_job.plan(jf, request, ctx, name)
+        found.config_dirs = [str(d) for d in config_dirs(jf)]
+        return found
     experiment = request.experiment_name or jf.data.get("experiment_name") or _default_experiment()
     values: Dict[str, Any] = {"experiment_name": str(experiment), "azureml": record(jf, kind)}
     if name:
@@ -139,7 +143,8 @@ def plan(request: Request) -> Plan:
     lines += [f"  inputs.{i.name} = {i.path if i.path is not None else i.value}" for i in job.inputs.values()]
     lines += [f"  outputs.{o.name} = {o.path or '<run>/outputs/' + o.name}" for o in job.outputs.values()]
     overrides = command_job.groups(job) + [f"+{GROUP}={_file_name(ctx.job_name)}"]
-    return Plan(kind, overrides, {f"{GROUP}/{_file_name(ctx.job_name)}.yaml": values}, notes, lines)
+    return Plan(kind, overrides, {f"{GROUP}/{_file_name(ctx.job_name)}.yaml": values}, notes, lines,
+                [str(d) for d in config_dirs(jf)])
 
 
 def _merge(base: Dict[str, Any], extra: Dict[str, Any]) -> Dict[str, Any]:

@@ -19,12 +19,15 @@ from mltrain.azureml.v2_schema import PIPELINE, SETTINGS, STEP, check_fields
 from mltrain.azureml.yaml_lines import JobFile
 
 STEP_TYPES = ("command", "sweep", "pipeline")
+#: The output name that stands for a job's whole artifact store (hello-pipeline-default-artifacts).
+ARTIFACTS = "artifacts"
 PARENT_JOB_OUTPUT = re.compile(r"^jobs\.([A-Za-z0-9_-]+)\.outputs\.([A-Za-z_][A-Za-z0-9_]*)$")
 
 
 def plan(jf: JobFile, request: Request, ctx: command_job.Context, name: Optional[str]) -> Plan:
     data = check_fields(jf, (), jf.data, PIPELINE)
-    settings = check_fields(jf, ("settings",), data.get("settings"), SETTINGS)
+    settings = v2_schema.require_mapping(jf, ("settings",), data.get("settings"))
+    notes_settings = _unknown_settings(settings)
     ctx = command_job.Context(ctx.dry_run, ctx.on_cluster, ctx.job_name, in_pipeline=True)
     parse_inputs(jf, ("inputs",), data.get("inputs"), ctx.dry_run)  # checked whole before a step binds one
     top_outputs = parse_outputs(jf, ("outputs",), data.get("outputs"), ctx.dry_run, ctx.job_name)
@@ -35,7 +38,7 @@ def plan(jf: JobFile, request: Request, ctx: command_job.Context, name: Optional
     inherited = {"compute": settings.get("default_compute")}
     steps: Dict[str, Dict[str, Any]] = {}
     files: Dict[str, Dict[str, Any]] = {}
-    notes = ignored_note(jf)
+    notes = ignored_note(jf) + notes_settings
     lines = [f"pipeline job {pipe}: {len(raw_jobs)} jobs"]
     declared: Dict[str, List[str]] = {}
     parsed: Dict[str, Tuple[str, Any]] = {}
@@ -52,6 +55,8 @@ def plan(jf: JobFile, request: Request, ctx: command_job.Context, name: Optional
             raise jf.error(where + ("type",), f"{kind} steps are not supported by mltrain yet; run the {kind} as a "
                                               "job of its own")
         parsed[step] = _command_step(jf, where, body, ctx, inherited)
+        if parsed[step][0] == "command":
+            _pipeline_output_paths(parsed[step][1], top_outputs)
         declared[step] = list(parsed[step][1].outputs) if parsed[step][0] == "command" else \
             list(parsed[step][1]["outputs"])
     for step, (kind, job) in parsed.items():
@@ -84,6 +89,27 @@ def plan(jf: JobFile, request: Request, ctx: command_job.Context, name: Optional
         notes.append("continue_on_step_failure: false: a failed step cancels the steps after it; independent "
                      "steps already running finish")
     return Plan("pipeline", overrides, files, _dedupe(notes), lines)
+
+
+def _pipeline_output_paths(job: command_job.CommandJob, top: Dict[str, Output]) -> None:
+    """A step output bound to a pipeline output that names its own path writes there (Azure writes a
+    pipeline output where its `path` says); otherwise it stays a folder of the step's run."""
+    for out in job.outputs.values():
+        name = out.binding.split(".", 1)[1] if out.binding and out.binding.startswith("outputs.") else None
+        if name in top and top[name].path is not None:
+            out.path, out.type, out.binding = top[name].path, top[name].type, None
+
+
+def _unknown_settings(settings: Dict[str, Any]) -> List[str]:
+    """Azure passes settings it does not know on to its service without refusing them (its own example
+    3a_basic_pipeline writes `default_datestore`); mltrain says which it ignores."""
+    out = []
+    for key in settings:
+        if key not in SETTINGS:
+            close = v2_schema.nearest(key, SETTINGS)
+            out.append(f"settings.{key}: not a pipeline setting{f' (did you mean {close}?)' if close else ''}; "
+                       "ignored")
+    return out
 
 
 def _bind_parent_inputs(jf: JobFile, where: tuple, body: Dict[str, Any], parent: Dict[str, Any]) -> Dict[str, Any]:
@@ -165,6 +191,9 @@ def _step(jf: JobFile, where: tuple, job: command_job.CommandJob, declared: Dict
         return out.path if out.path is not None else f"${{outputs.{out.name}}}"
 
     def input_path(inp: Any) -> str:
+        if inp.binding is not None and inp.binding.endswith(f".outputs.{ARTIFACTS}"):
+            # Azure's `artifacts` output is the job's whole artifact store (./outputs, ./logs): its run folder
+            return f"${{inputs.{inp.name}}}/../.."
         return f"${{inputs.{inp.name}}}"
 
     body = command_job.render_command(job, output_path, input_path, lambda n: f"$AML_PARAMETER_{n}", pipe)

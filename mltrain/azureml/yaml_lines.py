@@ -75,7 +75,8 @@ def load(path: str) -> JobFile:
     lines: Dict[Path_, int] = {}
     if node is not None:
         _walk(node, (), lines)
-    return JobFile(os.path.abspath(path), data, lines)
+    # realpath: a registered name may be a link to the file, and Azure reads paths relative to the file itself
+    return JobFile(os.path.realpath(path), data, lines)
 
 
 def _walk(node: Any, path: Path_, lines: Dict[Path_, int]) -> None:

@@ -100,7 +100,8 @@ def _launch(plan, request, flags: List[str]) -> Optional[int]:
                 handle.write("# @package _global_\n")
             yaml.safe_dump(values, handle, sort_keys=False)
     existing = os.environ.get(CONFIG_PATH_ENV)
-    os.environ[CONFIG_PATH_ENV] = os.pathsep.join([folder] + ([existing] if existing else []))
+    # the generated files, then the repository's `.mltrain` nearest the job file (its computes, environments)
+    os.environ[CONFIG_PATH_ENV] = os.pathsep.join([folder, *plan.config_dirs] + ([existing] if existing else []))
     console = Console()
     for note in plan.notes:
         console.status(f"azureml: {note}")
