@@ -108,6 +108,9 @@ COMMANDS = {
     "mltrain job=convert_to_image_directory job.input_path=./photos.zip run.id=photos": ("run", []),
     "mltrain pipeline=image_classification": ("run", ["trainer.epochs=1"]),
     "mltrain pipeline=digits compute=slurm": ("run", []),
+    "mltrain job create --file train-job.yml": ("run", []),
+    "mltrain job create --file train-job.yml --set inputs.lr=0.05 --name lr-005 --dry-run": ("run", []),
+    "mltrain job create --file train-job.yml compute=slurm": ("run", []),
     "python my_app.py -m lr=0.1,0.01 hydra/launcher=mltrain": ("run", []),
     "python my_app.py -m lr=0.1,0.01 hydra/launcher=mltrain_slurm hydra.launcher.partition=debug "
     "hydra.launcher.timeout_min=30": ("run", []),
@@ -133,7 +136,7 @@ def commands(text: str):
 def header(text: str):
     """A printed file's path and the command its header names (`# path   -> command`)."""
     for line in text.splitlines()[:2]:
-        m = re.match(r"#\s+(\S+\.(?:py|yaml))\s*(?:->\s*(.+))?$", line)
+        m = re.match(r"#\s+(\S+\.(?:py|yaml|yml))\s*(?:->\s*(.+))?$", line)
         if m:
             return m.group(1), m.group(2)
     return None, None
@@ -242,6 +245,8 @@ def _check(key: str, out: str, project: Path) -> None:
         assert out.count("reused: run ") == 3 and "pipeline digits Completed (3 steps)" in out
     elif key == "mltrain experiment=ddp_train":
         assert "sum 3.0 lr 0.05" in out  # two ranks all-reduced, the experiment's arguments
+    elif key == "mltrain job create --file train-job.yml":
+        assert "sum 3.0 lr 0.1" in out  # the v2 file's two ranks all-reduced, its input as the argument
     elif "--world-size,2]" in key:
         assert "sum 3.0 lr 0.1" in out
 
