@@ -1,0 +1,79 @@
+"""Azure ML v2 job files on the test Slurm cluster: `compute: azureml:NAME` mapped to Slurm in the
+repository's .mltrain/compute/, a 2-rank pytorch job, a 2-rank mpi job, instance_count 2 on the two-node
+cluster, and a pipeline of component files queued as one graph."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from slurm_support import require_cluster, sacct_settles
+from support import only_run, require, run_mltrain, runs
+from test_azureml_v2 import _pipeline_project, write
+
+pytestmark = pytest.mark.slow
+GPU_CLUSTER = "defaults: [slurm_schema, _self_]\npoll_s: 0.3\n"
+DDP = """\
+command: >-
+  python allreduce.py --dist-url $AZ_BATCHAI_PYTORCH_INIT_METHOD --rank $RANK --world-size $WORLD_SIZE
+code: .
+compute: azureml:gpu-cluster
+resources:
+  instance_count: {nodes}
+distribution:
+  type: pytorch
+  process_count_per_instance: {per}
+"""
+
+
+@pytest.fixture(autouse=True)
+def _cluster():
+    require_cluster()
+
+
+def _job(project: Path, text: str, *extra: str, env=None):
+    write(project, ".mltrain/compute/gpu-cluster.yaml", GPU_CLUSTER)
+    write(project, "job.yml", text)
+    return run_mltrain("job", "create", "--file", "job.yml", *extra, cwd=project, timeout=240, env=env)
+
+
+def test_mapped_compute_runs_a_two_rank_pytorch_job_on_slurm(home, project):
+    r = _job(project, DDP.format(nodes=1, per=2))
+    assert r.rc == 0, r.out + r.err
+    run = only_run(home)
+    assert run["status"] == "Completed" and sacct_settles(run["slurm"]["job_id"]) == "COMPLETED"
+    logs = Path(run["dir"]) / "logs"
+    for rank in (0, 1):
+        assert f"allreduce rank={rank} world=2 sum=3" in (logs / f"rank_{rank}.log").read_text()
+
+
+def test_two_rank_mpi_job_on_slurm(home, project):
+    from mpi_support import require_mpi
+
+    require_mpi()
+    r = _job(project, "command: python mpi_allreduce.py\ncode: .\ncompute: azureml:gpu-cluster\n"
+                      "distribution:\n  type: mpi\n  process_count_per_instance: 2\n")
+    assert r.rc == 0, r.out + r.err
+    assert "mpi rank=1 size=2 sum=3" in (Path(only_run(home)["dir"]) / "logs" / "rank_1.log").read_text()
+
+
+def test_instance_count_two_on_the_two_node_cluster(home, project):
+    conf = os.environ.get("MLTRAIN_SLURM2_CONF")
+    require(None if conf and Path(conf).is_file() else "no two-node cluster: run scripts/slurm_two_nodes.sh start",
+            "MLTRAIN_REQUIRE_SLURM", "the two-node Slurm cluster")
+    r = _job(project, DDP.format(nodes=2, per=1), env={"SLURM_CONF": conf})
+    assert r.rc == 0, r.out + r.err
+    import json
+
+    ranks = {p.stem: json.loads(p.read_text()) for p in (Path(only_run(home)["dir"]) / "ranks").glob("rank_*.json")}
+    assert {ranks["rank_0"]["host"], ranks["rank_1"]["host"]} == {"n1", "n2"}
+
+
+def test_pipeline_of_component_files_on_slurm_is_one_graph(home, project):
+    _pipeline_project(project)
+    r = run_mltrain("job", "create", "--file", "pipe/pipeline.yml", "compute=slurm", "compute.poll_s=0.3",
+                    cwd=project, timeout=300)
+    assert r.rc == 0, r.out + r.err
+    steps = {x["id"].rsplit(".", 1)[1]: x for x in runs(home) if "." in x["id"]}
+    assert set(steps) == {"prep", "train", "score"} and all(s["status"] == "Completed" for s in steps.values())
+    assert (Path(steps["score"]["dir"]) / "outputs" / "result" / "data.txt").read_text() == "ABC" * 8 + "\n"
