@@ -322,3 +322,34 @@ def test_dry_run_plans_and_imports_neither_torch_nor_mlflow(home, project):
     assert "HEAVY []" in p.stdout, p.stdout + p.stderr
     assert "pipeline three_steps (dry run)" in p.stdout + p.stderr
     assert leftovers(home) == []
+
+
+def _wheel(folder: Path) -> str:
+    """A tiny wheel, written by hand (no network, no build step)."""
+    import zipfile
+
+    name = "v2_layer_probe-0.1-py3-none-any.whl"
+    info = "v2_layer_probe-0.1.dist-info"
+    with zipfile.ZipFile(folder / name, "w") as whl:
+        whl.writestr("v2_layer_probe.py", "WHERE = __file__\n")
+        whl.writestr(f"{info}/METADATA", "Metadata-Version: 2.1\nName: v2-layer-probe\nVersion: 0.1\n")
+        whl.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        whl.writestr(f"{info}/RECORD", "")
+    return name
+
+
+def test_pip_install_in_a_command_never_changes_a_shared_environment(home, project):
+    (project / "src").mkdir(exist_ok=True)
+    wheel = _wheel(project / "src")
+    write(project, "pip.yml", f"""\
+        command: >-
+          pip install -q --no-deps --no-index {wheel} &&
+          python -c "import v2_layer_probe; print('probe at', v2_layer_probe.WHERE)"
+        code: src
+        """)
+    r = create(project, "pip.yml")
+    assert r.rc == 0, r.out + r.err
+    run_dir = Path(only_run(home)["dir"])
+    assert f"probe at {run_dir}/pip-layer/" in (run_dir / "logs" / "rank_0.log").read_text()
+    probe = subprocess.run([sys.executable, "-c", "import v2_layer_probe"], capture_output=True, text=True)
+    assert probe.returncode != 0 and "No module named" in probe.stderr  # mltrain's own environment untouched

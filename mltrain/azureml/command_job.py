@@ -10,12 +10,13 @@ own), and `${outputs.NAME}` / `${inputs.NAME}` are filled in by the pipeline eng
 from __future__ import annotations
 
 import math
+import re
 import shlex
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from mltrain.azureml import expressions, references
-from mltrain.azureml.ports import Input, Output, parse_inputs, parse_outputs
+from mltrain.azureml.job_io import Input, Output, parse_inputs, parse_outputs
 from mltrain.azureml.v2_schema import (
     COMMAND,
     DISTRIBUTIONS,
@@ -201,9 +202,19 @@ def prologue(job: CommandJob, standalone_outputs: bool) -> str:
     return "; ".join(lines)
 
 
+#: A command that runs pip (`pip install`, `pip3 ...`, `python -m pip ...`).
+RUNS_PIP = re.compile(r"(?:^|[\s;&|(])(?:pip3?|\S*python3?\s+-m\s+pip)(?:\s|$)")
+#: Before such a command: a package layer of the job's own first on PATH (mltrain.azureml.pip_layer).
+PIP_LAYER = ('PATH="$("$MLTRAIN_PYTHON" -m mltrain.azureml.pip_layer "$(command -v python || command -v python3)")'
+             '/bin:$PATH"; export PATH')
+
+
 def wrap(job: CommandJob, body: str, pre: str) -> str:
     """The command as one `sh -c` line: the prologue, then the body; under `timeout` when
-    limits.timeout is set (Azure cancels the job at that many seconds)."""
+    limits.timeout is set (Azure cancels the job at that many seconds). A command that runs pip gets a
+    package layer of its own first, so `pip install` never changes an environment other runs share."""
+    if RUNS_PIP.search(body):
+        pre = f"{pre}; {PIP_LAYER}" if pre else PIP_LAYER
     if job.timeout_s is not None:
         body = f"exec timeout --signal=TERM --kill-after=10 {job.timeout_s} /bin/sh -c {shlex.quote(body)}"
     return f"{pre}; {body}" if pre else body

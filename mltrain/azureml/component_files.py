@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Dict, Optional, Sequence
 
 from mltrain.azureml import command_job, references
-from mltrain.azureml.ports import Input, Output, literal_type, parse_inputs, parse_outputs
+from mltrain.azureml.job_io import Input, Output, literal_type, parse_inputs, parse_outputs
 from mltrain.azureml.v2_schema import COMPONENT, LITERAL_TYPES, PATH_TYPES, check_fields, one_of
 from mltrain.azureml.yaml_lines import JobFile, load
 

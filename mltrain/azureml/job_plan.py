@@ -7,35 +7,12 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence
 
 from mltrain.azureml import command_job, sweep_job, v2_schema
+from mltrain.azureml.job_request import EMPTY_CODE, GROUP, Plan, Request, file_name, ignored_note, record
 from mltrain.azureml.references import config_dirs
 from mltrain.azureml.yaml_lines import JobFile, JobFileError, load
-
-GROUP = "azureml_job"
-EMPTY_CODE = "empty_code"
-
-
-@dataclass
-class Plan:
-    kind: str                                                # command | sweep | pipeline
-    overrides: List[str]                                     # mltrain's, before the user's own
-    files: Dict[str, Dict[str, Any]] = field(default_factory=dict)   # generated config files by relative path
-    notes: List[str] = field(default_factory=list)           # said once
-    lines: List[str] = field(default_factory=list)           # the plan as the dry run prints it
-    config_dirs: List[str] = field(default_factory=list)     # the repository's `.mltrain` folders, searched first
-
-
-@dataclass(frozen=True)
-class Request:
-    file: str
-    sets: Sequence[str] = ()
-    name: Optional[str] = None
-    experiment_name: Optional[str] = None
-    overrides: Sequence[str] = ()                           # mltrain overrides after the file
-    dry_run: bool = False
 
 
 def read(request: Request) -> JobFile:
@@ -78,25 +55,6 @@ def run_name(request: Request, jf: JobFile) -> Optional[str]:
     if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", name):
         raise jf.error(("name",), f"'{name}' is not a valid job name (letters, digits, _ . -)")
     return name
-
-
-def record(jf: JobFile, kind: str) -> Dict[str, Any]:
-    data = jf.data
-    out: Dict[str, Any] = {"file": jf.path, "type": kind}
-    for key in ("name", "display_name", "description", "tags"):
-        if data.get(key) is not None:
-            out[key] = data[key]
-    ignored = v2_schema.azure_only(data)
-    if ignored:
-        out["ignored"] = ignored
-    return out
-
-
-def ignored_note(jf: JobFile) -> List[str]:
-    ignored = v2_schema.azure_only(jf.data)
-    if not ignored:
-        return []
-    return [f"{', '.join(ignored)}: Azure-only, recorded with the run and ignored here"]
 
 
 def on_cluster(overrides: Sequence[str]) -> bool:
@@ -142,8 +100,8 @@ def plan(request: Request) -> Plan:
         notes.append(f"compute {jf.data['compute']} is not mapped in .mltrain/compute/: runs on this machine")
     lines += [f"  inputs.{i.name} = {i.path if i.path is not None else i.value}" for i in job.inputs.values()]
     lines += [f"  outputs.{o.name} = {o.path or '<run>/outputs/' + o.name}" for o in job.outputs.values()]
-    overrides = command_job.groups(job) + [f"+{GROUP}={_file_name(ctx.job_name)}"]
-    return Plan(kind, overrides, {f"{GROUP}/{_file_name(ctx.job_name)}.yaml": values}, notes, lines,
+    overrides = command_job.groups(job) + [f"+{GROUP}={file_name(ctx.job_name)}"]
+    return Plan(kind, overrides, {f"{GROUP}/{file_name(ctx.job_name)}.yaml": values}, notes, lines,
                 [str(d) for d in config_dirs(jf)])
 
 
@@ -155,10 +113,6 @@ def _merge(base: Dict[str, Any], extra: Dict[str, Any]) -> Dict[str, Any]:
         else:
             out[key] = value
     return out
-
-
-def _file_name(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_-]", "_", name)
 
 
 def _default_experiment() -> str:

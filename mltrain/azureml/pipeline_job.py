@@ -13,8 +13,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from mltrain.azureml import command_job, component_files, v2_schema
 from mltrain.azureml.builtin_components import lookup
-from mltrain.azureml.job_plan import GROUP, Plan, Request, _file_name, ignored_note, record
-from mltrain.azureml.ports import Output, parse_inputs, parse_outputs
+from mltrain.azureml.job_io import Output, parse_inputs, parse_outputs
+from mltrain.azureml.job_request import GROUP, Plan, Request, file_name, ignored_note, record
 from mltrain.azureml.v2_schema import PIPELINE, SETTINGS, STEP, check_fields
 from mltrain.azureml.yaml_lines import JobFile
 
@@ -34,7 +34,7 @@ def plan(jf: JobFile, request: Request, ctx: command_job.Context, name: Optional
     raw_jobs = check_fields(jf, ("jobs",), data.get("jobs"), list(data.get("jobs") or {}))
     if not raw_jobs:
         raise jf.error(("jobs",), "a pipeline job needs at least one job")
-    pipe = _file_name(str(data.get("display_name") or name or ctx.job_name))
+    pipe = file_name(str(data.get("display_name") or name or ctx.job_name))
     inherited = {"compute": settings.get("default_compute")}
     steps: Dict[str, Dict[str, Any]] = {}
     files: Dict[str, Dict[str, Any]] = {}

@@ -33,7 +33,7 @@ def main(argv: List[str]) -> Optional[int]:
 
 
 def _parse(args: List[str]):
-    from mltrain.azureml.job_plan import Request
+    from mltrain.azureml.job_request import Request
     from mltrain.errors import MltrainError
 
     file = name = experiment = None
@@ -84,7 +84,7 @@ def _launch(plan, request, flags: List[str]) -> Optional[int]:
 
     import yaml
 
-    from mltrain.azureml.job_plan import EMPTY_CODE
+    from mltrain.azureml.job_request import EMPTY_CODE
     from mltrain.config.paths import CONFIG_PATH_ENV
     from mltrain.runs.console import Console
 

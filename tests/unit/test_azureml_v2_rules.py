@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mltrain.azureml import expressions, job_plan, sweep_job
+from mltrain.azureml import expressions, job_plan, job_request, sweep_job
 from mltrain.azureml.yaml_lines import JobFileError, load
 from mltrain.sweeps import space
 
@@ -46,7 +46,7 @@ def plan(tmp_path: Path, text: str, *sets: str, name: str = "job.yml"):
     (tmp_path / "src").mkdir(exist_ok=True)
     path = tmp_path / name
     path.write_text(textwrap.dedent(text))
-    return job_plan.plan(job_plan.Request(file=str(path), sets=sets, dry_run=True))
+    return job_plan.plan(job_request.Request(file=str(path), sets=sets, dry_run=True))
 
 
 def refusal(tmp_path: Path, text: str, *sets: str) -> str:
