@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -77,18 +78,21 @@ def job_files(root: Path):
 
 def run(path: Path, root: Path, extra, timeout: float):
     start = time.perf_counter()
+    proc = subprocess.Popen([str(BIN / "mltrain"), "job", "create", "--file", path.name, *extra], cwd=path.parent,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        proc = subprocess.run([str(BIN / "mltrain"), "job", "create", "--file", path.name, *extra], cwd=path.parent,
-                              capture_output=True, text=True, timeout=timeout)
+        out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGTERM)  # mltrain cancels its run and stops its ranks
+        proc.communicate(timeout=60)
         return "stopped", f"still running after {timeout:.0f} s (stopped by this harness)", time.perf_counter() - start
     took = time.perf_counter() - start
-    errors = [line for line in proc.stderr.splitlines() if line.startswith("mltrain: error: ")]
+    errors = [line for line in err.splitlines() if line.startswith("mltrain: error: ")]
     if proc.returncode == 0:
         return "passed", "", took
     if errors and proc.returncode == 2:
         return "refused", errors[-1][len("mltrain: error: "):], took
-    tail = (errors or proc.stdout.strip().splitlines() or ["?"])[-1]
+    tail = (errors or out.strip().splitlines() or ["?"])[-1]
     return "failed", tail, took
 
 

@@ -353,3 +353,63 @@ def test_pip_install_in_a_command_never_changes_a_shared_environment(home, proje
     assert f"probe at {run_dir}/pip-layer/" in (run_dir / "logs" / "rank_0.log").read_text()
     probe = subprocess.run([sys.executable, "-c", "import v2_layer_probe"], capture_output=True, text=True)
     assert probe.returncode != 0 and "No module named" in probe.stderr  # mltrain's own environment untouched
+
+
+INNER = """\
+$schema: https://azuremlschemas.azureedge.net/latest/pipelineComponent.schema.json
+type: pipeline
+name: twice
+inputs:
+  source:
+    type: uri_folder
+outputs:
+  done:
+    type: uri_folder
+jobs:
+  up:
+    type: command
+    component: ./prep.yml
+    inputs:
+      source: ${{parent.inputs.source}}
+  down:
+    type: command
+    component: ./train.yml
+    inputs:
+      source: ${{parent.jobs.up.outputs.result}}
+      mode: lower
+    outputs:
+      result: ${{parent.outputs.done}}
+"""
+
+OUTER = """\
+type: pipeline
+jobs:
+  first:
+    type: command
+    component: ./prep.yml
+    inputs:
+      source: {type: uri_folder, path: ./raw}
+  inner:
+    type: pipeline
+    component: ./twice.yml
+    inputs:
+      source: ${{parent.jobs.first.outputs.result}}
+  last:
+    type: command
+    component: ./score.yml
+    inputs:
+      source: ${{parent.jobs.inner.outputs.done}}
+      factor: 1
+"""
+
+
+def test_pipeline_component_step_expands_into_the_graph(home, project):
+    _pipeline_project(project)
+    write(project, "pipe/twice.yml", INNER)
+    write(project, "pipe/outer.yml", OUTER)
+    r = create(project, "pipe/outer.yml", timeout=240)
+    assert r.rc == 0, r.out + r.err
+    steps = {x["id"].rsplit(".", 1)[1]: x for x in runs(home) if "." in x["id"]}
+    assert set(steps) == {"first", "inner__up", "inner__down", "last"}
+    # first: ABCABC; inner up: x2 upper; inner down: x2 lower; last: x1 upper (cut at 40 characters)
+    assert (Path(steps["last"]["dir"]) / "outputs" / "result" / "data.txt").read_text() == ("ABC" * 8)[:24] + "\n"

@@ -7,7 +7,6 @@ folder as the pipeline's output z.
 """
 from __future__ import annotations
 
-import copy
 import re
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -15,12 +14,14 @@ from mltrain.azureml import command_job, component_files, v2_schema
 from mltrain.azureml.builtin_components import lookup
 from mltrain.azureml.job_io import Output, parse_inputs, parse_outputs
 from mltrain.azureml.job_request import GROUP, Plan, Request, file_name, ignored_note, record
-from mltrain.azureml.v2_schema import PIPELINE, SETTINGS, STEP, check_fields
+from mltrain.azureml.pipeline_components import flatten
+from mltrain.azureml.v2_schema import PIPELINE, SETTINGS, check_fields
 from mltrain.azureml.yaml_lines import JobFile
 
 STEP_TYPES = ("command", "sweep", "pipeline")
 #: The output name that stands for a job's whole artifact store (hello-pipeline-default-artifacts).
 ARTIFACTS = "artifacts"
+Aliases = Dict[Tuple[str, str], Tuple[str, str]]
 PARENT_JOB_OUTPUT = re.compile(r"^jobs\.([A-Za-z0-9_-]+)\.outputs\.([A-Za-z_][A-Za-z0-9_]*)$")
 
 
@@ -42,34 +43,36 @@ def plan(jf: JobFile, request: Request, ctx: command_job.Context, name: Optional
     lines = [f"pipeline job {pipe}: {len(raw_jobs)} jobs"]
     declared: Dict[str, List[str]] = {}
     parsed: Dict[str, Tuple[str, Any]] = {}
-    for step, body in raw_jobs.items():
-        where = ("jobs", step)
-        if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_-]*$", str(step)):
-            raise jf.error(where, "a job name takes letters, digits, _ and -")
-        body = check_fields(jf, where, body, STEP)
-        kind = v2_schema.job_type(jf, {"type": body.get("type", "command")}) if "type" in body else "command"
+    where_of: Dict[str, Tuple[JobFile, tuple]] = {}
+    flat, aliases = flatten(jf, raw_jobs, data.get("inputs") or {})
+    for fs in flat:
+        step, where, body, file = fs.name, fs.where, fs.body, fs.file
+        kind = v2_schema.job_type(file, {"type": body.get("type", "command")}) if "type" in body else "command"
         if kind not in STEP_TYPES:
-            raise jf.error(where + ("type",), f"'{kind}' is not one of {', '.join(STEP_TYPES)}")
-        body = _bind_parent_inputs(jf, where, body, data.get("inputs") or {})
-        if kind != "command":
-            raise jf.error(where + ("type",), f"{kind} steps are not supported by mltrain yet; run the {kind} as a "
-                                              "job of its own")
-        parsed[step] = _command_step(jf, where, body, ctx, inherited)
-        if parsed[step][0] == "command":
+            raise file.error(where + ("type",), f"'{kind}' is not one of {', '.join(STEP_TYPES)}")
+        if kind == "sweep":
+            raise file.error(where + ("type",), "sweep steps are not supported by mltrain yet; run the sweep as a "
+                                                "job of its own (mltrain job create --file) and pass its best "
+                                                "trial's outputs as a path")
+        parsed[step] = _command_step(file, where, body, ctx, inherited)
+        where_of[step] = (file, where)
+        if parsed[step][0] == "command" and fs.top:
             _pipeline_output_paths(parsed[step][1], top_outputs)
         declared[step] = list(parsed[step][1].outputs) if parsed[step][0] == "command" else \
             list(parsed[step][1]["outputs"])
+    for outer, port in aliases:
+        declared.setdefault(outer, []).append(port)
     for step, (kind, job) in parsed.items():
-        where = ("jobs", step)
+        file, where = where_of[step]
         if kind == "builtin":
-            steps[step] = _builtin_step(jf, where, job, declared, pipe, step, files)
+            steps[step] = _builtin_step(file, where, job, declared, pipe, step, files, aliases)
         else:
-            steps[step] = _step(jf, where, job, declared, pipe, step, files, jf.data)
+            steps[step] = _step(file, where, job, declared, pipe, step, files, aliases)
         for out in (job.outputs.values() if kind == "command" else []):
             if out.binding is not None:
                 target = out.binding.split(".", 1)[1] if out.binding.startswith("outputs.") else None
                 if target is None or target not in top_outputs:
-                    raise jf.error(where + ("outputs", out.name), f"${{{{parent.{out.binding}}}}}: the pipeline "
+                    raise file.error(where + ("outputs", out.name), f"${{{{parent.{out.binding}}}}}: the pipeline "
                                                                   f"has no output '{target or out.binding}'")
         lines.append(f"  {step}: inputs [{', '.join(f'{k}<-{v}' for k, v in steps[step]['inputs'].items())}] "
                      f"outputs [{', '.join(steps[step]['outputs'])}]")
@@ -112,28 +115,6 @@ def _unknown_settings(settings: Dict[str, Any]) -> List[str]:
     return out
 
 
-def _bind_parent_inputs(jf: JobFile, where: tuple, body: Dict[str, Any], parent: Dict[str, Any]) -> Dict[str, Any]:
-    """A step's `${{parent.inputs.x}}` replaced by the pipeline's own input x (a literal or a data input)."""
-    from mltrain.azureml.expressions import binding
-
-    inputs = dict(body.get("inputs") or {})
-    for key, value in list(inputs.items()):
-        bound = binding(value)
-        if bound is None and isinstance(value, dict):
-            bound = binding(value.get("path"))
-        if bound is None or not bound.startswith("inputs."):
-            continue
-        name = bound.split(".", 1)[1]
-        if name not in parent:
-            raise jf.error(where + ("inputs", key), f"${{{{parent.inputs.{name}}}}}: the pipeline has no input "
-                                                    f"'{name}' (inputs: {', '.join(parent) or 'none'})")
-        inputs[key] = copy.deepcopy(parent[name])
-    out = dict(body)
-    if inputs:
-        out["inputs"] = inputs
-    return out
-
-
 def _command_step(jf: JobFile, where: tuple, body: Dict[str, Any], ctx: command_job.Context,
                   inherited: Dict[str, Any]) -> Tuple[str, Any]:
     if body.get("component") is None:
@@ -162,12 +143,17 @@ def _registered_locally(jf: JobFile, name: str) -> bool:
     return any((d / "components" / f"{name}{s}").is_file() for d in config_dirs(jf) for s in (".yml", ".yaml"))
 
 
-def _upstream(jf: JobFile, where: tuple, binding: str, declared: Dict[str, List[str]]) -> str:
+def _upstream(jf: JobFile, where: tuple, binding: str, declared: Dict[str, List[str]], aliases: Aliases) -> str:
     match = PARENT_JOB_OUTPUT.match(binding)
     if not match:
         raise jf.error(where, f"${{{{parent.{binding}}}}} is not a binding mltrain knows (parent.inputs.X, "
                               "parent.jobs.J.outputs.Y, parent.outputs.Z)")
     step, output = match.groups()
+    if (step, output) in aliases:  # a pipeline component's output: the inner step that writes it
+        step, output = aliases[(step, output)]
+        while (step, output) in aliases:
+            step, output = aliases[(step, output)]
+        return f"{step}.outputs.{output}"
     if step not in declared:
         raise jf.error(where, f"${{{{parent.{binding}}}}}: no job '{step}' in this pipeline "
                               f"(jobs: {', '.join(declared)})")
@@ -178,11 +164,11 @@ def _upstream(jf: JobFile, where: tuple, binding: str, declared: Dict[str, List[
 
 
 def _step(jf: JobFile, where: tuple, job: command_job.CommandJob, declared: Dict[str, List[str]], pipe: str,
-          step: str, files: Dict[str, Dict[str, Any]], _data: Any) -> Dict[str, Any]:
+          step: str, files: Dict[str, Dict[str, Any]], aliases: Aliases) -> Dict[str, Any]:
     inputs: Dict[str, Any] = {}
     for inp in job.inputs.values():
         if inp.binding is not None:
-            inputs[inp.name] = _upstream(jf, where + ("inputs", inp.name), inp.binding, declared)
+            inputs[inp.name] = _upstream(jf, where + ("inputs", inp.name), inp.binding, declared, aliases)
         elif inp.path is not None:
             inputs[inp.name] = inp.path
     outputs = [o.name for o in job.outputs.values() if o.path is None]
@@ -210,7 +196,7 @@ def _step(jf: JobFile, where: tuple, job: command_job.CommandJob, declared: Dict
 
 
 def _builtin_step(jf: JobFile, where: tuple, spec: Dict[str, Any], declared: Dict[str, List[str]], pipe: str,
-                  step: str, files: Dict[str, Dict[str, Any]]) -> Dict[str, Any]:
+                  step: str, files: Dict[str, Dict[str, Any]], aliases: Aliases) -> Dict[str, Any]:
     comp = spec["component"]
     overrides = [f"job={comp.job}", *comp.groups]
     inputs: Dict[str, Any] = {}
@@ -223,7 +209,7 @@ def _builtin_step(jf: JobFile, where: tuple, spec: Dict[str, Any], declared: Dic
             known = list(comp.inputs) + list(comp.parameters)
             raise jf.error(where_in, f"component {comp.name} has no input '{inp.name}' (inputs: {', '.join(known)})")
         if inp.binding is not None:
-            inputs[inp.name] = _upstream(jf, where_in, inp.binding, declared)
+            inputs[inp.name] = _upstream(jf, where_in, inp.binding, declared, aliases)
         elif inp.path is not None:
             inputs[inp.name] = inp.path
         else:
