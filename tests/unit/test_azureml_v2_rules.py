@@ -185,3 +185,55 @@ def test_lines_are_recorded_for_nested_fields(tmp_path):
     path.write_text("a:\n  b:\n    - c: 1\n      d: 2\n")
     jf = load(str(path))
     assert jf.line(("a", "b", 0, "d")) == 4 and jf.line(("a", "missing")) == 1
+
+
+COMPONENT = """\
+type: command
+name: train
+inputs:
+  data: {type: uri_folder}
+  epochs: {type: integer, min: 1, max: 10}
+  rate: {type: number, default: 0.1}
+  schedule: {type: string, default: step, enum: [step, cosine]}
+  seed: {type: integer, optional: true}
+outputs:
+  model: {type: uri_folder}
+command: python t.py --data ${{inputs.data}} --epochs ${{inputs.epochs}} $[[--seed ${{inputs.seed}}]]
+"""
+STEP = """\
+type: pipeline
+jobs:
+  fit:
+    type: command
+    component: ./c.yml
+    inputs:
+      data: {type: uri_folder, path: ./src}
+"""
+
+
+@pytest.mark.parametrize("extra,expected", [
+    ("", "job.yml:6 jobs.fit.inputs: step fit input epochs is required by component train and has no default"),
+    ("      epochs: 11\n", "job.yml:8 jobs.fit.inputs.epochs: step fit input epochs: 11 is above its max 10"),
+    ("      epochs: 0\n", "jobs.fit.inputs.epochs: step fit input epochs: 0 is below its min 1"),
+    ("      epochs: two\n", "jobs.fit.inputs.epochs: step fit input epochs: 'two' is not of type integer"),
+    ("      epochs: 2\n      schedule: linear\n",
+     "jobs.fit.inputs.schedule: step fit input schedule: 'linear' is not one of step, cosine"),
+    ("      epochs: 2\n      lr: 0.1\n", "jobs.fit.inputs.lr: component train has no input 'lr'"),
+    ("      epochs: 2\n      data: 3\n", "jobs.fit.inputs.data: step fit input data: component train declares uri_folder"),
+])
+def test_component_inputs_are_checked_as_azure_checks_them(tmp_path, extra, expected):
+    (tmp_path / "c.yml").write_text(COMPONENT)
+    text = STEP.replace("      data: {type: uri_folder, path: ./src}\n",
+                        "      data: {type: uri_folder, path: ./src}\n" + extra) if "data: 3" not in extra else \
+        STEP.replace("      data: {type: uri_folder, path: ./src}\n", extra)
+    assert expected in refusal(tmp_path, text)
+
+
+def test_component_defaults_and_optional_inputs_fill_the_command(tmp_path):
+    (tmp_path / "c.yml").write_text(COMPONENT)
+    p = plan(tmp_path, STEP + "      epochs: 3\n")
+    step = p.files["azureml_job/job__fit.yaml"]
+    assert step["job"]["command"] == "python t.py --data ${inputs.data} --epochs 3 "
+    pipeline = next(v for k, v in p.files.items() if k.startswith("pipeline/"))
+    assert pipeline["steps"]["fit"]["inputs"] == {"data": str(tmp_path / "src")}
+    assert pipeline["steps"]["fit"]["outputs"] == ["model"]
