@@ -84,7 +84,11 @@ def run(path: Path, root: Path, extra, timeout: float):
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGTERM)  # mltrain cancels its run and stops its ranks
-        proc.communicate(timeout=60)
+        try:
+            proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:  # an environment build it waits for
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
         return "stopped", f"still running after {timeout:.0f} s (stopped by this harness)", time.perf_counter() - start
     took = time.perf_counter() - start
     errors = [line for line in err.splitlines() if line.startswith("mltrain: error: ")]

@@ -54,7 +54,9 @@ _V2_CURATED = {
                              "openmpi4.1.0-ubuntu22.04"),
     "AzureML-tensorflow-2.16-cuda12": (["tensorflow==2.16.2", "tensorboard", "numpy"],
                                        "openmpi4.1.0-cuda12.1-cudnn8-ubuntu22.04"),
-    "AzureML-acpt-pytorch-2.8-cuda12.6": (["torch==2.8.0", "torchvision", "deepspeed", "tensorboard"],
+    # DeepSpeed and ONNX Runtime training, also in Azure's image, need a CUDA toolkit to build: the image
+    # has them (compute=slurm with a container runtime); a built environment has torch and torchvision.
+    "AzureML-acpt-pytorch-2.8-cuda12.6": (["torch==2.8.0", "torchvision==0.23.0", "tensorboard"],
                                           "curated/acpt-pytorch-2.8-cuda12.6"),
 }
 
