@@ -60,6 +60,11 @@ def plan(jf: JobFile, request: Request, ctx: command_job.Context, name: Optional
             _pipeline_output_paths(parsed[step][1], top_outputs)
         declared[step] = list(parsed[step][1].outputs) if parsed[step][0] == "command" else \
             list(parsed[step][1]["outputs"])
+    for step, (kind, job) in parsed.items():
+        if kind == "builtin":  # a Designer port is the folder the component writes (trained_model -> model)
+            for port, folder in job["component"].outputs.items():
+                if folder.isidentifier() and folder != port:
+                    aliases[(step, port)] = (step, folder)
     for outer, port in aliases:
         declared.setdefault(outer, []).append(port)
     for step, (kind, job) in parsed.items():
@@ -215,7 +220,8 @@ def _builtin_step(jf: JobFile, where: tuple, spec: Dict[str, Any], declared: Dic
         else:
             raise jf.error(where_in, f"component {comp.name} takes a path here")
         overrides.append(f"{comp.inputs[inp.name]}=${{inputs.{inp.name}}}")
-    return {"overrides": overrides, "inputs": inputs, "outputs": [o for o in comp.outputs if o.isidentifier()]}
+    return {"overrides": overrides, "inputs": inputs,
+            "outputs": [folder for folder in comp.outputs.values() if folder.isidentifier()]}
 
 
 def _dedupe(notes: List[str]) -> List[str]:

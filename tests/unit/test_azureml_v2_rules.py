@@ -237,3 +237,27 @@ def test_component_defaults_and_optional_inputs_fill_the_command(tmp_path):
     pipeline = next(v for k, v in p.files.items() if k.startswith("pipeline/"))
     assert pipeline["steps"]["fit"]["inputs"] == {"data": str(tmp_path / "src")}
     assert pipeline["steps"]["fit"]["outputs"] == ["model"]
+
+
+def test_a_designer_component_by_registry_name_is_a_builtin_step(tmp_path):
+    (tmp_path / "images").mkdir()
+    p = plan(tmp_path, """\
+        type: pipeline
+        jobs:
+          train:
+            component: azureml://registries/azureml/components/train_pytorch_model/labels/latest
+            inputs:
+              training_data: {type: uri_folder, path: ./images}
+              validation_data: {type: uri_folder, path: ./images}
+              epochs: 2
+          score:
+            component: azureml:score_image_model@latest
+            inputs:
+              trained_model: ${{parent.jobs.train.outputs.trained_model}}
+              dataset: {type: uri_folder, path: ./images}
+        """)
+    steps = next(v for k, v in p.files.items() if k.startswith("pipeline/"))["steps"]
+    assert steps["train"]["overrides"][:2] == ["job=train_pytorch_model", "data=image_directory"]
+    assert "trainer.epochs=2" in steps["train"]["overrides"] and steps["train"]["outputs"] == ["model"]
+    assert steps["score"]["inputs"]["trained_model"] == "train.outputs.model"
+    assert "job.model_dir=${inputs.trained_model}" in steps["score"]["overrides"]
