@@ -191,6 +191,10 @@ def prologue(job: CommandJob, standalone_outputs: bool) -> str:
     (AZURE_ML_OUTPUT_<name>), as Azure mounts them before the command starts."""
     lines: List[str] = []
     for out in job.outputs.values():
+        if out.link is not None:  # the pipeline output's path shows the step's folder (unless a real folder is there)
+            link = shlex.quote(out.link)
+            lines.append(f'mkdir -p "$(dirname {link})"; if [ -L {link} ] || [ ! -e {link} ]; then '
+                         f'ln -sfn "$AZURE_ML_OUTPUT_{out.name}" {link}; fi')
         if out.path is not None:
             target = shlex.quote(out.path)
         elif standalone_outputs:

@@ -42,6 +42,8 @@ class Output:
     path: Optional[str] = None      # an explicit local path; None: a folder of the run
     mode: Optional[str] = None
     binding: Optional[str] = None   # `parent.outputs.z` (pipeline steps)
+    # A pipeline output's own folder that also shows this step output (a link made when the step starts)
+    link: Optional[str] = None
 
 
 def literal_type(value: Any) -> str:

@@ -100,12 +100,16 @@ def plan(jf: JobFile, request: Request, ctx: command_job.Context, name: Optional
 
 
 def _pipeline_output_paths(job: command_job.CommandJob, top: Dict[str, Output]) -> None:
-    """A step output bound to a pipeline output that names its own path writes there (Azure writes a
-    pipeline output where its `path` says); otherwise it stays a folder of the step's run."""
+    """A step output bound to a pipeline output that names its own path is found there, as Azure writes
+    a pipeline output where its `path` says: a file is written there; a folder stays the step's own
+    (so later steps read it and reuse sees it) and the path links to it."""
     for out in job.outputs.values():
         name = out.binding.split(".", 1)[1] if out.binding and out.binding.startswith("outputs.") else None
         if name in top and top[name].path is not None:
-            out.path, out.type, out.binding = top[name].path, top[name].type, None
+            if top[name].type == "uri_file":
+                out.path, out.type, out.binding = top[name].path, top[name].type, None
+            else:
+                out.link, out.binding = top[name].path, None
 
 
 def _unknown_settings(settings: Dict[str, Any]) -> List[str]:
