@@ -110,6 +110,8 @@ def main() -> int:
     root = a.root.resolve()
     set_up(root, a.compute)
     extra = [f"run.root={a.runs}"]
+    if a.compute == "slurm":  # every job on the cluster, also those that name no compute: one word, as a user does
+        extra += ["compute=slurm", "compute.poll_s=0.3"]
     rows = []
     for path in job_files(root):
         status, why, took = run(path, root, extra, a.timeout)
