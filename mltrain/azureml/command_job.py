@@ -44,6 +44,8 @@ class CommandJob:
     inputs: Dict[str, Input] = field(default_factory=dict)
     outputs: Dict[str, Output] = field(default_factory=dict)
     notes: List[str] = field(default_factory=list)
+    version: Optional[str] = None                   # a component's `version` (part of a step's reuse key)
+    deterministic: bool = True                      # a component's `is_deterministic` (step reuse)
 
 
 @dataclass(frozen=True)

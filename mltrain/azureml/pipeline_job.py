@@ -140,9 +140,7 @@ def _command_step(jf: JobFile, where: tuple, body: Dict[str, Any], ctx: command_
                            "outputs": list(builtin.outputs), "body": body, "notes": []}
     comp = component_files.load_component(jf, where + ("component",), ref)
     job = component_files.bind(comp, jf, where, body.get("inputs"), body.get("outputs"), ctx, inherited, body)
-    job.notes = list(job.notes)
-    job.file_version = comp.version  # type: ignore[attr-defined]
-    job.deterministic = comp.is_deterministic  # type: ignore[attr-defined]
+    job.version, job.deterministic = comp.version, comp.is_deterministic
     return "command", job
 
 
@@ -198,9 +196,9 @@ def _step(jf: JobFile, where: tuple, job: command_job.CommandJob, declared: Dict
     option = f"{pipe}__{step}"
     files[f"{GROUP}/{option}.yaml"] = values
     out: Dict[str, Any] = {"overrides": command_job.groups(job) + [f"+{GROUP}={option}"], "inputs": inputs,
-                           "outputs": outputs, "allow_reuse": bool(getattr(job, "deterministic", True))}
-    if getattr(job, "file_version", None) is not None:
-        out["version"] = job.file_version
+                           "outputs": outputs, "allow_reuse": job.deterministic}
+    if job.version is not None:
+        out["version"] = job.version
     return out
 
 

@@ -8,6 +8,7 @@ folder mltrain is started from); anything unmapped is one line naming what to ad
 from __future__ import annotations
 
 import os
+import platform
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -125,7 +126,7 @@ def environment(jf: JobFile, path: Sequence[Any], value: Any, on_cluster: bool) 
     python = PYTHON_IMAGE.match(image)
     if python:
         out.notes.append(f"image {image} is Docker Hub's Python: the job runs on this host's Python "
-                         f"{'.'.join(map(str, __import__('sys').version_info[:3]))}"
+                         f"{platform.python_version()}"
                          + (" with the packages of its conda_file" if conda is not None else ""))
         return out
     if not on_cluster:
