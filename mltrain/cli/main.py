@@ -99,7 +99,8 @@ def main(argv: Optional[List[str]] = None) -> None:
     if argv and argv[0] in MANAGEMENT:
         # `mltrain runs list | head -1`: end quietly when the reader goes away, as Unix tools do. Only
         # here: a driver killed by SIGPIPE would leave its ranks running.
-        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+        if argv[0] != "job":  # `job create` becomes a driver below, which must outlive its reader
+            signal.signal(signal.SIGPIPE, signal.SIG_DFL)
 
         try:
             sys.exit(importlib.import_module(MANAGEMENT[argv[0]]).main(argv[1:]))
