@@ -13,6 +13,7 @@ import math
 import re
 import shlex
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from mltrain.azureml import expressions, references
@@ -94,7 +95,6 @@ def parse(jf: JobFile, where: Sequence[Any], data: Dict[str, Any], ctx: Context,
 
 
 def _code(jf: JobFile, where: tuple, value: Any) -> str:
-    from pathlib import Path
 
     raw = str(value)
     if raw.startswith(("azureml:", "git+", "https://", "http://")):

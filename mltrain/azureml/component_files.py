@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Dict, Optional, Sequence
 
 from mltrain.azureml import command_job, references
+from mltrain.azureml.builtin_components import lookup
 from mltrain.azureml.job_io import Input, Output, literal_type, parse_inputs, parse_outputs
 from mltrain.azureml.v2_schema import COMPONENT, LITERAL_TYPES, PATH_TYPES, check_fields, one_of
 from mltrain.azureml.yaml_lines import JobFile, load
@@ -72,7 +73,6 @@ def _registered(jf: JobFile, where: tuple, raw: str, name: str) -> Path:
             candidate = base / "components" / f"{name}{suffix}"
             if candidate.is_file():
                 return candidate
-    from mltrain.azureml.builtin_components import lookup
 
     if lookup(name) is not None:
         raise jf.error(where, f"'{raw}' is a built-in component; it runs as a pipeline step of its own kind")

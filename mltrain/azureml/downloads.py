@@ -12,11 +12,13 @@ from pathlib import Path
 from typing import Callable
 from urllib.parse import urlparse
 
+from mltrain.atomic import atomic_write
+from mltrain.config.paths import mltrain_home
+
 TIMEOUT_S = 30
 
 
 def _cache() -> Path:
-    from mltrain.config.paths import mltrain_home
 
     return mltrain_home() / "cache" / "downloads"
 
@@ -30,7 +32,7 @@ def fetch(url: str, dry_run: bool, on_error: Callable[[str], Exception]) -> str:
         return str(cache / known[url] / name)
     if dry_run:
         return f"{cache}/sha256-<digest>/{name} (downloaded when the job starts)"
-    import urllib.request
+    import urllib.request  # startup
 
     cache.mkdir(parents=True, exist_ok=True)
     digest = hashlib.sha256()
@@ -48,7 +50,6 @@ def fetch(url: str, dry_run: bool, on_error: Callable[[str], Exception]) -> str:
     folder.mkdir(exist_ok=True)
     shutil.move(tmp.name, folder / name)
     known[url] = folder.name
-    from mltrain.atomic import atomic_write
 
     atomic_write(index, json.dumps(known, indent=1))
     return str(folder / name)

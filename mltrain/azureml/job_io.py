@@ -4,7 +4,9 @@ binding `${{parent...}}` inside a pipeline; an output `{type, path, mode}` or no
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Dict, Optional, Sequence
 
 from mltrain.azureml import expressions, references
@@ -124,8 +126,6 @@ def parse_outputs(jf: JobFile, path: Sequence[Any], node: Any, dry_run: bool, jo
 
 
 def _output_path(jf: JobFile, where: tuple, raw: str) -> str:
-    import os
-    from pathlib import Path
 
     if "://" in raw and not raw.startswith("file://"):
         local = references._mapped(raw, references.config_dirs(jf))

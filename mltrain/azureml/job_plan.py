@@ -9,7 +9,9 @@ import os
 import re
 from typing import Any, Dict, Optional, Sequence
 
-from mltrain.azureml import command_job, sweep_job, v2_schema
+import yaml
+
+from mltrain.azureml import command_job, pipeline_job, sweep_job, v2_schema
 from mltrain.azureml.job_request import EMPTY_CODE, GROUP, Plan, Request, file_name, ignored_note, record
 from mltrain.azureml.references import config_dirs
 from mltrain.azureml.yaml_lines import JobFile, JobFileError, load
@@ -26,7 +28,6 @@ def read(request: Request) -> JobFile:
 
 def apply_set(jf: JobFile, item: str) -> None:
     """`--set inputs.lr=0.2`: the value read as YAML (a number stays a number), as `az ml --set` does."""
-    import yaml
 
     if "=" not in item:
         raise JobFileError("--set", item, "expected FIELD=VALUE")
@@ -68,7 +69,6 @@ def plan(request: Request) -> Plan:
     ctx = command_job.Context(dry_run=request.dry_run, on_cluster=on_cluster(request.overrides),
                               job_name=name or os.path.splitext(jf.name)[0])
     if kind == "pipeline":
-        from mltrain.azureml import pipeline_job
 
         found = pipeline_job.plan(jf, request, ctx, name)
         found.config_dirs = [str(d) for d in config_dirs(jf)]

@@ -15,6 +15,7 @@ from mltrain.azureml.builtin_components import lookup
 from mltrain.azureml.job_io import Output, parse_inputs, parse_outputs
 from mltrain.azureml.job_request import GROUP, Plan, Request, file_name, ignored_note, record
 from mltrain.azureml.pipeline_components import flatten
+from mltrain.azureml.references import asset_name, config_dirs
 from mltrain.azureml.v2_schema import PIPELINE, SETTINGS, check_fields
 from mltrain.azureml.yaml_lines import JobFile
 
@@ -130,7 +131,6 @@ def _command_step(jf: JobFile, where: tuple, body: Dict[str, Any], ctx: command_
         known = v2_schema.COMMAND
         inline = {k: v for k, v in body.items() if k != "type"}
         return "command", command_job.parse(jf, where, inline, ctx, known=known, inherited=inherited)
-    from mltrain.azureml.references import asset_name
 
     ref = str(body["component"])
     builtin = lookup(asset_name(ref) or "") if asset_name(ref) else None
@@ -145,7 +145,6 @@ def _command_step(jf: JobFile, where: tuple, body: Dict[str, Any], ctx: command_
 
 
 def _registered_locally(jf: JobFile, name: str) -> bool:
-    from mltrain.azureml.references import config_dirs
 
     return any((d / "components" / f"{name}{s}").is_file() for d in config_dirs(jf) for s in (".yml", ".yaml"))
 

@@ -7,6 +7,7 @@ folder mltrain is started from); anything unmapped is one line naming what to ad
 """
 from __future__ import annotations
 
+import difflib
 import os
 import platform
 import re
@@ -14,7 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-from mltrain.azureml.yaml_lines import JobFile
+import yaml
+
+from mltrain.azureml.downloads import fetch
+from mltrain.azureml.v2_schema import check_fields
+from mltrain.azureml.yaml_lines import JobFile, load
+from mltrain.config.paths import builtin_conf_dir
 from mltrain.environments.spec import AZURE_CLIENT
 
 #: `azureml:NAME@latest`, `azureml:NAME:VERSION`, `azureml:NAME` (Azure's short asset syntax).
@@ -49,7 +55,6 @@ def config_dirs(jf: JobFile) -> List[Path]:
 
 
 def _options(dirs: Sequence[Path], group: str) -> List[str]:
-    from mltrain.config.paths import builtin_conf_dir
 
     names = set()
     for base in [*dirs, builtin_conf_dir()]:
@@ -104,7 +109,6 @@ def environment(jf: JobFile, path: Sequence[Any], value: Any, on_cluster: bool) 
         return Environment(notes=["no environment given: the job runs in mltrain's own interpreter"])
     if isinstance(value, str):
         return _named(jf, path, value)
-    from mltrain.azureml.v2_schema import check_fields
 
     spec = check_fields(jf, path, value, ("name", "version", "image", "conda_file", "build", "description",
                                           "tags", "os_type", "inference_config", "$schema", "datastore"))
@@ -145,7 +149,6 @@ def _named(jf: JobFile, path: tuple, value: str) -> Environment:
     for candidate in (name, f"AzureML-{name}"):
         if candidate in options:
             return Environment(option=candidate)
-    import difflib
 
     close = difflib.get_close_matches(f"AzureML-{name}", options, n=3, cutoff=0.5)
     hint = f"closest: {', '.join(close)}; " if close else ""
@@ -156,7 +159,6 @@ def _named(jf: JobFile, path: tuple, value: str) -> Environment:
 def _conda_environment(jf: JobFile, path: tuple, conda: Any, notes: List[str]) -> Dict[str, Any]:
     """An inline environment's conda file, as mltrain builds a custom environment: its pip packages
     become a cached virtual environment on this host's Python."""
-    import yaml
 
     file = Path(jf.folder) / str(conda)
     if not file.is_file():
@@ -201,7 +203,6 @@ def data_path(jf: JobFile, path: Sequence[Any], uri: Any, dry_run: bool = False)
         if local is not None:
             return local
         if value.startswith(("https://", "http://")):
-            from mltrain.azureml.downloads import fetch
 
             return fetch(value, dry_run=dry_run, on_error=lambda why: jf.error(path, why))
         where = dirs[0] if dirs else Path.cwd() / ".mltrain"
@@ -215,7 +216,6 @@ def data_path(jf: JobFile, path: Sequence[Any], uri: Any, dry_run: bool = False)
 
 
 def _mapped(uri: str, dirs: Sequence[Path]) -> Optional[str]:
-    import yaml
 
     best: Optional[tuple] = None
     for base in dirs:
@@ -238,7 +238,6 @@ def _prefix_hint(uri: str) -> str:
 
 
 def _data_asset(jf: JobFile, path: tuple, value: str, name: str, dirs: Sequence[Path], dry_run: bool) -> str:
-    from mltrain.azureml.yaml_lines import load
 
     for base in dirs:
         for suffix in (".yaml", ".yml"):

@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence
 
-from mltrain.azureml import command_job
+from mltrain.azureml import command_job, component_files, expressions
 from mltrain.azureml.v2_schema import (
     COMMAND,
     GOALS,
@@ -28,6 +28,7 @@ from mltrain.azureml.v2_schema import (
     text,
 )
 from mltrain.azureml.yaml_lines import JobFile
+from mltrain.sweeps.space import override_for
 
 #: What each sampling algorithm takes (Azure: grid only choice; bayesian choice, uniform, quniform).
 ALLOWED = {"grid": ("choice",), "bayesian": ("choice", "uniform", "quniform"), "random": tuple(SEARCH_TYPES)}
@@ -86,7 +87,6 @@ def parse(jf: JobFile, where: Sequence[Any], data: Dict[str, Any], ctx: command_
 
 def _trial(jf: JobFile, where: tuple, data: Dict[str, Any], ctx: command_job.Context,
            trial_timeout: Optional[float]) -> command_job.CommandJob:
-    from mltrain.azureml import component_files
 
     raw = data["trial"]
     inherited = {"compute": data.get("compute")}
@@ -106,7 +106,6 @@ def _trial(jf: JobFile, where: tuple, data: Dict[str, Any], ctx: command_job.Con
 
 
 def _search_refs(trial: command_job.CommandJob) -> List[str]:
-    from mltrain.azureml import expressions
 
     return [r.split(".", 1)[1] for r in expressions.references(trial.command) if r.startswith("search_space.")]
 
@@ -185,7 +184,6 @@ def _policy(jf: JobFile, where: tuple, node: Any) -> Dict[str, Any]:
 
 def grammar(spec: Dict[str, Any]) -> str:
     """A search-space parameter in the sweep engine's grammar, with Azure's meaning."""
-    from mltrain.sweeps.space import override_for
 
     kind = spec["type"]
     if kind == "choice":

@@ -6,6 +6,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, Tuple
 
+import yaml
+
 from mltrain.errors import MltrainError
 
 Path_ = Tuple[Any, ...]
@@ -52,7 +54,6 @@ def dotted(path: Path_) -> str:
 
 def load(path: str) -> JobFile:
     """Read a job or component file; a missing file or invalid YAML is one JobFileError line."""
-    import yaml
 
     name = os.path.basename(path)
     try:
@@ -80,7 +81,6 @@ def load(path: str) -> JobFile:
 
 
 def _walk(node: Any, path: Path_, lines: Dict[Path_, int]) -> None:
-    import yaml
 
     lines.setdefault(path, node.start_mark.line + 1)
     if isinstance(node, yaml.MappingNode):

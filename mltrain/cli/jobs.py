@@ -9,16 +9,27 @@ as it does for `mltrain ...`.
 """
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sys
+import tempfile
 from typing import List, Optional
+
+import yaml
+
+from mltrain.azureml import job_plan
+from mltrain.azureml.job_request import EMPTY_CODE, Request
+from mltrain.cli.main import main as mltrain_main
+from mltrain.config.paths import CONFIG_PATH_ENV
+from mltrain.errors import MltrainError
+from mltrain.runs.console import Console
 
 USAGE = ("usage: mltrain job create --file FILE [--set FIELD=VALUE ...] [--name NAME] [--experiment-name NAME] "
          "[--stream|--detach] [--dry-run] [mltrain overrides ...]")
 
 
 def main(argv: List[str]) -> Optional[int]:
-    from mltrain.errors import MltrainError
 
     if not argv or argv[0] in ("-h", "--help"):
         sys.stdout.write(USAGE + "\n")
@@ -26,15 +37,12 @@ def main(argv: List[str]) -> Optional[int]:
     if argv[0] != "create":
         raise MltrainError(f"unknown job command '{argv[0]}' ({USAGE})")
     request, flags = _parse(argv[1:])
-    from mltrain.azureml import job_plan
 
     plan = job_plan.plan(request)
     return _launch(plan, request, flags)
 
 
 def _parse(args: List[str]):
-    from mltrain.azureml.job_request import Request
-    from mltrain.errors import MltrainError
 
     file = name = experiment = None
     sets: List[str] = []
@@ -78,15 +86,8 @@ def _parse(args: List[str]):
 
 
 def _launch(plan, request, flags: List[str]) -> Optional[int]:
-    import atexit
-    import shutil
-    import tempfile
 
-    import yaml
 
-    from mltrain.azureml.job_request import EMPTY_CODE
-    from mltrain.config.paths import CONFIG_PATH_ENV
-    from mltrain.runs.console import Console
 
     folder = tempfile.mkdtemp(prefix="mltrain-azureml-")
     atexit.register(shutil.rmtree, folder, True)
@@ -108,7 +109,6 @@ def _launch(plan, request, flags: List[str]) -> Optional[int]:
     if request.dry_run:
         for line in plan.lines:
             console.write_line(line)
-    from mltrain.cli.main import main as mltrain_main
 
     user = list(request.overrides)
     mine = [o for o in plan.overrides if _key(o) not in {_key(u) for u in user}]

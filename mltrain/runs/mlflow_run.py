@@ -64,8 +64,6 @@ def logged_values(run_dir: str, key: str, seen: int) -> tuple[List[float], int]:
     db = Path(run_dir) / RUN_DB
     if not db.is_file():
         return [], seen
-    import sqlite3
-
     try:
         con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=0.05)
         try:

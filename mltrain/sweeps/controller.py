@@ -29,6 +29,7 @@ from mltrain.launch.hydra_adapter import freeze_members
 from mltrain.launch.orchestrate import CancelOnSignal, create_run
 from mltrain.runs.console import Console
 from mltrain.runs.metrics import read_new
+from mltrain.runs.mlflow_run import logged_values
 from mltrain.spec.schema import SweepConf
 from mltrain.spec.status import CANCELED, COMPLETED, FAILED
 from mltrain.sweeps import policies, results
@@ -223,8 +224,6 @@ class Controller:
             if r.get("source") == "mlflow":  # folded in after the run from its MLflow run, read below already
                 continue
             out.append(self._number(r.get("value")))
-        from mltrain.runs.mlflow_run import logged_values
-
         logged, member.mlflow_seen = logged_values(member.job.run_dir, metric, member.mlflow_seen)
         return out + [self._number(v) for v in logged]
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from statistics import NormalDist
 from typing import Any, Dict, List, Tuple
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -87,8 +88,6 @@ class Dimension:
         if self.kind in ("quniform", "qloguniform"):
             x = math.exp(sampled) if self.kind == "qloguniform" else sampled
         else:
-            from statistics import NormalDist
-
             mu, sigma = self.values[0], self.values[1]
             x = NormalDist(mu, sigma).inv_cdf(sampled)
             x = math.exp(x) if self.kind in ("lognormal", "qlognormal") else x
