@@ -1,60 +1,32 @@
-"""Azure ML's built-in (Designer) components a v2 pipeline names by `azureml:NAME@latest` or
-`azureml://registries/azureml/components/NAME/...`, resolved to mltrain's own job kinds.
-
-The table of built-in components lives with the components (mltrain.components.builtin, when that
-module exists: name -> job kind, ports and parameters); the two that mltrain has always had are
-described here too, so a pipeline can name them either way.
-"""
+"""Azure ML's built-in (Designer) components, named in a v2 pipeline by `azureml:NAME@latest` or
+`azureml://registries/azureml/components/NAME/...`, resolved through mltrain's table of them
+(mltrain.components.builtin: each name's job kind, ports and parameters) into one pipeline step."""
 from __future__ import annotations
 
-import importlib
-from dataclasses import dataclass, field
-from typing import Dict, Optional
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-
-@dataclass(frozen=True)
-class BuiltinComponent:
-    name: str
-    job: str                                               # the mltrain job kind (`job=...`)
-    # input port -> the config key that receives its path (a `${inputs.PORT}` value)
-    inputs: Dict[str, str] = field(default_factory=dict)
-    # output port -> what the component writes there, under the run's outputs folder
-    outputs: Dict[str, str] = field(default_factory=dict)
-    # parameter -> the config key it sets
-    parameters: Dict[str, str] = field(default_factory=dict)
-    # groups a step of this component chooses besides `job=`
-    groups: tuple = ()
-
-
-#: Port and parameter names of the Designer's reference pages ("Train PyTorch Model", "Score Image Model").
-KNOWN: Dict[str, BuiltinComponent] = {
-    "train_pytorch_model": BuiltinComponent(
-        "train_pytorch_model", "train_pytorch_model",
-        inputs={"untrained_model": "job.untrained_model_dir", "training_data": "data.train_dir",
-                "validation_data": "data.val_dir"},
-        outputs={"trained_model": "model"},
-        parameters={"epochs": "trainer.epochs", "batch_size": "trainer.batch_size",
-                    "warmup_step_number": "trainer.warmup_epochs", "learning_rate": "trainer.learning_rate",
-                    "random_seed": "trainer.seed", "patience": "trainer.patience",
-                    "print_frequency": "trainer.print_frequency"},
-        groups=("data=image_directory",)),
-    "score_image_model": BuiltinComponent(
-        "score_image_model", "score_image_model",
-        inputs={"trained_model": "job.model_dir", "dataset": "job.image_dir"},
-        outputs={"scored_dataset": "predictions.csv"}),
-}
+from mltrain.components.builtin import COMPONENTS, BuiltinComponent, overrides
+from mltrain.errors import ConfigError
 
 
 def lookup(name: str) -> Optional[BuiltinComponent]:
     """A built-in component by its Azure name (Designer names use _ or -, any case)."""
-    key = name.lower().replace("-", "_")
-    table = dict(KNOWN)
+    return COMPONENTS.get(name.lower().replace("-", "_"))
+
+
+def folders(component: BuiltinComponent) -> Dict[str, str]:
+    """Output port -> the folder of the step's run it lands in (the pipeline engine's output name)."""
+    return {p.name: p.folder or p.name for p in component.outputs}
+
+
+def step_overrides(component: BuiltinComponent, inputs: List[str], parameters: Mapping[str, Any]
+                   ) -> Tuple[List[str], Optional[str]]:
+    """The step's overrides: each input port's path as `${inputs.PORT}`, each output port's folder as
+    `${outputs.FOLDER}`; else (None, the table's one-line refusal)."""
     try:
-        extra = importlib.import_module("mltrain.components.builtin")
-    except ModuleNotFoundError:
-        extra = None
-    for entry in getattr(extra, "BUILTIN", {}).values() if extra is not None else ():
-        table[str(entry.name)] = BuiltinComponent(
-            str(entry.name), str(entry.job), dict(getattr(entry, "inputs", {})), dict(getattr(entry, "outputs", {})),
-            dict(getattr(entry, "parameters", {})), tuple(getattr(entry, "groups", ())))
-    return table.get(key)
+        return overrides(component, {name: f"${{inputs.{name}}}" for name in inputs},
+                         {port: f"${{outputs.{folder}}}" for port, folder in folders(component).items()},
+                         parameters), None
+    except ConfigError as exc:
+        return [], f"{exc.key.split('.', 1)[-1]}: {exc.problem}" + (
+            f" (allowed: {', '.join(map(str, exc.allowed))})" if exc.allowed else "")

@@ -11,7 +11,7 @@ import re
 from typing import Any, Dict, List, Optional, Tuple
 
 from mltrain.azureml import command_job, component_files, v2_schema
-from mltrain.azureml.builtin_components import lookup
+from mltrain.azureml.builtin_components import folders, lookup, step_overrides
 from mltrain.azureml.job_io import Output, parse_inputs, parse_outputs
 from mltrain.azureml.job_request import GROUP, Plan, Request, file_name, ignored_note, record
 from mltrain.azureml.pipeline_components import flatten
@@ -63,8 +63,8 @@ def plan(jf: JobFile, request: Request, ctx: command_job.Context, name: Optional
             list(parsed[step][1]["outputs"])
     for step, (kind, job) in parsed.items():
         if kind == "builtin":  # a Designer port is the folder the component writes (trained_model -> model)
-            for port, folder in job["component"].outputs.items():
-                if folder.isidentifier() and folder != port:
+            for port, folder in folders(job["component"]).items():
+                if folder != port:
                     aliases[(step, port)] = (step, folder)
     for outer, port in aliases:
         declared.setdefault(outer, []).append(port)
@@ -137,7 +137,7 @@ def _command_step(jf: JobFile, where: tuple, body: Dict[str, Any], ctx: command_
     if builtin is not None and not _registered_locally(jf, asset_name(ref) or ""):
         return "builtin", {"component": builtin, "inputs": parse_inputs(jf, where + ("inputs",), body.get("inputs"),
                                                                          ctx.dry_run, True),
-                           "outputs": list(builtin.outputs), "body": body, "notes": []}
+                           "outputs": list(folders(builtin)), "body": body, "notes": []}
     comp = component_files.load_component(jf, where + ("component",), ref)
     job = component_files.bind(comp, jf, where, body.get("inputs"), body.get("outputs"), ctx, inherited, body)
     job.version, job.deterministic = comp.version, comp.is_deterministic
@@ -204,25 +204,23 @@ def _step(jf: JobFile, where: tuple, job: command_job.CommandJob, declared: Dict
 def _builtin_step(jf: JobFile, where: tuple, spec: Dict[str, Any], declared: Dict[str, List[str]], pipe: str,
                   step: str, files: Dict[str, Dict[str, Any]], aliases: Aliases) -> Dict[str, Any]:
     comp = spec["component"]
-    overrides = [f"job={comp.job}", *comp.groups]
+    parameters = {p.name for p in comp.parameters}
     inputs: Dict[str, Any] = {}
+    values: Dict[str, Any] = {}
     for inp in spec["inputs"].values():
         where_in = where + ("inputs", inp.name)
-        if inp.name in comp.parameters:
-            overrides.append(f"{comp.parameters[inp.name]}={inp.value}")
-            continue
-        if inp.name not in comp.inputs:
-            known = list(comp.inputs) + list(comp.parameters)
-            raise jf.error(where_in, f"component {comp.name} has no input '{inp.name}' (inputs: {', '.join(known)})")
-        if inp.binding is not None:
+        if inp.name in parameters:
+            values[inp.name] = inp.value
+        elif inp.binding is not None:
             inputs[inp.name] = _upstream(jf, where_in, inp.binding, declared, aliases)
         elif inp.path is not None:
             inputs[inp.name] = inp.path
         else:
-            raise jf.error(where_in, f"component {comp.name} takes a path here")
-        overrides.append(f"{comp.inputs[inp.name]}=${{inputs.{inp.name}}}")
-    return {"overrides": overrides, "inputs": inputs,
-            "outputs": [folder for folder in comp.outputs.values() if folder.isidentifier()]}
+            raise jf.error(where_in, f"{comp.display_name} takes a path here")
+    found, problem = step_overrides(comp, list(inputs), values)
+    if problem is not None:
+        raise jf.error(where + ("inputs",), f"step {step}: {problem}")
+    return {"overrides": found, "inputs": inputs, "outputs": sorted(set(folders(comp).values()))}
 
 
 def _dedupe(notes: List[str]) -> List[str]:
