@@ -413,3 +413,30 @@ def test_pipeline_component_step_expands_into_the_graph(home, project):
     assert set(steps) == {"first", "inner__up", "inner__down", "last"}
     # first: ABCABC; inner up: x2 upper; inner down: x2 lower; last: x1 upper (cut at 40 characters)
     assert (Path(steps["last"]["dir"]) / "outputs" / "result" / "data.txt").read_text() == ("ABC" * 8)[:24] + "\n"
+
+
+def test_designer_components_by_name_run_as_pipeline_steps(home, project):
+    from train_support import write_digits
+
+    write_digits(project / "photos", per_class=4)
+    write(project, "designer.yml", """\
+        type: pipeline
+        jobs:
+          convert:
+            type: command
+            component: azureml:convert_to_image_directory@latest
+            inputs:
+              input_dataset: {type: uri_folder, path: ./photos}
+          split:
+            type: command
+            component: azureml://registries/azureml/components/split_image_directory/labels/latest
+            inputs:
+              input_image_directory: ${{parent.jobs.convert.outputs.output_image_directory}}
+              fraction: 0.5
+        """)
+    r = create(project, "designer.yml")
+    assert r.rc == 0, r.out + r.err
+    steps = {x["id"].rsplit(".", 1)[1]: x for x in runs(home) if "." in x["id"]}
+    halves = [Path(steps["split"]["dir"]) / "outputs" / f"image_directory_{i}" for i in (1, 2)]
+    counts = [sum(1 for p in h.rglob("*.png")) for h in halves]
+    assert counts[0] == counts[1] > 0  # fraction 0.5, stratified by label

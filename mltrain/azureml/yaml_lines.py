@@ -60,9 +60,9 @@ def load(path: str) -> JobFile:
         with open(path, encoding="utf-8") as handle:
             text = handle.read()
     except FileNotFoundError:
-        raise JobFileError(name, "", f"no such file: {path}") from None
+        raise JobFileError(f"{name}:", "", f"no such file: {path}") from None
     except IsADirectoryError:
-        raise JobFileError(name, "", f"{path} is a folder; name the job's YAML file") from None
+        raise JobFileError(f"{name}:", "", f"{path} is a folder; name the job's YAML file") from None
     loader = yaml.SafeLoader(text)
     try:
         node = loader.get_single_node()
