@@ -101,7 +101,11 @@ for _version in _V1:
         CURATED[_spec["name"]] = _spec
 for _name in _V2:
     CURATED[_name] = _v2(_name)
+# Their images are Azure ML base images (an OS, MPI and conda) with these packages on top, so the packages
+# are the environment: mltrain builds them on the host on every compute, Slurm included, as it does for a
+# conda_file on an Azure base image, and keeps the image's name for reference only (no container runtime
+# needed; the catalog keeps it as azure_image).
 for _name, (_pip, _image) in _V2_CURATED.items():
     CURATED[_name] = {"name": _name, "python": {"user_managed": False},
                       "conda": {"channels": ["conda-forge"], "dependencies": [{"pip": _AZUREML_V2_PIP + _pip}]},
-                      "docker": {"base_image": MCR + _image}}
+                      "azure_image": MCR + _image}
