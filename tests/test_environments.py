@@ -13,7 +13,21 @@ SIX = ["job=script", "job.script=six_check.py", "environment.name=six-env", "env
        'environment.pip=["six==1.16.0"]']
 
 
-@pytest.mark.parametrize("name", sorted(CURATED))
+PYTORCH = sorted(n for n in CURATED if n.lower().startswith("azureml-pytorch"))
+#: Azure's curated v2 families (scikit-learn, LightGBM, TensorFlow, ACPT): packages on an Azure base image.
+V2 = sorted(set(CURATED) - set(PYTORCH))
+
+
+@pytest.mark.parametrize("name", V2)
+def test_curated_v2_environments_are_their_packages_without_azures_clients(name, tmp_path):
+    spec = from_config({"name": name})
+    assert spec.curated and not spec.user_managed and spec.base_image is None  # built on the host, any compute
+    assert "azureml-core" in spec.python_packages() and "azureml-mlflow" in spec.python_packages()
+    assert not [p for p in spec.installable_packages() if p.startswith("azureml-")]  # mltrain provides them
+    assert load(spec.save(tmp_path / "saved")) == spec
+
+
+@pytest.mark.parametrize("name", PYTORCH)
 def test_every_curated_name_resolves_and_round_trips(name, tmp_path):
     spec = from_config({"name": name, "python": {"user_managed": False}})
     assert spec.curated and spec.python_version and spec.base_image.startswith("mcr.microsoft.com/azureml/")

@@ -110,7 +110,8 @@ class EnvironmentSpec:
 
 def check_name(name: str) -> None:
     if name.startswith(RESERVED_PREFIX) and name not in CURATED:
-        close = difflib.get_close_matches(name, list(CURATED), n=3, cutoff=0.5)
+        # every curated name shares the prefix, so only a near spelling of a whole name counts as close
+        close = difflib.get_close_matches(name, list(CURATED), n=3, cutoff=0.75)
         if close:
             raise ConfigError("environment.name", f"'{name}' is not a curated environment; closest: {', '.join(close)}")
         raise ConfigError("environment.name", f"the '{RESERVED_PREFIX}' prefix is reserved for curated environments; "
