@@ -99,3 +99,15 @@ def wait_for_checkpoint(home: Path, epoch: int = 1, timeout: float = 120) -> dic
             return found[0]
         time.sleep(0.1)
     raise AssertionError(f"no checkpoint of epoch {epoch} within {timeout}s")
+
+
+def until(check, limit_s: float, what: str, every_s: float = 0.1):
+    """Poll until check() returns something true and return it; the limit only catches a hang (nothing
+    is asserted about how long it took)."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(every_s)
+    raise AssertionError(f"{what} within {limit_s}s")

@@ -12,7 +12,7 @@ import time
 
 import pytest
 from slurm_support import require_cluster, sacct_settles
-from support import mltrain_exe, only_run, run_mltrain, runs
+from support import mltrain_exe, only_run, run_mltrain, runs, until
 
 import mltrain
 
@@ -53,16 +53,6 @@ def _group_members(pgids) -> list:
     return found
 
 
-def _until(check, limit_s: float, what: str):
-    """Poll until check() is truthy; a bound that only catches a hang (the figures are measured apart)."""
-    deadline = time.monotonic() + limit_s
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(what)
-
 
 def test_a_killed_driver_leaves_no_rank_behind_and_the_run_failed(home, project):
     # each rank is a shell with a child of its own: the whole group must go, not only the rank's process
@@ -76,11 +66,11 @@ def test_a_killed_driver_leaves_no_rank_behind_and_the_run_failed(home, project)
         pids = [r.get("pid") for r in doc.get("ranks", {}).values()]
         return pids if len(pids) == 2 and all(pids) and len(_group_members(pids)) >= 4 else None
 
-    pids = _until(both_ranks_started, 60, "the two ranks (and their children) did not start")
+    pids = until(both_ranks_started, 60, "the two ranks (and their children) did not start")
     killed_at = time.monotonic()
     driver.kill()  # SIGKILL: the driver can do nothing about it
     driver.wait()
-    _until(lambda: not _group_members(pids), 60, f"rank processes left behind: {_group_members(pids)}")
+    until(lambda: not _group_members(pids), 60, f"rank processes left behind: {_group_members(pids)}")
     stopped_s = time.monotonic() - killed_at
     status = run_mltrain("runs", "status", "victim", cwd=project)
     looked_s = time.monotonic() - killed_at

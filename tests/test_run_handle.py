@@ -12,22 +12,13 @@ import time
 from pathlib import Path
 
 import pytest
-from support import mltrain_exe, only_run, pid_alive, run_mltrain
+from support import mltrain_exe, only_run, pid_alive, run_mltrain, until
 
 import mltrain
 
 OLD_LAYOUT = Path(__file__).parent / "data" / "old_layout"
 SLURM = ["compute=slurm", "compute.poll_s=0.3"]
 
-
-def _until(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"{what} within {timeout}s")
 
 
 def _rank_pids(run) -> list:
@@ -39,10 +30,10 @@ def _rank_pids(run) -> list:
 def test_local_run_cancelled_through_the_handle(home, project):
     run = mltrain.submit("script", [f"job.source_directory={project}", "job.script=sleeper.py",
                                     "distribution=pytorch", "distribution.process_count_per_node=2"])
-    _until(lambda: "sleeping" in (run.run_dir / "logs" / "rank_0.log").read_text()
+    until(lambda: "sleeping" in (run.run_dir / "logs" / "rank_0.log").read_text()
            if (run.run_dir / "logs" / "rank_0.log").exists() else False, 60, "rank 0 did not start")
     assert run.status == "Running"
-    pids = _until(lambda: _rank_pids(run) if len(_rank_pids(run)) == 2 else None, 30, "no rank pids recorded")
+    pids = until(lambda: _rank_pids(run) if len(_rank_pids(run)) == 2 else None, 30, "no rank pids recorded")
     waited = run_mltrain("runs", "wait", run.id, "--timeout", "1", cwd=project)
     assert waited.rc == 124 and waited.err.strip() == f"mltrain: run {run.id} still Running after 1.0s"
     assert mltrain.Run.get(run.id).cancel() == "Canceled"
@@ -56,15 +47,15 @@ def test_local_run_cancelled_through_the_handle(home, project):
 
 def test_local_run_whose_driver_died_is_failed_not_running_forever(home, project):
     run = mltrain.submit("script", [f"job.source_directory={project}", "job.script=sleeper.py"])
-    _until(lambda: run.status == "Running", 60, "the run did not start")
+    until(lambda: run.status == "Running", 60, "the run did not start")
     driver = run.record["driver_pid"]
     os.kill(driver, signal.SIGKILL)
-    _until(lambda: not pid_alive(driver), 10, "the driver did not die")
+    until(lambda: not pid_alive(driver), 10, "the driver did not die")
     assert run.wait(raise_on_error=False, timeout=30) == "Failed"
     assert run.record["error"].startswith("driver lost: the mltrain driver") and "exited before the run ended" in \
         run.record["error"]
     # its rank does not outlive it: the guard stopped it (tests/test_faults.py has the 2-rank case with children)
-    _until(lambda: not any(pid_alive(p) for p in _rank_pids(run)), 30, "the rank outlived its driver")
+    until(lambda: not any(pid_alive(p) for p in _rank_pids(run)), 30, "the rank outlived its driver")
 
 
 def _install_old_run(home: Path, name: str, project: Path) -> Path:
@@ -140,7 +131,7 @@ def test_runs_list_is_current_for_detached_slurm_runs(home, project):
         out = run_mltrain("runs", "list", cwd=project).out
         return out if "Completed" in out else None
 
-    listed = _until(look, 60, "runs list never showed Completed")
+    listed = until(look, 60, "runs list never showed Completed")
     line = next(l for l in listed.splitlines() if run_id in l)
     record = only_run(home)
     ended = max(record["phases"].values())
@@ -157,10 +148,10 @@ def test_detached_slurm_run_cancelled_through_the_handle(home, project):
     r = run_mltrain("job=script", "job.script=sleeper.py", *SLURM, "--detach", cwd=project, timeout=60)
     assert r.rc == 0, r.err
     run = mltrain.Run.get(only_run(home)["id"])
-    _until(lambda: run.status == "Running", 60, "the Slurm job did not start")
+    until(lambda: run.status == "Running", 60, "the Slurm job did not start")
     assert run.cancel() == "Canceled"
     job_id = run.record["slurm"]["job_id"]
-    _until(lambda: sacct(job_id) == "CANCELLED", 30, "sacct never said CANCELLED")
+    until(lambda: sacct(job_id) == "CANCELLED", 30, "sacct never said CANCELLED")
     assert run.status == "Canceled" and "scancel" in run.record["error"]
 
 
@@ -172,17 +163,17 @@ def test_attached_slurm_run_cancelled_through_the_handle(home, project):
     driver = subprocess.Popen(mltrain_exe() + ["job=script", "job.script=sleeper.py", *SLURM], cwd=project,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        record = _until(lambda: next(iter((home / "runs").glob("script_*/run.json")), None)
+        record = until(lambda: next(iter((home / "runs").glob("script_*/run.json")), None)
                         if (home / "runs").is_dir() else None, 60, "no run record")
         run_dir = record.parent
         run = mltrain.Run(run_dir)
-        _until(lambda: run.status == "Running", 60, "the Slurm job did not start")
+        until(lambda: run.status == "Running", 60, "the Slurm job did not start")
         assert run.cancel() == "Canceled"
         out, err = driver.communicate(timeout=60)
     finally:
         driver.kill()
     assert driver.returncode == 130, out + err
-    _until(lambda: sacct(run.record["slurm"]["job_id"]) == "CANCELLED", 30, "sacct never said CANCELLED")
+    until(lambda: sacct(run.record["slurm"]["job_id"]) == "CANCELLED", 30, "sacct never said CANCELLED")
     assert run.status == "Canceled"
 
 

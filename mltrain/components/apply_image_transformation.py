@@ -17,6 +17,7 @@ from mltrain.components import image_directory as imgdir
 from mltrain.components import image_transformation as transformation
 from mltrain.components.checks import later
 from mltrain.components.runtime import run_component
+from mltrain.digest import file_sha256
 from mltrain.errors import ConfigError
 
 OUTPUT = "image_directory"
@@ -44,7 +45,7 @@ def copy_directory(source: Path, target: Path, link: str, **changes: Any) -> Dic
         done = set()
         for relative, path in imgdir.images_of(source):
             done.add(imgdir.place(path, tmp / relative, link))
-            entries.append((relative, imgdir.file_digest(path)))
+            entries.append((relative, file_sha256(path)))
         old = imgdir.read_meta(source) or {}
         extra = {k: v for k, v in old.items() if k not in ("format", "version", "labelled", "classes", "counts",
                                                             "images", "digest")}

@@ -68,14 +68,6 @@ def labelled(directory: Path) -> bool:
     return bool(found) and None not in found
 
 
-def file_digest(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def content_digest(entries: List[Tuple[str, str]]) -> str:
     """One digest of a directory's images: their relative paths and content digests, in path order."""
     h = hashlib.sha256()

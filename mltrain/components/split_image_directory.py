@@ -18,6 +18,7 @@ from mltrain.components import image_directory as imgdir
 from mltrain.components.checks import later
 from mltrain.components.designer_errors import InvalidDatasetError
 from mltrain.components.runtime import run_component
+from mltrain.digest import file_sha256
 from mltrain.errors import ConfigError
 
 OUTPUTS = ("image_directory_1", "image_directory_2")
@@ -61,7 +62,7 @@ def _write(source: Path, target: Path, chosen: List[Tuple[str, Path]], link: str
         entries = []
         for relative, path in chosen:
             imgdir.place(path, tmp / relative, link)
-            entries.append((relative, imgdir.file_digest(path)))
+            entries.append((relative, file_sha256(path)))
         meta = imgdir.describe(entries, **extra)
         imgdir.write_meta(tmp, meta)
         imgdir.publish(tmp, target)

@@ -20,6 +20,7 @@ from typing import Collection, List, Optional, Tuple
 import pathspec
 
 from mltrain.config.paths import mltrain_home
+from mltrain.digest import file_sha256
 from mltrain.errors import MltrainError
 
 IGNORE_FILES = (".amlignore", ".gitignore")
@@ -130,7 +131,7 @@ def take(source: str | Path, dest: str | Path, exclude: Collection[str] = ()) ->
             digest.update(f"L {rel}\0{target}\0".encode())
             continue
         shutil.copy2(src, out)
-        data_hash = file_hash(out)
+        data_hash = file_sha256(out)
         size = out.stat().st_size
         total += size
         digest.update(f"F {rel}\0{size}\0{data_hash}\0".encode())
@@ -141,12 +142,6 @@ def take(source: str | Path, dest: str | Path, exclude: Collection[str] = ()) ->
     return SnapshotInfo(str(root), digest.hexdigest(), len(files), total, time.perf_counter() - start, used, warning)
 
 
-def file_hash(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def link_run_folders(snapshot: Path, run_dir: Path) -> None:
