@@ -6,30 +6,32 @@ that describes it. The user's own programs (`script`, `command`) run from a snap
 that each rank runs as `python -m MODULE` and whose `validate(cfg)` checks its inputs before anything
 is queued. Modules are named, not imported, so this table stays at the bottom of the layers; the
 launch layer imports a component's module when a job of that kind is frozen. A new kind is one
-`register(...)` line here, its schema in mltrain.spec.schema and a preset in conf/job/.
+`register(...)` line here, its schema in mltrain.spec.job_schemas and a preset in conf/job/.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Dict
 
-from mltrain.spec.schema import (
+from mltrain.spec.job_schemas import (
     ApplyImageTransformationJobConf,
     CommandJobConf,
     ConvertToImageDirectoryJobConf,
+    EvaluateModelJobConf,
+    InitImageTransformationJobConf,
+    ScoreImageModelJobConf,
+    ScriptJobConf,
+    SplitImageDirectoryJobConf,
+    TrainPytorchModelJobConf,
+)
+from mltrain.spec.schema import (
     DataConf,
     DistributionConf,
     EnvironmentConf,
-    EvaluateModelJobConf,
-    InitImageTransformationJobConf,
     LocalComputeConf,
     ModelConf,
-    ScoreImageModelJobConf,
-    ScriptJobConf,
     SlurmComputeConf,
-    SplitImageDirectoryJobConf,
     TrainerConf,
-    TrainPytorchModelJobConf,
 )
 
 #: The programs that are the user's own, not a component module.

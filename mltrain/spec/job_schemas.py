@@ -1,0 +1,157 @@
+"""Typed schemas of the `job` config group, one per job kind (mltrain.spec.kinds registers each with its
+rank program). Like mltrain.spec.schema, of which they are the job part, they import nothing but the
+standard library, so a rank rebuilds them without Hydra or OmegaConf.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+from mltrain.spec.schema import MISSING
+
+# ----------------------------------------------------------------------------------------- job
+# `kind` tells the launcher which rank program a job becomes (mltrain.launch.programs); it is fixed per preset.
+
+
+@dataclass
+class ScriptJobConf:
+    """Azure ML's ScriptRunConfig: run a Python script as-is, one process per rank."""
+
+    kind: str = "script"
+    source_directory: str = "."
+    script: str = MISSING
+    # Each item is one argv entry; $VARS (e.g. $AZ_BATCHAI_TASK_INDEX) are expanded in each rank.
+    arguments: List[Any] = field(default_factory=list)
+    # Exported to every rank as AML_PARAMETER_<name> (MpiStep/PythonScriptStep `params`).
+    params: Dict[str, Any] = field(default_factory=dict)
+    # Azure ML v1 estimator parameters, mapped onto the keys above and the other groups (mltrain.config.aliases).
+    entry_script: Optional[str] = None
+    script_params: Dict[str, Any] = field(default_factory=dict)
+    use_gpu: Optional[bool] = None
+    pip_packages: List[str] = field(default_factory=list)
+    conda_packages: List[str] = field(default_factory=list)
+    distributed_backend: Optional[str] = None
+
+
+@dataclass
+class CommandJobConf:
+    """Azure ML's command job / CommandStep: an arbitrary shell command line, one per rank."""
+
+    kind: str = "command"
+    source_directory: str = "."
+    # Any, not str: Hydra reads `job.command=true` as a boolean, which a str field would turn into "True".
+    command: Any = MISSING
+    params: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class TrainPytorchModelJobConf:
+    """The Designer's Train PyTorch Model: model, data and trainer come from their own groups."""
+
+    kind: str = "train_pytorch_model"
+    # The Designer's UntrainedModelDirectory; when set it replaces the `model` group.
+    untrained_model_dir: Optional[str] = None
+    params: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ScoreImageModelJobConf:
+    """The Designer's Score Image Model: a trained model directory + an image directory."""
+
+    kind: str = "score_image_model"
+    model_dir: str = MISSING
+    image_dir: str = MISSING
+    predictions_file: str = "predictions.csv"
+    # pytorch | onnxruntime (the model directory's model.onnx, through ONNX Runtime on the CPU)
+    runtime: str = "pytorch"
+    # The folder predictions_file goes to; null: the run's outputs/ (a pipeline names one: ${outputs.NAME}).
+    output_path: Optional[str] = None
+    params: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ConvertToImageDirectoryJobConf:
+    """The Designer's Convert to Image Directory: a folder, an archive or a table -> a labelled image directory."""
+
+    kind: str = "convert_to_image_directory"
+    # A folder, a .zip/.tar/.tar.gz/.tgz/.tar.bz2/.gz/.bz2 archive, or a .csv/.tsv/.parquet table of image paths.
+    input_path: str = MISSING
+    # Where the image directory goes; null: <run>/outputs/image_directory.
+    output_path: Optional[str] = None
+    # A table's image-path and label columns; null: the first of path/image/file... and label/class/category.
+    path_column: Optional[str] = None
+    label_column: Optional[str] = None
+    params: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class InitImageTransformationJobConf:
+    """The Designer's Init Image Transformation: its switches and sizes -> an image transformation."""
+
+    kind: str = "init_image_transformation"
+    output_path: Optional[str] = None
+    # Azure's parameters and their published defaults (each operation off until switched on).
+    resize: bool = False
+    size: int = 256
+    center_crop: bool = False
+    crop_size: int = 224
+    pad: bool = False
+    padding: int = 0
+    color_jitter: bool = False
+    grayscale: bool = False
+    random_resized_crop: bool = False
+    random_resized_crop_size: int = 256
+    random_crop: bool = False
+    random_crop_size: int = 224
+    random_horizontal_flip: bool = False
+    random_vertical_flip: bool = False
+    random_rotation: bool = False
+    random_rotation_degrees: int = 0
+    random_affine: bool = False
+    random_affine_degrees: int = 0
+    random_grayscale: bool = False
+    random_perspective: bool = False
+    params: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ApplyImageTransformationJobConf:
+    """The Designer's Apply Image Transformation: a transformation + an image directory -> an image directory."""
+
+    kind: str = "apply_image_transformation"
+    # "For training" (every operation) | "For inference" (the random ones dropped)
+    mode: str = MISSING
+    input_transform_path: str = MISSING
+    input_image_path: str = MISSING
+    output_path: Optional[str] = None
+    # How images reach the output: hardlink (copy where the file system refuses) | symlink | copy
+    link: str = "hardlink"
+    params: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class SplitImageDirectoryJobConf:
+    """The Designer's Split Image Directory: one image directory -> two, stratified by label, seeded."""
+
+    kind: str = "split_image_directory"
+    src_path: str = MISSING
+    # null: <run>/outputs/image_directory_1 and image_directory_2
+    tgt_train_path: Optional[str] = None
+    tgt_test_path: Optional[str] = None
+    # The share of images in the first output (Azure's default 0.9) and the split's seed (Azure's fixed 42).
+    fraction: float = 0.9
+    seed: int = 42
+    link: str = "hardlink"
+    params: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class EvaluateModelJobConf:
+    """The Designer's Evaluate Model, for classification: scored images against their true labels."""
+
+    kind: str = "evaluate_model"
+    # Score Image Model's predictions.csv, or the folder holding it.
+    scored_dataset: str = MISSING
+    # null: <run>/outputs/evaluation
+    output_path: Optional[str] = None
+    params: Dict[str, Any] = field(default_factory=dict)
