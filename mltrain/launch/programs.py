@@ -81,7 +81,8 @@ def _component(cfg: Any, run_dir: str, kind: JobKind) -> RankProgram:
     return RankProgram([interpreter(cfg), "-m", kind.program], run_dir)
 
 
-USER_PROGRAMS: Dict[str, Callable[[Any, str], RankProgram]] = {"script": _script, "command": _command}
+#: The builders of the user's own programs, by the names mltrain.spec.kinds.USER_PROGRAMS gives them.
+BUILDERS: Dict[str, Callable[[Any, str], RankProgram]] = {"script": _script, "command": _command}
 
 
 def rank_program(cfg: Any, run_dir: str) -> RankProgram:
@@ -90,4 +91,4 @@ def rank_program(cfg: Any, run_dir: str) -> RankProgram:
         raise ConfigError("job.kind", f"unknown job kind '{cfg.job.kind}'", sorted(JOB_KINDS))
     if kind.builtin:
         return _component(cfg, run_dir, kind)
-    return USER_PROGRAMS[kind.program](cfg, run_dir)
+    return BUILDERS[kind.program](cfg, run_dir)

@@ -27,7 +27,8 @@ from mltrain.errors import MltrainError
 RUN_LAYOUT = 3
 
 
-def _known(cls: type, data: Dict[str, Any]) -> Dict[str, Any]:
+def known_fields(cls: type, data: Dict[str, Any]) -> Dict[str, Any]:
+    """The keys of `data` that are fields of the dataclass `cls` (a later layout's extra keys left out)."""
     names = {f.name for f in dataclasses.fields(cls)}
     return {k: v for k, v in data.items() if k in names}
 
@@ -51,7 +52,7 @@ class World:
 
     @classmethod
     def from_json(cls, data: Dict[str, Any]) -> World:
-        return cls(**_known(cls, data))
+        return cls(**known_fields(cls, data))
 
     def to_json(self) -> Dict[str, Any]:
         return _compact(dataclasses.asdict(self), keep=("node_count", "process_count_per_node", "world_size"))
@@ -125,7 +126,7 @@ class PipelineGraph:
 
     @classmethod
     def from_json(cls, data: Dict[str, Any]) -> PipelineGraph:
-        steps = {name: StepEntry(**_known(StepEntry, info)) for name, info in data["steps"].items()}
+        steps = {name: StepEntry(**known_fields(StepEntry, info)) for name, info in data["steps"].items()}
         return cls(name=data["name"], mode=data["mode"], order=list(data["order"]), steps=steps)
 
     def to_json(self) -> Dict[str, Any]:
@@ -219,13 +220,13 @@ class RunDoc:
             process_group=data.get("process_group"), kill_grace_s=float(data.get("kill_grace_s") or 5.0),
             overrides=list(data.get("overrides") or []),
             sweep=SweepRef(dir=sweep.get("dir"), index=sweep.get("index")),
-            ranks={str(r): RankEntry(**_known(RankEntry, info)) for r, info in (data.get("ranks") or {}).items()},
+            ranks={str(r): RankEntry(**known_fields(RankEntry, info)) for r, info in (data.get("ranks") or {}).items()},
             error=data.get("error"), failed_rank=data.get("failed_rank"), outputs=data.get("outputs"),
             attempts=list(data.get("attempts") or []),
             slurm=SlurmJob(str(slurm["job_id"]), slurm.get("submitit_folder")) if slurm else None,
             mpirun=data.get("mpirun"),
             detached=bool(data.get("detached")), environment=dict(data.get("environment") or {}),
-            snapshot=data.get("snapshot"), mlflow=MlflowMark(**_known(MlflowMark, mark)) if mark else None,
+            snapshot=data.get("snapshot"), mlflow=MlflowMark(**known_fields(MlflowMark, mark)) if mark else None,
             pipeline=PipelineGraph.from_json(graph) if graph else None, pipeline_step=data.get("pipeline_step"),
             reproduces=data.get("reproduces"), script_params=dict(data.get("script_params") or {}),
             extra=extra, layout=RUN_LAYOUT,

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Union
 
 from mltrain.errors import MltrainError
+from mltrain.spec.records import known_fields
 
 SWEEP_LAYOUT = 2
 #: A metric value as sweep.json holds it: a number, or "nan"/"inf" as text.
@@ -75,10 +76,9 @@ class SweepDoc:
     @classmethod
     def from_json(cls, raw: Dict[str, Any]) -> SweepDoc:
         try:
-            names = {f.name for f in dataclasses.fields(MemberRow)}
-            members = [MemberRow(**{k: v for k, v in m.items() if k in names}) for m in raw["members"]]
-            known = {f.name for f in dataclasses.fields(cls)} - {"members", "layout"}
-            return cls(members=members, **{k: v for k, v in raw.items() if k in known})
+            members = [MemberRow(**known_fields(MemberRow, m)) for m in raw["members"]]
+            fields = {k: v for k, v in known_fields(cls, raw).items() if k not in ("members", "layout")}
+            return cls(members=members, **fields)
         except (KeyError, TypeError) as exc:
             raise MltrainError(f"not a sweep record mltrain can read ({type(exc).__name__}: {exc})") from None
 
