@@ -25,6 +25,28 @@ def _close_process_group() -> None:
             dist.destroy_process_group()
     except Exception:  # noqa: BLE001 - exiting anyway; a failed close must not change the exit status
         pass
+    _skip_native_destructors()
+
+
+def _skip_native_destructors() -> None:
+    """After Python's own exit work, leave at C's exit() before the C++ static destructors run.
+
+    Even with its process group destroyed, a finished rank can die in those destructors (gloo's threads:
+    "terminate called without an active exception", SIGABRT), and a run whose work was done ends Failed.
+    A `job=script` rank avoids them entirely (mltrain/ranks/script_main.py); a command's `python` gets
+    this: glibc's on_exit() hands a handler the status given to exit(), so `_exit(status)`, registered
+    now (after every library's destructors were registered at load), runs first and keeps the status.
+    C stdio is flushed first (handlers run in reverse order of registration)."""
+    if os.environ.get("MLTRAIN_NATIVE_TEARDOWN") == "1":
+        return
+    try:
+        import ctypes  # startup
+
+        libc = ctypes.CDLL(None)
+        if libc.on_exit(libc._exit, None) == 0:
+            libc.__cxa_atexit(libc.fflush, None, None)
+    except (OSError, AttributeError):  # not glibc: the ordinary exit
+        pass
 
 
 def _run_shadowed_sitecustomize() -> None:

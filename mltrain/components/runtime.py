@@ -4,6 +4,7 @@ from __future__ import annotations
 import datetime
 import os
 import sys
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
@@ -11,6 +12,7 @@ from typing import Any, Optional
 from omegaconf import OmegaConf
 
 from mltrain.errors import MltrainError
+from mltrain.ranks.script_main import exit_code_of, finish
 
 
 @dataclass
@@ -97,13 +99,22 @@ def shutdown_distributed(ctx: RankContext) -> None:
 
 
 def run_component(body) -> None:
-    """Run a component's body; a Designer error ends the rank with its one-line message."""
-    ctx = load_context()
+    """Run a component's body; a Designer error ends the rank with its one-line message. The rank then
+    leaves as a user's script does (mltrain.ranks.script_main.finish): its exit code, no native teardown."""
+    code = 0
     try:
-        init_distributed(ctx)
-        body(ctx)
-    except MltrainError as exc:
-        print(f"error: {exc}", file=sys.stderr, flush=True)
-        sys.exit(exc.exit_code)
-    finally:
-        shutdown_distributed(ctx)
+        ctx = load_context()
+        try:
+            init_distributed(ctx)
+            body(ctx)
+        except MltrainError as exc:
+            print(f"error: {exc}", file=sys.stderr, flush=True)
+            code = exc.exit_code
+        finally:
+            shutdown_distributed(ctx)
+    except SystemExit as exc:
+        code = exit_code_of(exc)
+    except Exception:  # noqa: BLE001 - reported as the interpreter would, then the rank's exit code 1
+        traceback.print_exc()
+        code = 1
+    finish(code)

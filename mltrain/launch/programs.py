@@ -26,6 +26,10 @@ class RankProgram:
 
 
 SNAPSHOT = "snapshot"
+#: A script runs as `python script_main.py SCRIPT ARGS`: as `python SCRIPT ARGS` would, without the native
+#: teardown that can abort a finished rank (mltrain/ranks/script_main.py says why). Run by path, not with
+#: -m: an environment's interpreter may not have mltrain installed.
+SCRIPT_MAIN = str(Path(__file__).resolve().parent.parent / "ranks" / "script_main.py")
 
 
 def interpreter(cfg: Any) -> str:
@@ -49,7 +53,7 @@ def _script(cfg: Any, run_dir: str) -> RankProgram:
         raise ConfigError("job.script", f"file '{cfg.job.script}' does not exist in '{src}'")
     args = [_argument(a) for a in cfg.job.arguments]
     snap = Path(run_dir) / SNAPSHOT
-    return RankProgram([interpreter(cfg), str(snap / str(cfg.job.script)), *args], str(snap), str(src))
+    return RankProgram([interpreter(cfg), SCRIPT_MAIN, str(snap / str(cfg.job.script)), *args], str(snap), str(src))
 
 
 def _argument(value: Any) -> str:
