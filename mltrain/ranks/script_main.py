@@ -5,7 +5,7 @@ A rank runs `python <this file> script.py ARGS` (mltrain.launch.programs). The s
 `__main__` module, with `sys.argv`, `sys.path[0]`, `__file__` and exceptions as plain `python script.py`
 gives them, so pickling, multiprocessing and `if __name__ == "__main__":` behave the same. When it ends, what
 Python's own exit does for the program is done here in the same order (wait for non-daemon threads, run
-the `atexit` functions, drop `__main__`'s objects so that files left open are flushed and closed, flush
+the `atexit` functions, finalize MPI if mpi4py started it, drop `__main__`'s objects so that files left open are flushed and closed, flush
 stdio), and then the process leaves with `os._exit` and the script's own exit code.
 
 Why: after a script has finished, C++ static destructors and library threads torn down at `exit()` can
@@ -41,6 +41,15 @@ def finish(code, _os=os, _sys=sys, _atexit=atexit, _gc=gc, _threading=threading,
         _atexit._run_exitfuncs()
     except BaseException:  # noqa: B036 - Python itself only prints an atexit function's error
         _traceback.print_exc()
+    # mpi4py finalizes MPI from a C-level exit hook (Py_AtExit) that os._exit would skip; mpirun then
+    # reports the rank as ended without MPI_Finalize
+    mpi = _sys.modules.get("mpi4py.MPI")
+    if mpi is not None:
+        try:
+            if mpi.Is_initialized() and not mpi.Is_finalized():
+                mpi.Finalize()
+        except BaseException:  # noqa: B036 - as above: the script's exit code stands
+            _traceback.print_exc()
     main = _sys.modules.get("__main__")
     if main is not None:
         main.__dict__.clear()

@@ -52,7 +52,9 @@ def test_submitit_parameters_in_submitit_own_spelling_with_or_without_the_slurm_
 def test_batch_script_matches_the_golden_file():
     backend = get("slurm")
     plan = backend.plan(frozen_job("slurm", nodes=2, per_node=2))
-    text = "\n".join(backend.describe(plan)).replace(sys.executable, "<python>")
+    from mltrain.backends.slurm import task_main
+
+    text = "\n".join(backend.describe(plan)).replace(sys.executable, "<python>").replace(task_main.__file__, "<task_main.py>")
     if not GOLDEN.exists():  # pragma: no cover - written once, then reviewed and committed
         GOLDEN.write_text(text + "\n")
     assert text + "\n" == GOLDEN.read_text()

@@ -3,7 +3,9 @@ submitit's executor parameters for a run, and the batch script submitit writes f
 from __future__ import annotations
 
 import difflib
+import shlex
 import shutil
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict
 
@@ -76,6 +78,10 @@ def submitit_names(extra: Dict[str, Any]) -> Dict[str, Any]:
     return out
 
 
+#: How submitit starts each task's Python: through mltrain/backends/slurm/task_main.py (it says why).
+TASK_PYTHON = f"{shlex.quote(sys.executable)} -u {shlex.quote(str(Path(__file__).with_name('task_main.py')))}"
+
+
 def make_executor(params: Dict[str, Any], folder: Path, max_requeues: int, offline: bool = False) -> AutoExecutor:
     """submitit's executor for these parameters. `offline` (the parameter check and the dry run) builds it
     where no Slurm is installed too: submitit refuses to build one unless srun is on PATH, but checking the
@@ -90,7 +96,8 @@ def make_executor(params: Dict[str, Any], folder: Path, max_requeues: int, offli
 
         with mock.patch.object(SlurmExecutor, "affinity", classmethod(lambda cls: 2)):
             return make_executor(params, folder, max_requeues)
-    executor = submitit.AutoExecutor(folder=str(folder), cluster="slurm", slurm_max_num_timeout=max_requeues)
+    executor = submitit.AutoExecutor(folder=str(folder), cluster="slurm", slurm_max_num_timeout=max_requeues,
+                                     slurm_python=TASK_PYTHON)
     try:
         executor.update_parameters(**params)
     except (NameError, ValueError, TypeError) as exc:  # submitit names the parameters it accepts

@@ -18,4 +18,4 @@ sbatch script:
   
   # command
   export SUBMITIT_EXECUTOR=slurm
-  srun --unbuffered --output /runs/r1/submitit/%j_%t_log.out --error /runs/r1/submitit/%j_%t_log.err --kill-on-bad-exit=1 <python> -u -m submitit.core._submit /runs/r1/submitit
+  srun --unbuffered --output /runs/r1/submitit/%j_%t_log.out --error /runs/r1/submitit/%j_%t_log.err --kill-on-bad-exit=1 <python> -u <task_main.py> -u -m submitit.core._submit /runs/r1/submitit
