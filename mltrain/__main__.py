@@ -1,3 +1,3 @@
-from mltrain.cli import main
+from mltrain.cli.main import entry
 
-main()
+entry()

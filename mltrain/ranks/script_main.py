@@ -29,7 +29,7 @@ import tokenize
 import traceback
 
 
-def finish(code, _os=os, _sys=sys, _atexit=atexit, _gc=gc, _threading=threading, _traceback=traceback):
+def finish(code, collect=True, _os=os, _sys=sys, _atexit=atexit, _gc=gc, _threading=threading, _traceback=traceback):
     # Names are bound as defaults: the script's run clears and refills this module's globals.
     try:
         shutdown = getattr(_threading, "_shutdown", None)
@@ -50,10 +50,11 @@ def finish(code, _os=os, _sys=sys, _atexit=atexit, _gc=gc, _threading=threading,
                 mpi.Finalize()
         except BaseException:  # noqa: B036 - as above: the script's exit code stands
             _traceback.print_exc()
-    main = _sys.modules.get("__main__")
-    if main is not None:
-        main.__dict__.clear()
-    _gc.collect()
+    if collect:  # files a script left open are flushed and closed as the interpreter's exit would
+        main = _sys.modules.get("__main__")
+        if main is not None:
+            main.__dict__.clear()
+        _gc.collect()
     for stream in (_sys.stdout, _sys.stderr):
         try:
             stream.flush()
