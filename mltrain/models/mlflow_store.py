@@ -26,6 +26,13 @@ def uri() -> str:
     return os.environ.get(URI_ENV) or f"sqlite:///{mltrain_home().resolve() / 'mlflow.db'}"
 
 
+def sqlite_path() -> Optional[Path]:
+    """The database file of a `sqlite:///` store (the embedded one, or one MLTRAIN_TRACKING_URI names); None
+    for a server or another database."""
+    found = re.fullmatch(r"sqlite:///([^?]+)", uri())
+    return Path(found.group(1)) if found else None
+
+
 def blobs_dir() -> Path:
     """Registered models' files, one folder per content digest: a version never changes, and
     deleting or cleaning the run it came from never breaks it."""

@@ -20,10 +20,10 @@ import tempfile
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Union
 
-from mltrain import tracking
 from mltrain.config.paths import mltrain_home
 from mltrain.errors import MltrainError
 from mltrain.models import mlflow_store as store
+from mltrain.models import sqlite_registry
 from mltrain.runs.mlflow_run import enabled
 from mltrain.runs.record import find_run
 
@@ -74,19 +74,12 @@ class Model:
         all_tags.update({FRAMEWORK: framework_of(source), PATH: str(model_path)})
         if run_id:
             all_tags[RUN] = run_id
-        c = store.client()
         with store.locked():
-            from mlflow.exceptions import MlflowException  # heavy
-
-            try:
-                c.get_registered_model(model_name)
-            except MlflowException:
-                c.create_registered_model(model_name)
-            # MLflow shows a version's source run only when the version is created with it: the run is
-            # made in the store now if the mirror has not made it yet (a model registered by the job itself).
-            linked = _mlflow_run(record) if record is not None else None
-            mv = c.create_model_version(model_name, source=str(blob), run_id=linked, tags=all_tags,
-                                        description=description)
+            mv = _register_direct(model_name, blob, record, all_tags, description)
+        if mv is None:
+            c = store.client()
+            with store.locked():
+                mv = _register_mlflow(c, model_name, blob, record, all_tags, description)
         return cls._from(mv)
 
     @classmethod
@@ -195,8 +188,40 @@ def _source(model_path: Union[str, Path], run: Optional[str], runs_root) -> tupl
 
 
 def _mlflow_run(record: Any) -> Optional[str]:
-    """The MLflow run of the registering run, or None when tracking is off (MLTRAIN_TRACKING=off)."""
+    """The MLflow run of the registering run, or None when tracking is off (MLTRAIN_TRACKING=off). Only a
+    run the mirror has not made in MLflow yet needs mltrain.tracking, kept off the direct path."""
+    from mltrain import tracking  # startup
+
     return tracking.mlflow_run_id(record) if enabled() else None
+
+
+def _register_direct(name: str, blob: Path, record: Any, tags: Dict[str, str], description: Optional[str]):
+    """The version written straight into the embedded store's registry tables (mltrain.models.sqlite_registry),
+    or None where MLflow's client must write it: another store, a schema not checked, or a run the
+    mirror has not made in MLflow yet (MLflow links a version to a run only when both are made)."""
+    db = store.sqlite_path()
+    if db is None:
+        return None
+    linked = None
+    if record is not None and enabled():
+        if record.doc.mlflow is None:
+            return None
+        linked = record.doc.mlflow.run_id
+    return sqlite_registry.create_version(db, name, str(blob), linked, tags, description)
+
+
+def _register_mlflow(c: Any, name: str, blob: Path, record: Any, tags: Dict[str, str], description: Optional[str]):
+    """Through MLflow's client; the caller holds store.locked()."""
+    from mlflow.exceptions import MlflowException  # heavy
+
+    try:
+        c.get_registered_model(name)
+    except MlflowException:
+        c.create_registered_model(name)
+    # MLflow shows a version's source run only when the version is created with it: the run is
+    # made in the store now if the mirror has not made it yet (a model registered by the job itself).
+    linked = _mlflow_run(record) if record is not None else None
+    return c.create_model_version(name, source=str(blob), run_id=linked, tags=tags, description=description)
 
 
 def _store_files(source: Path) -> Path:

@@ -1,7 +1,10 @@
 """Typed schemas of every config group, registered in Hydra's ConfigStore.
 
-Each YAML preset under conf/<group>/ starts from one of these (``defaults: [<name>_schema]``), so
-OmegaConf rejects unknown keys and wrong types while composing, before anything runs. Range rules
+Every group is typed while composing, so OmegaConf rejects unknown keys and wrong types before anything
+runs: `environment`, `distribution`, `model`, `data` and `trainer` by their field in MltrainConf (their
+built-in presets name no schema: loading and merging one more config per group is about 2 ms each of
+every command), `job` and `compute`, whose schema depends on the option, by the preset's
+``defaults: [<name>_schema]``. A user's own preset may name its group's schema either way. Range rules
 (epochs > 0, ...) cannot be expressed in a dataclass; they live in mltrain.config.validate.
 
 This module imports nothing but the standard library: the driver registers these classes with Hydra
