@@ -18,8 +18,8 @@ from pathlib import Path
 BIN = Path(sys.executable).parent
 
 
-def rate(env: dict, work: Path, horovod: bool, epochs: int, i: int) -> float:
-    run_id = f"{'hvd' if horovod else 'ddp'}_{i}"
+def rate(env: dict, work: Path, horovod: bool, epochs: int, i: int, arm: str = "") -> float:
+    run_id = f"{arm or ('hvd' if horovod else 'ddp')}_{i}"
     subprocess.run([str(BIN / "mltrain"), f"trainer.epochs={epochs}", "trainer.batch_size=16", "data.image_size=32",
                     "trainer.patience=100", "trainer.print_frequency=1000", "distribution=mpi",
                     "distribution.process_count_per_node=2", "distribution.backend=gloo",
@@ -33,14 +33,23 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--yield-arm", action="store_true", help="also Horovod with OMPI_MCA_mpi_yield_when_idle=1")
     a = p.parse_args()
     work = Path(tempfile.mkdtemp(prefix="mltrain-bench-hvd-"))
     env = {**os.environ, "MLTRAIN_HOME": str(work / "home")}
     hvd, ddp = [], []
+    # a third arm, Horovod with Open MPI told to yield the core while it waits (mpi_yield_when_idle):
+    # with as many ranks as cores, MPI's busy-polling otherwise competes with the ranks' own work
+    hvd_yield: list = []
+    arms = [("hvd", True, hvd, {}), ("ddp", False, ddp, {}),
+            ("hvdyield", True, hvd_yield, {"OMPI_MCA_mpi_yield_when_idle": "1"})][:3 if a.yield_arm else 2]
     for i in range(a.repeats):
-        first, second = ((True, hvd), (False, ddp)) if i % 2 == 0 else ((False, ddp), (True, hvd))
-        for horovod, out in (first, second):
-            out.append(rate(env, work, horovod, a.epochs, i))
+        for name, horovod, out, extra in arms[i % len(arms):] + arms[:i % len(arms)]:
+            out.append(rate({**env, **extra}, work, horovod, a.epochs, i, name))
+    if hvd_yield:
+        y = statistics.median(hvd_yield)
+        print(f"Horovod with OMPI_MCA_mpi_yield_when_idle=1: {y:.1f} img/s, ratio to DDP {y / statistics.median(ddp):.3f} "
+              f"(runs {[round(x, 1) for x in hvd_yield]})")
     h, d = statistics.median(hvd), statistics.median(ddp)
     print(f"built-in trainer, resnet18, 2 ranks on {os.cpu_count()} CPUs, epoch {a.epochs}: Horovod {h:.1f} img/s  "
           f"DDP {d:.1f} img/s  ratio {h / d:.3f}  (runs: Horovod {[round(x, 1) for x in hvd]}, DDP {[round(x, 1) for x in ddp]})")
