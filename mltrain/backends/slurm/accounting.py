@@ -17,6 +17,8 @@ STATES = {
     "PREEMPTED": QUEUED, "BOOT_FAIL": FAILED, "DEADLINE": FAILED,
 }
 FIELDS = "JobID,State,Start,End"
+#: A sacct that has not answered by then is taken as no answer (asked again at the next poll).
+QUERY_TIMEOUT_S = 20.0
 
 
 @dataclass(frozen=True)
@@ -67,15 +69,19 @@ def parse(text: str, job_ids: List[str]) -> Dict[str, JobState]:
 
 def query(job_ids: List[str]) -> Dict[str, JobState]:
     """One sacct call for every job; asked directly rather than through submitit's watcher, whose
-    cache adds seconds to every change."""
+    cache adds seconds to every change. No answer (slurmdbd down or restarting, sacct failing or
+    hanging) gives no states at all, never UNKNOWN ones: callers keep what they knew and ask again,
+    and slurmctld hands slurmdbd what it missed once it is back, so the answers catch up."""
     if not job_ids:
         return {}
     try:
-        out = subprocess.run(["sacct", "-j", ",".join(job_ids), "-X", "-n", "-P", "-o", FIELDS],
-                             capture_output=True, text=True, timeout=30).stdout
+        proc = subprocess.run(["sacct", "-j", ",".join(job_ids), "-X", "-n", "-P", "-o", FIELDS],
+                              capture_output=True, text=True, timeout=QUERY_TIMEOUT_S)
     except (OSError, subprocess.TimeoutExpired):
-        out = ""
-    return parse(out, job_ids)
+        return {}
+    if proc.returncode != 0:
+        return {}
+    return parse(proc.stdout, job_ids)
 
 
 def scancel(job_ids: List[str]) -> None:

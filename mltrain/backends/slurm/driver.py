@@ -173,6 +173,7 @@ def wait(plans: List[Plan], records: List[RunRecord], ids: List[str], consoles: 
     open_ = {i for i, r in enumerate(records) if r.status not in TERMINAL}  # an early cancel ended some already
     canceled = False
     next_query = time.monotonic() + poll
+    silent = 0  # accounting queries in a row that got no answer
     while open_:
         if cancel.is_set() and not canceled:
             accounting.scancel([ids[i] for i in open_])
@@ -183,7 +184,9 @@ def wait(plans: List[Plan], records: List[RunRecord], ids: List[str], consoles: 
         urgent = canceled or any(reports.any_failed(seen[i]) for i in open_)
         if now >= next_query or (urgent and now >= next_query - (SAFETY_POLLS - 1) * poll):
             states = accounting.query([ids[i] for i in open_])
-            next_query = now + SAFETY_POLLS * poll
+            # no answer (slurmdbd away): asked again soon, then less often, never read as an end
+            silent = 0 if states else silent + 1
+            next_query = now + (SAFETY_POLLS * poll if not silent else min(SAFETY_POLLS, 2 ** (silent - 1)) * poll)
         for i in sorted(open_):
             record, console, job = records[i], consoles[i], plans[i].job
 
