@@ -141,3 +141,30 @@ def start_slurmdbd(conf: str) -> None:
         # slurmdbd reads slurmdbd.conf beside $SLURM_CONF
         subprocess.run(["slurmdbd"], check=True, timeout=60, env={**os.environ, "SLURM_CONF": conf})
     wait_until(lambda: _answers(["sacctmgr", "-n", "list", "cluster"], conf), 60, "slurmdbd")
+
+
+def _node_namespace(conf: str, node: str) -> str:
+    """The network namespace of a two-node cluster's node (written by scripts/slurm_two_nodes.sh)."""
+    for line in (state_dir(conf) / "etc" / "node_namespaces").read_text().splitlines():
+        name, namespace = line.split()
+        if name == node:
+            return namespace
+    raise AssertionError(f"no node {node} in {state_dir(conf)}/etc/node_namespaces")
+
+
+def kill_slurmd(conf: str, node: str) -> None:
+    """The node lost as Slurm sees it: its slurmd killed outright (the job's steps there are left to Slurm)."""
+    import signal
+
+    _node_namespace(conf, node)
+    stop_daemon(state_dir(conf) / "run" / f"slurmd-{node}.pid", sig=signal.SIGKILL)
+
+
+def start_slurmd(conf: str, node: str) -> None:
+    """The node's slurmd started again as scripts/slurm_two_nodes.sh starts it; it is back in service
+    (ReturnToService=2) once it registers."""
+    if _pid(state_dir(conf) / "run" / f"slurmd-{node}.pid") is None:
+        subprocess.run(["nsenter", f"--net=/run/netns/{_node_namespace(conf, node)}", "unshare", "--uts", "sh", "-c",
+                        f"hostname {node}; exec slurmd -N {node}"], check=True, timeout=60,
+                       env={**os.environ, "SLURM_CONF": conf})
+    wait_until(lambda: nodes_ready(conf), 60, f"node {node}")

@@ -12,8 +12,18 @@ import time
 from pathlib import Path
 
 import pytest
-from slurm_support import nodes_ready, require_cluster, restart_slurmctld, sacct_settles, start_slurmdbd, stop_slurmdbd, wait_until
-from support import mltrain_exe, only_run, runs, until
+from slurm_support import (
+    kill_slurmd,
+    nodes_ready,
+    require_cluster,
+    restart_slurmctld,
+    sacct_settles,
+    start_slurmd,
+    start_slurmdbd,
+    stop_slurmdbd,
+    wait_until,
+)
+from support import mltrain_exe, only_run, require, runs, until
 
 STEPS = "for i in 1 2 3 4 5 6 7 8 9 10; do echo step $i; sleep 1; done"
 
@@ -27,9 +37,20 @@ def conf() -> str:
     wait_until(lambda: nodes_ready(conf), 60, "every node idle")
 
 
-def _driver(project: Path, *args: str) -> subprocess.Popen:
+@pytest.fixture
+def two_nodes() -> str:
+    conf = os.environ.get("MLTRAIN_SLURM2_CONF")
+    require(None if conf and Path(conf).is_file() else "no two-node cluster: run scripts/slurm_two_nodes.sh start",
+            "MLTRAIN_REQUIRE_SLURM", "the two-node Slurm cluster")
+    assert nodes_ready(conf), "the two-node cluster was not healthy before the test"
+    yield conf
+    wait_until(lambda: nodes_ready(conf), 60, "both nodes idle")
+
+
+def _driver(project: Path, *args: str, conf: str | None = None) -> subprocess.Popen:
     return subprocess.Popen([*mltrain_exe(), "job=command", "compute=slurm", *args], cwd=project,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, **({"SLURM_CONF": conf} if conf else {})})
 
 
 def _record(home: Path) -> dict:
@@ -109,3 +130,35 @@ def test_accounting_away_keeps_the_status_true_and_catches_up(home, project, con
     assert not _left_behind(record)
     json.loads((Path(record["dir"]) / "run.json").read_text())
     print(f"\naccounting away ~10 s: run stayed Running; Canceled {caught_up:.1f} s after slurmdbd was back")
+
+
+def test_a_lost_node_of_a_two_node_job_fails_the_run_naming_the_node(home, project, two_nodes):
+    nodes = subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True, timeout=30,
+                           env={**os.environ, "SLURM_CONF": two_nodes}).stdout.split()
+    lost = nodes[-1]  # the allocation's second node: rank 0, which the driver streams, is on the first
+    slow = "for i in $(seq 120); do echo step $i; sleep 1; done"
+    driver = _driver(project, f"job.command='{slow}'", "distribution=pytorch", "distribution.node_count=2",
+                     "run.id=lost", conf=two_nodes)
+    try:
+        until(lambda: "step 3" in _log(_record(home)) if _record(home) else False, 90, "the job running")
+        written = _log(_record(home))
+        kill_slurmd(two_nodes, lost)
+        killed = time.time()
+        try:
+            until(lambda: driver.poll() is not None, 90, "the run ending after its node was lost")
+            out = driver.stdout.read()
+        finally:
+            start_slurmd(two_nodes, lost)
+    finally:
+        driver.kill()
+    record = only_run(home)
+    job_id = record["slurm"]["job_id"]
+    assert driver.returncode != 0 and record["status"] == "Failed", out
+    assert record["error"].startswith(f"Slurm job {job_id} ended NODE_FAIL: lost node {lost} (Not responding)"), record["error"]
+    assert _log(record).startswith(written)  # what the ranks wrote before the loss is still there
+    env = {**os.environ, "SLURM_CONF": two_nodes}
+    # Slurm would have requeued the job to wait for the node: mltrain cancelled it, nothing runs it again
+    until(lambda: not subprocess.run(["squeue", "-h", "-j", job_id], capture_output=True, text=True, timeout=30,
+                                     env=env).stdout.strip(), 30, "the job gone from the queue")
+    until(lambda: not _left_behind(record), 30, "the lost node's rank stopped once its slurmd was back")
+    print(f"\nnode {lost} lost (slurmd killed): run Failed {record['phases']['Failed'] - killed:.1f} s later: {record['error']}")
