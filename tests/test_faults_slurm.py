@@ -32,7 +32,7 @@ STEPS = "for i in 1 2 3 4 5 6 7 8 9 10; do echo step $i; sleep 1; done"
 def conf() -> str:
     require_cluster()
     conf = os.environ["SLURM_CONF"]
-    assert nodes_ready(conf), "the cluster was not healthy before the test"
+    wait_until(lambda: nodes_ready(conf), 60, "every node ready before the test")  # an earlier job may be completing
     yield conf
     wait_until(lambda: nodes_ready(conf), 60, "every node idle")
 
@@ -42,7 +42,7 @@ def two_nodes() -> str:
     conf = os.environ.get("MLTRAIN_SLURM2_CONF")
     require(None if conf and Path(conf).is_file() else "no two-node cluster: run scripts/slurm_two_nodes.sh start",
             "MLTRAIN_REQUIRE_SLURM", "the two-node Slurm cluster")
-    assert nodes_ready(conf), "the two-node cluster was not healthy before the test"
+    wait_until(lambda: nodes_ready(conf), 60, "both nodes ready before the test")
     yield conf
     wait_until(lambda: nodes_ready(conf), 60, "both nodes idle")
 
