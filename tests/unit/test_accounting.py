@@ -29,3 +29,12 @@ def test_states_statuses_and_times_from_recorded_sacct():
 def test_requeued_and_preempted_jobs_are_queued_again():
     got = accounting.parse("20|REQUEUED|Unknown|Unknown\n21|PREEMPTED|x|y\n", ["20", "21"])
     assert got["20"].status == QUEUED and got["21"].status == QUEUED and got["21"].start is None
+
+
+def test_a_job_requeued_after_a_node_failure_is_reported_node_fail_with_its_nodes():
+    # sacct -X -D: one line per attempt, oldest first; Slurm requeued job 30 after its node died
+    text = "30|NODE_FAIL|2026-11-24T22:30:00|2026-11-24T22:30:40|n[1-2]\n30|PENDING|Unknown|Unknown|None assigned\n" \
+           "31|TIMEOUT|2026-11-24T22:00:00|2026-11-24T22:10:00|n1\n31|RUNNING|2026-11-24T22:10:20|Unknown|n1\n"
+    got = accounting.parse(text, ["30", "31"])
+    assert got["30"].state == "NODE_FAIL" and got["30"].status == FAILED and got["30"].nodes == "n[1-2]"
+    assert got["31"].state == "RUNNING"  # a requeue after a time limit runs on: the latest attempt stands

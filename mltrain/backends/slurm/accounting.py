@@ -16,7 +16,9 @@ STATES = {
     "CANCELLED": CANCELED, "FAILED": FAILED, "TIMEOUT": FAILED, "NODE_FAIL": FAILED, "OUT_OF_MEMORY": FAILED,
     "PREEMPTED": QUEUED, "BOOT_FAIL": FAILED, "DEADLINE": FAILED,
 }
-FIELDS = "JobID,State,Start,End"
+FIELDS = "JobID,State,Start,End,NodeList"
+#: A sacct that has not answered by then is taken as no answer (asked again at the next poll).
+QUERY_TIMEOUT_S = 20.0
 
 
 @dataclass(frozen=True)
@@ -24,6 +26,7 @@ class JobState:
     state: str  # sacct's word ('CANCELLED by 0' -> CANCELLED); UNKNOWN when sacct does not list it
     start: Optional[float] = None
     end: Optional[float] = None
+    nodes: str = ""  # Slurm's node list of the job ('n[1-2]'), when accounting gave one
 
     @property
     def status(self) -> Optional[str]:
@@ -40,8 +43,11 @@ def _when(text: str) -> Optional[float]:
 
 
 def parse(text: str, job_ids: List[str]) -> Dict[str, JobState]:
-    """`sacct -X -n -P -o JobID,State,Start,End` output, for the given ids. Array members not started
-    yet are listed together as '<id>_[0-2]' and reported PENDING."""
+    """`sacct -X -D -n -P -o JobID,State,Start,End,NodeList` output, for the given ids. Array members not
+    started yet are listed together as '<id>_[0-2]' and reported PENDING. A requeued job has one line per
+    attempt (-D), oldest first: the last one is its state, except that a job waiting again after a
+    NODE_FAIL (Slurm requeues a batch job whose node died) is reported NODE_FAIL: the node it needs may
+    never come back, and a run waiting for it would wait for ever."""
     states: Dict[str, JobState] = {}
     pending_arrays = set()
     for line in text.splitlines():
@@ -51,7 +57,11 @@ def parse(text: str, job_ids: List[str]) -> Dict[str, JobState]:
         jid, state = parts[0], (parts[1].split() or ["UNKNOWN"])[0].upper()
         start = _when(parts[2]) if len(parts) > 2 else None
         end = _when(parts[3]) if len(parts) > 3 else None
-        states[jid] = JobState(state, start, end)
+        nodes = parts[4] if len(parts) > 4 and parts[4] != "None assigned" else ""
+        before = states.get(jid)
+        if before is not None and before.state == "NODE_FAIL" and STATES.get(state) == QUEUED:
+            continue
+        states[jid] = JobState(state, start, end, nodes)
         if "_[" in jid:
             pending_arrays.add(jid.split("_[")[0])
     out = {}
@@ -67,15 +77,39 @@ def parse(text: str, job_ids: List[str]) -> Dict[str, JobState]:
 
 def query(job_ids: List[str]) -> Dict[str, JobState]:
     """One sacct call for every job; asked directly rather than through submitit's watcher, whose
-    cache adds seconds to every change."""
+    cache adds seconds to every change. No answer (slurmdbd down or restarting, sacct failing or
+    hanging) gives no states at all, never UNKNOWN ones: callers keep what they knew and ask again,
+    and slurmctld hands slurmdbd what it missed once it is back, so the answers catch up."""
     if not job_ids:
         return {}
     try:
-        out = subprocess.run(["sacct", "-j", ",".join(job_ids), "-X", "-n", "-P", "-o", FIELDS],
-                             capture_output=True, text=True, timeout=30).stdout
+        proc = subprocess.run(["sacct", "-j", ",".join(job_ids), "-X", "-D", "-n", "-P", "-o", FIELDS],
+                              capture_output=True, text=True, timeout=QUERY_TIMEOUT_S)
     except (OSError, subprocess.TimeoutExpired):
-        out = ""
-    return parse(out, job_ids)
+        return {}
+    if proc.returncode != 0:
+        return {}
+    return parse(proc.stdout, job_ids)
+
+
+def lost_nodes(nodes: str) -> List[str]:
+    """Which of these nodes Slurm holds DOWN, DRAINED, FAILED or not responding, each with its reason
+    ('n2 (Not responding)'); empty when Slurm cannot say."""
+    if not nodes:
+        return []
+    try:
+        proc = subprocess.run(["sinfo", "-h", "-N", "-n", nodes, "-o", "%N|%T|%E"], capture_output=True, text=True,
+                              timeout=QUERY_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    found = []
+    for line in proc.stdout.splitlines() if proc.returncode == 0 else []:
+        name, state, reason = (line.split("|") + ["", ""])[:3]
+        if state.endswith("*") or state.rstrip("*~#$@^-+").startswith(("down", "drain", "fail")):
+            said = f"{name} ({reason})" if reason and reason != "none" else name
+            if said not in found:
+                found.append(said)
+    return found
 
 
 def scancel(job_ids: List[str]) -> None:

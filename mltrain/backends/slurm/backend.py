@@ -147,7 +147,7 @@ class SlurmBackend(Backend):
             if record in finished:  # the ranks' own report, with their own clocks
                 start, end = reports.span(seen[id(record)])
                 driver.settle(record, accounting.JobState("COMPLETED", start, end))
-            else:
+            elif job_ids[id(record)] in states:  # no answer from accounting: what the record says stands
                 driver.settle(record, states[job_ids[id(record)]])
 
     def locate(self, record: RunRecord) -> Optional[str]:

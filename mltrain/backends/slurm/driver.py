@@ -59,8 +59,9 @@ def submit(plans: List[Plan], records: List[RunRecord], consoles: List[Console])
     return ids
 
 
-def final_status(record: RunRecord, state: str) -> Tuple[str, Optional[str], Optional[int]]:
+def final_status(record: RunRecord, job: accounting.JobState) -> Tuple[str, Optional[str], Optional[int]]:
     """(status, error, failed rank) of a run whose Slurm job has ended, from the ranks' own reports."""
+    state = job.state
     status = accounting.STATES.get(state, FAILED)
     failed_rank, error = reports.failure(record)
     if failed_rank is not None:
@@ -69,6 +70,11 @@ def final_status(record: RunRecord, state: str) -> Tuple[str, Optional[str], Opt
             status = FAILED
     elif status != COMPLETED:
         error = f"Slurm job {record.doc.slurm.job_id if record.doc.slurm else '?'} ended {state}" + _why_not_requeued(record)
+    if job.state == "NODE_FAIL":  # what the ranks saw (a peer gone, a signal) follows from the lost node
+        lost = accounting.lost_nodes(job.nodes)
+        where = f"lost node {', '.join(lost)}" if lost else f"a node of {job.nodes or 'its allocation'} lost"
+        error = f"Slurm job {record.doc.slurm.job_id if record.doc.slurm else '?'} ended NODE_FAIL: {where}" + (
+            f"; {error.split(';')[0]}" if failed_rank is not None and error else "")
     return status, error, failed_rank
 
 
@@ -108,7 +114,10 @@ def settle(record: RunRecord, job: accounting.JobState, console: Optional[Consol
         mark_running(record, console, backend_time(job.start, record, live))
     if status in TERMINAL:
         before_end()
-        result, error, failed_rank = final_status(record, job.state)
+        if job.state == "NODE_FAIL" and record.doc.slurm is not None:
+            # Slurm requeues it to wait for a node that may never return; the run ends here, so the job too
+            accounting.scancel([record.doc.slurm.job_id])
+        result, error, failed_rank = final_status(record, job)
         if canceled and result != COMPLETED:
             result, error = CANCELED, canceled
         finish(record, result, error, failed_rank, console, at=backend_time(job.end, record, live))
@@ -173,6 +182,7 @@ def wait(plans: List[Plan], records: List[RunRecord], ids: List[str], consoles: 
     open_ = {i for i, r in enumerate(records) if r.status not in TERMINAL}  # an early cancel ended some already
     canceled = False
     next_query = time.monotonic() + poll
+    silent = 0  # accounting queries in a row that got no answer
     while open_:
         if cancel.is_set() and not canceled:
             accounting.scancel([ids[i] for i in open_])
@@ -183,7 +193,9 @@ def wait(plans: List[Plan], records: List[RunRecord], ids: List[str], consoles: 
         urgent = canceled or any(reports.any_failed(seen[i]) for i in open_)
         if now >= next_query or (urgent and now >= next_query - (SAFETY_POLLS - 1) * poll):
             states = accounting.query([ids[i] for i in open_])
-            next_query = now + SAFETY_POLLS * poll
+            # no answer (slurmdbd away): asked again soon, then less often, never read as an end
+            silent = 0 if states else silent + 1
+            next_query = now + (SAFETY_POLLS * poll if not silent else min(SAFETY_POLLS, 2 ** (silent - 1)) * poll)
         for i in sorted(open_):
             record, console, job = records[i], consoles[i], plans[i].job
 
