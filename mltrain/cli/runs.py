@@ -27,7 +27,7 @@ def _root(args) -> Path:
 
 
 def _handle(args) -> Run:
-    from mltrain.handle import Run  # startup: `runs list` of ended runs needs no backend
+    from mltrain.handle import Run  # startup
 
     if args.run is None:  # show, logs, status: the newest run, as `runs best` takes the newest sweep
         newest = max(index.scan(_root(args)), key=lambda r: r.created, default=None)
