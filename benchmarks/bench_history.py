@@ -94,15 +94,15 @@ def compare(name: str, ours: list, peer: list, env: dict, peer_env: dict, cwd: P
           f"(pairs {ratios[0]:.3f}-{ratios[-1]:.3f}; target <= 0.3 s)", flush=True)
 
 
-def sweep_peak_rss(members: int, cwd: Path, env: dict) -> None:
+def sweep_peak_rss(name: str, members: int, cwd: Path, env: dict) -> None:
     """Peak RSS of the `mltrain -m` process itself (the controller), from a wrapper that only waits on it."""
     probe = ("import resource, subprocess, sys, time; t = time.perf_counter(); "
              "r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL); "
              "print(r.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, time.perf_counter() - t)")
-    cmd = [sys.executable, "-c", probe, str(BIN / "mltrain"), "-m", "job=command", "job.command=true",
+    cmd = [sys.executable, "-c", probe, sys.executable, "-m", "mltrain", "-m", "job=command", "job.command=true",
            f"+job.params.member=range(0,{members})"]
     rc, kb, took = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, check=True).stdout.split()
-    print(f"{members}-member local sweep: controller peak RSS {int(kb) / 1024:.0f} MB (the largest of its process tree "
+    print(f"{members}-member local sweep, {name}: controller peak RSS {int(kb) / 1024:.0f} MB (the largest of its process tree "
           f"waited for; members are `true`), exit {rc}, {float(took):.0f} s (target < 200 MB)", flush=True)
 
 
@@ -130,8 +130,9 @@ def main() -> None:
         for name, args in (("runs list", ["runs", "list"]), ("runs show RUN", ["runs", "show", ids[len(ids) // 2]]),
                            ("runs show (the newest)", ["runs", "show"])):
             compare(name, ours + args, peer + args, env, peer_env, cwd, a.pairs)
-        if a.sweep:
-            sweep_peak_rss(a.sweep, cwd, {**env, "MLTRAIN_HOME": str(tmp / "sweep-home")})
+        if a.sweep:  # one each: a 1,000-member sweep takes minutes here
+            sweep_peak_rss("index", a.sweep, cwd, {**env, "MLTRAIN_HOME": str(tmp / "sweep-home")})
+            sweep_peak_rss("before the index", a.sweep, cwd, {**peer_env, "MLTRAIN_HOME": str(tmp / "sweep-home-peer")})
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ def _handle(args) -> Run:
     from mltrain.handle import Run  # startup
 
     if args.run is None:  # show, logs, status: the newest run, as `runs best` takes the newest sweep
-        newest = max(index.scan(_root(args)), key=lambda r: r.created, default=None)
+        newest = max(index.newest(_root(args), 1), key=lambda r: r.created, default=None)
         if newest is None:
             raise MltrainError(f"no runs under {_root(args)}")
         return Run(_root(args) / newest.folder)
@@ -39,7 +39,7 @@ def _handle(args) -> Run:
 
 def _list(args) -> int:
     unreadable: List[Path] = []
-    runs = index.scan(_root(args), unreadable)
+    runs = index.newest(_root(args), args.limit, unreadable)
     if any(r.status not in TERMINAL for r in runs):  # only these are asked of their backend
         from mltrain.handle import refresh_rows  # startup
 

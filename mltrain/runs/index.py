@@ -3,11 +3,17 @@ run.json files.
 
 It lives at <runs root>/.index/runs.sqlite (WAL, so readers never wait for a writer). The run folders
 stay the truth: each row carries the key (inode, mtime in ns, size) of the run.json it was read
-from, and a reader stats every run.json and parses again only those whose key differs. A run.json
-is always written under a temporary name and renamed, so every write gives it a new inode: a row
-written from an older record than the file on disk never matches, whichever writer's row landed
-last. So a folder added or removed by hand, a run.json damaged by hand, two writers racing and a
-deleted index all come out right on the next look; the index only saves the parsing.
+from, and a row is used only once its run.json was stat'ed and found with that key; otherwise the
+file is parsed again. A run.json is always written under a temporary name and renamed, so every write
+gives it a new inode: a row written from an older record than the file on disk never matches,
+whichever writer's row landed last. So a run.json damaged by hand, two writers racing and a deleted
+index come out right on the next look; the index only saves the parsing.
+
+`scan` checks every row (a stat per run); `newest`, what `runs list` uses, checks only the rows it
+returns (the newest N, those that have not ended, those unreadable), and finds folders added or
+removed by hand from the runs root's own mtime, recorded at the last look (then a listing of its
+names, not a stat per run): a run.json edited by hand in a run older than the newest N is seen when
+that run is looked at.
 
 The record writer (mltrain.runs.record) notes each save here; a note that fails (a read-only root, a
 locked database) is dropped, never the run's: the next reader repairs the row from the folder.
@@ -17,17 +23,19 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 
 from mltrain.errors import MltrainError
 from mltrain.spec.records import RunDoc
+from mltrain.spec.status import TERMINAL
 
 INDEX_DIR = ".index"
 INDEX_FILE = "runs.sqlite"
 #: bumped when the table changes: an index of another version is rebuilt from the folders.
-VERSION = 1
+VERSION = 2
 BUSY_MS = 2000
 
 Key = Tuple[int, int, int]
@@ -64,6 +72,7 @@ SCHEMA = f"""CREATE TABLE IF NOT EXISTS runs (
   world_size INTEGER, sweep_dir TEXT, sweep_index INTEGER, pipeline INTEGER,
   ino INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, size INTEGER NOT NULL, unreadable INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS runs_created ON runs (created);
+CREATE TABLE IF NOT EXISTS seen (root_mtime_ns INTEGER);
 PRAGMA user_version = {VERSION};"""
 UPSERT = (f"INSERT OR REPLACE INTO runs ({', '.join(COLUMNS)}, ino, mtime_ns, size, unreadable) "
           f"VALUES ({', '.join('?' * (len(COLUMNS) + 4))})")
@@ -97,7 +106,7 @@ def connect(root: Path) -> sqlite3.Connection:
         conn.execute("PRAGMA synchronous = NORMAL")  # a row lost to a power cut is repaired from its folder
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         if version not in (0, VERSION):
-            conn.execute("DROP TABLE IF EXISTS runs")
+            conn.executescript("DROP TABLE IF EXISTS runs; DROP TABLE IF EXISTS seen;")
         if version != VERSION:
             conn.executescript(SCHEMA)
     except BaseException:
@@ -145,7 +154,7 @@ def _folders(root: Path) -> Iterator[Tuple[str, Key]]:
             if not entry.is_dir():
                 continue
             try:
-                st = os.stat(os.path.join(entry.path, "run.json"))
+                st = os.stat(entry.path + "/run.json")
             except (FileNotFoundError, NotADirectoryError):
                 continue
             yield entry.name, key_of(st)
@@ -193,4 +202,85 @@ def scan(root: Path, unreadable: Optional[List[Path]] = None) -> List[Row]:
                 conn.executemany(UPSERT, changed)
         except sqlite3.Error:
             pass  # another look, or a read-only root: the rows are right in memory all the same
+    return rows
+
+
+def _recheck(conn: sqlite3.Connection, root: Path, folders: List[str]) -> None:
+    """Stat each folder's run.json; rows whose key differs are read again, rows without one dropped."""
+    changed: List[Tuple[Any, ...]] = []
+    gone: List[Tuple[str]] = []
+    keys = {r[0]: tuple(r[1:]) for r in conn.execute(
+        f"SELECT folder, ino, mtime_ns, size FROM runs WHERE folder IN ({', '.join('?' * len(folders))})", folders)}
+    for name in folders:
+        try:
+            key = key_of(os.stat(root / name / "run.json"))
+        except (FileNotFoundError, NotADirectoryError):
+            gone.append((name,))
+            continue
+        if keys.get(name) != key:
+            row, fresh = read_folder(root / name)
+            if fresh is None:
+                gone.append((name,))
+            else:
+                changed.append(_values(row, name, fresh))
+    _write(conn, changed, gone)
+
+
+def _write(conn: sqlite3.Connection, changed: List[Tuple[Any, ...]], gone: List[Tuple[str]],
+           seen: Optional[int] = None) -> None:
+    if not (changed or gone or seen is not None):
+        return
+    with conn:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.executemany("DELETE FROM runs WHERE folder = ?", gone)
+        conn.executemany(UPSERT, changed)
+        if seen is not None:
+            conn.execute("DELETE FROM seen")
+            conn.execute("INSERT INTO seen VALUES (?)", (seen,))
+
+
+def _reconcile(conn: sqlite3.Connection, root: Path) -> None:
+    """When the runs root changed since the last look (a run made, a folder removed or copied in by
+    hand): rows for folders that are new to the index, none for folders gone."""
+    st = os.stat(root)
+    if conn.execute("SELECT root_mtime_ns FROM seen").fetchone() == (st.st_mtime_ns,):
+        return
+    names = set(os.listdir(root))
+    known = {r[0] for r in conn.execute("SELECT folder FROM runs")}
+    changed: List[Tuple[Any, ...]] = []
+    for name in names - known:
+        row, key = read_folder(root / name)
+        if key is not None:
+            changed.append(_values(row, name, key))
+    # a change within the filesystem clock's last tick could share this mtime: looked at again next time
+    recent = time.time() - st.st_mtime < 1.0
+    _write(conn, changed, [(name,) for name in known - names], None if recent else st.st_mtime_ns)
+
+
+def newest(root: Path, n: int, unreadable: Optional[List[Path]] = None) -> List[Row]:
+    """The newest `n` runs that have ended and every run that has not, each row checked against its
+    run.json (see the module's doc); unreadable folders go to `unreadable`. Without a usable index,
+    every run.json is read (`scan`)."""
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    try:
+        conn = connect(root)
+        _reconcile(conn, root)
+        query = (f"SELECT {', '.join(COLUMNS)} FROM runs WHERE unreadable = 0 AND status NOT IN ({', '.join('?' * len(TERMINAL))}) "
+                 f"UNION SELECT * FROM (SELECT {', '.join(COLUMNS)} FROM runs WHERE unreadable = 0 "
+                 f"AND status IN ({', '.join('?' * len(TERMINAL))}) ORDER BY created DESC LIMIT ?)")
+        checked: Set[str] = set()
+        while True:  # a row read again may move (or leave) the newest n: until every one returned was checked
+            rows = [Row(*r) for r in conn.execute(query, TERMINAL + TERMINAL + (n,))]
+            bad = [r[0] for r in conn.execute("SELECT folder FROM runs WHERE unreadable = 1")]
+            todo = [name for name in [r.folder for r in rows] + bad if name not in checked]
+            if not todo:
+                break
+            _recheck(conn, root, todo)
+            checked.update(todo)
+    except (sqlite3.Error, OSError):
+        return scan(root, unreadable)
+    if unreadable is not None:
+        unreadable.extend(root / name for name in bad)
     return rows
