@@ -258,9 +258,9 @@ def _reconcile(conn: sqlite3.Connection, root: Path) -> None:
 
 
 def newest(root: Path, n: int, unreadable: Optional[List[Path]] = None) -> List[Row]:
-    """The newest `n` runs that have ended and every run that has not, each row checked against its
-    run.json (see the module's doc); unreadable folders go to `unreadable`. Without a usable index,
-    every run.json is read (`scan`)."""
+    """The newest `n` runs that have ended and every run that has not, newest first, each row checked
+    against its run.json (see the module's doc); unreadable folders go to `unreadable`. Without a
+    usable index, every run.json is read (`scan`)."""
     root = Path(root)
     if not root.is_dir():
         return []
@@ -280,7 +280,8 @@ def newest(root: Path, n: int, unreadable: Optional[List[Path]] = None) -> List[
             _recheck(conn, root, todo)
             checked.update(todo)
     except (sqlite3.Error, OSError):
-        return scan(root, unreadable)
+        rows = scan(root, unreadable)
+        bad = []
     if unreadable is not None:
         unreadable.extend(root / name for name in bad)
-    return rows
+    return sorted(rows, key=lambda r: r.created, reverse=True)
