@@ -22,6 +22,13 @@ def index_rows(root: Path) -> dict:
                 conn.execute("SELECT folder, status, ino, mtime_ns, size, unreadable FROM runs")}
 
 
+def row_says(root: Path, folder: str, status: str) -> bool:
+    try:
+        return index_rows(root).get(folder, ("",))[0] == status
+    except sqlite3.OperationalError:  # not made yet, or its table not yet
+        return False
+
+
 def folders(root: Path) -> dict:
     """{folder: (status, run.json key)} as the folders hold them."""
     out = {}
@@ -91,7 +98,7 @@ def test_a_run_that_has_not_ended_is_shown_as_its_backend_knows_it(home, project
     try:
         root = home / "runs"
         deadline = time.monotonic() + 120
-        while not ((root / ".index" / "runs.sqlite").is_file() and index_rows(root).get("lost", ("",))[0] == "Running"):
+        while not row_says(root, "lost", "Running"):
             assert driver.poll() is None and time.monotonic() < deadline, "the run never showed Running in the index"
             time.sleep(0.1)
         assert "Running" in listed(project)

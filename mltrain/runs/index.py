@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,6 +79,9 @@ UPSERT = (f"INSERT OR REPLACE INTO runs ({', '.join(COLUMNS)}, ino, mtime_ns, si
           f"VALUES ({', '.join('?' * (len(COLUMNS) + 4))})")
 
 _open: Dict[Tuple[int, str], sqlite3.Connection] = {}  # per process: a forked child opens its own
+# A sweep's controller saves its members' records from several threads over one connection: a note
+# must not land inside another thread's transaction.
+_lock = threading.Lock()
 
 
 def path_of(root: Path) -> Path:
@@ -126,8 +130,9 @@ def note(run_dir: Path, doc: RunDoc, st: os.stat_result) -> None:
     """The record writer's upsert: `st` is the stat of the run.json just written (before its rename)."""
     run_dir = Path(run_dir)
     try:
-        conn = connect(run_dir.parent)
-        conn.execute(UPSERT, _values(Row.of(run_dir.name, doc), run_dir.name, key_of(st)))
+        with _lock:
+            conn = connect(run_dir.parent)
+            conn.execute(UPSERT, _values(Row.of(run_dir.name, doc), run_dir.name, key_of(st)))
     except (sqlite3.Error, OSError):
         pass  # the folder holds the record; the next reader puts the row right
 
@@ -196,7 +201,7 @@ def scan(root: Path, unreadable: Optional[List[Path]] = None) -> List[Row]:
             unreadable.append(root / name)
     if conn is not None and (changed or known):
         try:
-            with conn:
+            with _lock, conn:
                 conn.execute("BEGIN IMMEDIATE")
                 conn.executemany("DELETE FROM runs WHERE folder = ?", [(name,) for name in known])
                 conn.executemany(UPSERT, changed)
@@ -230,7 +235,7 @@ def _write(conn: sqlite3.Connection, changed: List[Tuple[Any, ...]], gone: List[
            seen: Optional[int] = None) -> None:
     if not (changed or gone or seen is not None):
         return
-    with conn:
+    with _lock, conn:
         conn.execute("BEGIN IMMEDIATE")
         conn.executemany("DELETE FROM runs WHERE folder = ?", gone)
         conn.executemany(UPSERT, changed)
