@@ -21,6 +21,7 @@ from mltrain.errors import MltrainError, RunCanceled, RunFailed
 from mltrain.pipelines.view import PipelineView
 from mltrain.ranks.process import follow
 from mltrain.runs import mlflow_run
+from mltrain.runs.index import Row
 from mltrain.runs.metrics import read_metrics, summarize
 from mltrain.runs.record import RunRecord, find_run, iter_runs
 from mltrain.spec.status import CANCELED, FAILED, TERMINAL
@@ -48,6 +49,23 @@ def list_runs(root: Path, unreadable: Optional[List[Path]] = None) -> List[RunRe
     records = list(iter_runs(root, unreadable))
     refresh(records)
     return sorted(records, key=lambda r: r.created, reverse=True)
+
+
+def refresh_rows(root: Path, rows: List[Row], unreadable: Optional[List[Path]] = None) -> List[Row]:
+    """Rows of the runs index (mltrain.runs.index.scan) with the runs that have not ended read from
+    their folders and brought up to date by their backends, as list_runs does; a final status is
+    taken as the index holds it (checked against its run.json)."""
+    records: List[RunRecord] = []
+    for row in rows:
+        if row.status not in TERMINAL:
+            try:
+                records.append(RunRecord.load(root / row.folder))
+            except MltrainError:  # damaged since the index looked
+                if unreadable is not None:
+                    unreadable.append(root / row.folder)
+    refresh(records)
+    fresh = {r.dir.name: Row.of(r.dir.name, r.doc) for r in records}
+    return [fresh.get(row.folder, row) for row in rows if row.status in TERMINAL or row.folder in fresh]
 
 
 class Run:

@@ -1,5 +1,7 @@
 """`mltrain runs list|show|logs|status|wait|cancel|resume|best|plot|compare|rerun|sync`: every look goes through the run handle
-(mltrain.handle), so what is shown is what the run's backend knows now. Never imports torch."""
+(mltrain.handle), so what is shown is what the run's backend knows now; `runs list` takes the runs that
+have ended from the runs index (mltrain.runs.index) and asks the backends only about the others. Never
+imports torch."""
 from __future__ import annotations
 
 import argparse
@@ -7,14 +9,17 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import List
+from typing import TYPE_CHECKING, List
 
 from mltrain.config.paths import mltrain_home
 from mltrain.errors import MltrainError, first_line
-from mltrain.handle import Run, backend_of, list_runs
+from mltrain.runs import index
 from mltrain.runs.metrics import last_and_best, read_metrics
-from mltrain.runs.record import find_run, iter_runs
-from mltrain.spec.status import QUEUED, exit_code
+from mltrain.runs.record import find_run
+from mltrain.spec.status import QUEUED, TERMINAL, exit_code
+
+if TYPE_CHECKING:
+    from mltrain.handle import Run
 
 
 def _root(args) -> Path:
@@ -22,17 +27,24 @@ def _root(args) -> Path:
 
 
 def _handle(args) -> Run:
+    from mltrain.handle import Run  # startup
+
     if args.run is None:  # show, logs, status: the newest run, as `runs best` takes the newest sweep
-        newest = max(iter_runs(_root(args)), key=lambda r: r.created, default=None)
+        newest = max(index.newest(_root(args), 1), key=lambda r: r.created, default=None)
         if newest is None:
             raise MltrainError(f"no runs under {_root(args)}")
-        return Run(newest.dir)
+        return Run(_root(args) / newest.folder)
     return Run(find_run(_root(args), args.run).dir)
 
 
 def _list(args) -> int:
     unreadable: List[Path] = []
-    runs = list_runs(_root(args), unreadable)
+    runs = index.newest(_root(args), args.limit, unreadable)
+    if any(r.status not in TERMINAL for r in runs):  # only these are asked of their backend
+        from mltrain.handle import refresh_rows  # startup
+
+        runs = refresh_rows(_root(args), runs, unreadable)
+    runs.sort(key=lambda r: r.created, reverse=True)
     if not runs and not unreadable:
         print(f"no runs under {_root(args)}")
         return 0
@@ -48,6 +60,8 @@ def _list(args) -> int:
 
 
 def _show(args) -> int:
+    from mltrain.handle import backend_of  # startup
+
     run = _handle(args)
     record = run.load()
     d = record.doc
@@ -113,6 +127,8 @@ def _show_pipeline(record) -> int:
 
 
 def _status(args) -> int:
+    from mltrain.handle import backend_of  # startup
+
     record = _handle(args).load()
     where = backend_of(record).locate(record)
     print(f"{record.id} {record.status}" + (f" ({where})" if where else ""))
@@ -153,6 +169,8 @@ def _resume(args) -> int:
 
 
 def _records(args) -> list:
+    from mltrain.handle import Run  # startup
+
     return [Run(find_run(_root(args), ref).dir).load() for ref in args.runs]
 
 
@@ -196,6 +214,7 @@ def _compare(args) -> int:
 
 def _sync(args) -> int:
     from mltrain import tracking  # startup
+    from mltrain.handle import Run, list_runs  # startup
     from mltrain.models import mlflow_store as store  # startup
 
     store.require_mlflow()

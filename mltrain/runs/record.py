@@ -27,6 +27,7 @@ import yaml
 
 from mltrain.atomic import atomic_write
 from mltrain.errors import MltrainError
+from mltrain.runs import index
 from mltrain.spec.records import RankEntry, RunDoc, SweepRef, World
 from mltrain.spec.status import NOT_STARTED, ORDER, RUNNING, TERMINAL
 
@@ -92,7 +93,7 @@ class RunRecord:
         the run's end can still be recorded; after that, one line naming the file and the space."""
         text = json.dumps(self.doc.to_json(), indent=2, sort_keys=True)
         try:
-            atomic_write(self.dir / "run.json", text)
+            written = atomic_write(self.dir / "run.json", text)
         except OSError as exc:
             if exc.errno != errno.ENOSPC:
                 raise
@@ -103,6 +104,7 @@ class RunRecord:
             free = shutil.disk_usage(self.dir).free
             raise MltrainError(f"no space left on device writing {self.dir / 'run.json'} ({free} bytes free); the "
                                f"previous record is kept") from None
+        index.note(self.dir, self.doc, written)
 
     def _set_aside(self) -> None:
         """The room save() falls back on when the device fills while the run runs."""
