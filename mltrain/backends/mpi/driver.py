@@ -45,9 +45,21 @@ def mpirun_command(job: FrozenJob, master_port: Union[int, str]) -> Tuple[List[s
     for name in sorted(set(EXPORTED) | set(job.env)):
         if name in env or name in os.environ:
             argv += ["-x", name]
+    if dist.horovod and not _yield_set(job, [str(a) for a in dist.mpirun_args]):
+        # Horovod's background thread waits in MPI calls, and Open MPI busy-polls while it waits, taking
+        # a core from the ranks' own work whenever there are as many ranks as cores (it yields only when
+        # it sees more ranks than slots). Yielding: Horovod/DDP 0.67 -> 1.46 on 2 CPU cores, 2 ranks
+        # (benchmarks/bench_horovod.py --yield-arm). Set OMPI_MCA_mpi_yield_when_idle=0 to keep polling.
+        argv += ["--mca", "mpi_yield_when_idle", "1"]
     argv += [str(a) for a in dist.mpirun_args]
     argv += [sys.executable, "-m", "mltrain.backends.mpi.rank"]
     return argv, env
+
+
+def _yield_set(job: FrozenJob, mpirun_args: List[str]) -> bool:
+    """Whether the user already chose Open MPI's mpi_yield_when_idle (environment or mpirun flags)."""
+    key = "OMPI_MCA_mpi_yield_when_idle"
+    return key in os.environ or key in job.env or "mpi_yield_when_idle" in mpirun_args
 
 
 class MpiSupervisor:
