@@ -160,8 +160,12 @@ def _resume(args) -> int:
 
     record = find_run(_root(args), args.run)
     if record.doc.pipeline:
-        raise MltrainError(f"{record.id} is a pipeline: run `mltrain pipeline={record.doc.pipeline.name}` again "
-                           "(its steps that completed are reused)")
+        from mltrain.pipelines.resume import resume as resume_pipeline  # startup
+
+        if args.detach:
+            raise MltrainError("runs resume --detach: a pipeline's steps are resumed by this command, one after "
+                               "another; keep it running (e.g. under nohup)")
+        return exit_code(resume_pipeline(record))
     result = resume(record, detach=args.detach)
     if args.detach and result.status == QUEUED:
         return 0
@@ -285,7 +289,8 @@ def main(argv: List[str]) -> int:
     p = sub.add_parser("cancel", help="stop every rank of a run (scancel on Slurm); the run ends Canceled")
     p.add_argument("run")
     p.set_defaults(func=_cancel)
-    p = sub.add_parser("resume", help="run a Failed or Canceled run again in its directory, from its checkpoint")
+    p = sub.add_parser("resume", help="run a Failed or Canceled run again in its directory, from its checkpoint "
+                                             "(of a pipeline: the steps that did not complete)")
     p.add_argument("run")
     p.add_argument("--detach", action="store_true", help="return once a Slurm run is queued again")
     p.set_defaults(func=_resume)

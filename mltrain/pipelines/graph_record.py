@@ -107,7 +107,9 @@ def settle_completed(step: RunRecord, root: Path, parents: Dict[str, RunRecord])
     """A step that ran and completed: digest its outputs, fill in the input digests that were still
     pending when it was queued (a Slurm graph), and index it as a producer for later reuse."""
     mark = dict(step.doc.pipeline_step or {})
-    if not mark or mark.get("produced") is not None or mark.get("reused_from"):
+    # no parts: the step never reached its reuse decision (its driver died first, then `runs resume`
+    # ran it), so it is not indexed as a producer
+    if not mark or "parts" not in mark or mark.get("produced") is not None or mark.get("reused_from"):
         return
     parts = dict(mark["parts"])
     inputs = dict(parts.get("inputs") or {})

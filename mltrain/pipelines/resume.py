@@ -1,0 +1,75 @@
+"""`mltrain runs resume PIPELINE`: a pipeline that ended Failed or Canceled (a failed step, a cancel, a
+driver that died) continues in its own run directories. Steps that completed are kept as they are
+(their outputs are where their dependants' frozen jobs already point); every other step runs again in its
+own directory, from its frozen job, parents first, as `runs resume` runs a single run (a built-in trainer
+continues from its checkpoint). A step whose parent still does not complete is canceled, naming it.
+
+Steps run one after another in graph order, also where the first run ran independent branches side by
+side: a resume is for the steps that are left, usually one or two.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Dict, List
+
+from mltrain.backends import refresh
+from mltrain.errors import MltrainError
+from mltrain.launch.orchestrate import execute
+from mltrain.pipelines import graph_record
+from mltrain.runs.console import Console
+from mltrain.runs.record import RunRecord
+from mltrain.spec.job import FrozenJob
+from mltrain.spec.status import CANCELED, COMPLETED, FAILED, TERMINAL
+
+
+def resume(pipeline: RunRecord) -> str:
+    """Run again the steps of `pipeline` that did not complete; returns the pipeline's final status."""
+    graph = pipeline.doc.pipeline
+    assert graph is not None  # the caller checked that this run is a pipeline
+    console = Console()
+    try:
+        steps: Dict[str, RunRecord] = {name: RunRecord.load(graph.steps[name].run_dir) for name in graph.order}
+    except Exception as exc:  # noqa: BLE001 - a step's folder removed by hand: nothing to continue from
+        raise MltrainError(f"pipeline {pipeline.id} cannot be resumed: a step's run is unreadable ({exc})") from None
+    refresh(list(steps.values()))  # a driver that died: its steps read Failed "driver lost" from here
+    status = graph_record.sync(pipeline)
+    if status not in (FAILED, CANCELED):
+        raise MltrainError(f"pipeline {pipeline.id} is {status}; only a Failed or Canceled pipeline can be resumed"
+                           + ("" if status == COMPLETED else f" (follow it with `mltrain runs status {pipeline.id}`)"))
+    kept = [n for n in graph.order if steps[n].status == COMPLETED]
+    again = [n for n in graph.order if n not in kept]
+    console.status(f"resuming pipeline {pipeline.id}: kept (completed) [{', '.join(kept)}]; "
+                   f"running again [{', '.join(again)}]")
+    pipeline.reopen()
+    root = pipeline.dir.parent
+    for name in again:
+        step, parents = steps[name], {p: steps[p] for p in graph.steps[name].parents}
+        step_console = Console(prefix=f"[{name}] ")
+        blocked = [p for p, record in parents.items() if record.status != COMPLETED]
+        if blocked:
+            reason = f"upstream step {blocked[0]} {parents[blocked[0]].status.lower()}"
+            if step.status in TERMINAL:
+                step.reopen()
+            graph_record.cancel_unstarted(step, reason, step_console)
+            continue
+        job = dataclasses.replace(FrozenJob.load(step.dir), detach=False)
+        step.reopen()
+        execute([job], [step], [step_console])
+        step.reload()
+        if step.status == COMPLETED:
+            graph_record.settle_completed(step, root, parents)
+        graph_record.sync(pipeline)
+    final = graph_record.sync(pipeline)
+    _summary(pipeline, again, console)
+    return final
+
+
+def _summary(pipeline: RunRecord, again: List[str], console: Console) -> None:
+    pipeline.reload()
+    graph = pipeline.doc.pipeline
+    assert graph is not None
+    console.status(f"pipeline {graph.name} {pipeline.status} ({len(graph.order)} steps)  {pipeline.dir}")
+    for name in graph.order:
+        info = graph.steps[name]
+        how = "ran again" if name in again else "kept"
+        console.write_line(f"  {name:<16} {info.status:<9} {how:<9}  {info.run_id}  {info.error or ''}".rstrip())
