@@ -49,7 +49,7 @@ def mpirun_command(job: FrozenJob, master_port: Union[int, str]) -> Tuple[List[s
         # Horovod's background thread waits in MPI calls, and Open MPI busy-polls while it waits, taking
         # a core from the ranks' own work whenever there are as many ranks as cores (it yields only when
         # it sees more ranks than slots). Yielding: Horovod/DDP 0.67 -> 1.46 on 2 CPU cores, 2 ranks
-        # (benchmarks/bench_horovod.py --yield-arm). Set OMPI_MCA_mpi_yield_when_idle=0 to keep polling.
+        # (benchmarks/bench_horovod.py --polling-arm). Set OMPI_MCA_mpi_yield_when_idle=0 to keep polling.
         argv += ["--mca", "mpi_yield_when_idle", "1"]
     argv += [str(a) for a in dist.mpirun_args]
     argv += [sys.executable, "-m", "mltrain.backends.mpi.rank"]
