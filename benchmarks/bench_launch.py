@@ -8,7 +8,7 @@
    /proc/<pid>/status VmHWM while it runs.
 
 Usage: .venv/bin/python benchmarks/bench_launch.py [--repeats 7] [--cfg-only]
-(--cfg-only: item 2 alone, the figure of issue 26's composition target)
+(--cfg-only: item 2 alone, with `mltrain --dry-run` against the bare app's run: issue 26's composition target)
 """
 from __future__ import annotations
 
@@ -88,16 +88,25 @@ def main() -> None:
 
 
 def cfg_only(work, env, cfg_mltrain, cfg_hydra, repeats: int) -> None:
-    timed(cfg_mltrain, work, env), timed(cfg_hydra, work, env)
-    c_ml, c_hy = [], []
+    """Composition alone: `mltrain --cfg job` against the bare app's `--cfg job`, and `mltrain --dry-run`
+    (compose, freeze, print the plan; nothing starts) against the bare app running its task (compose,
+    make its output folder, print the config)."""
+    dry_mltrain = [cfg_mltrain[0], "--dry-run"]
+    run_hydra = cfg_hydra[:2]
+    pairs = {"--cfg job": (cfg_mltrain, cfg_hydra), "--dry-run": (dry_mltrain, run_hydra)}
+    for ours, theirs in pairs.values():
+        timed(ours, work, env), timed(theirs, work, env)
+    times = {name: ([], []) for name in pairs}
     for _ in range(repeats):
-        c_ml.append(timed(cfg_mltrain, work, env))
-        c_hy.append(timed(cfg_hydra, work, env))
-    cm, ch = statistics.median(c_ml), statistics.median(c_hy)
-    ratios = statistics.median(m / h for m, h in zip(c_ml, c_hy))
-    print(f"--cfg job         mltrain {cm:.3f}s  bare Hydra app {ch:.3f}s  ratio {cm / ch:.2f}  (median of the "
-          f"pairs' ratios {ratios:.2f}; target <= 1.1; {repeats} alternating pairs, {os.cpu_count()} CPUs)")
-
+        for name, (ours, theirs) in pairs.items():
+            times[name][0].append(timed(ours, work, env))
+            times[name][1].append(timed(theirs, work, env))
+    for name, (ml, hy) in times.items():
+        cm, ch = statistics.median(ml), statistics.median(hy)
+        ratios = statistics.median(m / h for m, h in zip(ml, hy))
+        peer = "bare Hydra app" + (" --cfg job" if name == "--cfg job" else " run")
+        print(f"{name:<17} mltrain {cm:.3f}s  {peer} {ch:.3f}s  ratio {cm / ch:.2f}  (median of the pairs' ratios "
+              f"{ratios:.2f}; target <= 1.1; {repeats} alternating pairs, {os.cpu_count()} CPUs)")
 
 if __name__ == "__main__":
     main()
