@@ -50,4 +50,4 @@ if [ "${CI:-}" = "true" ]; then
   export MLTRAIN_REQUIRE_SLURM=1 MLTRAIN_REQUIRE_MPI=1 MLTRAIN_REQUIRE_HOROVOD=1 MLTRAIN_REQUIRE_UI=1
 fi
 # `pytest` (not `python -m pytest`) keeps the checkout off sys.path: tests use the installed wheel.
-.venv/bin/pytest -p no:cacheprovider -q "$@"
+.venv/bin/pytest -p no:cacheprovider -q --durations=25 "$@"
