@@ -69,8 +69,11 @@ def failure(record: RunRecord) -> Tuple[Optional[int], Optional[str]]:
     failed = sorted(r for r, d in reports.items() if _failed(d))
     if not failed:
         return None, None
-    # A rank that failed on its own exits with a positive code; the ones stopped after it were killed.
-    first = next((r for r in failed if (reports[r].get("exit_code") or 0) > 0), failed[0])
+    # A rank that failed on its own exits with a positive code; the ones stopped after it were killed. A
+    # peer can also fail on its own once the first is gone (Horovod raises in a collective whose peer left),
+    # so of several the one that ended first is the cause.
+    positive = [r for r in failed if (reports[r].get("exit_code") or 0) > 0]
+    first = min(positive, key=lambda r: (reports[r].get("ended") or float("inf"), r)) if positive else failed[0]
     info = reports[first]
     reason = info.get("error") or f"rank {first} {describe_exit(info['exit_code'])}"
     log_tail = tail(record.log_path(first))

@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import FrameType
 from typing import Optional
@@ -41,7 +42,7 @@ def main() -> None:
     on_chunk, on_line = Console().rank_output(place.rank) if show else (None, None)
     code = run_program(contract.rank_argv(job, env), job.cwd, env, run_dir / "logs" / f"rank_{place.rank}.log",
                        on_start=forward_signals, on_chunk=on_chunk, on_line=on_line)
-    reports.write(run_dir, place.rank, exit_code=code)
+    reports.write(run_dir, place.rank, exit_code=code, ended=time.time())
     sys.exit(code if code >= 0 else 128 - code)
 
 
