@@ -1,0 +1,103 @@
+"""`mltrain runs resume SWEEP` with real processes: a seeded random sweep whose driver is killed with
+SIGKILL while members run goes on to the same members and the same best as the uninterrupted sweep;
+the members that had completed are kept, those the kill stopped run again in their own run folders."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from support import mltrain_exe, pid_alive, run_mltrain, runs, until
+
+pytestmark = pytest.mark.slow
+
+TOTAL = 6
+
+
+def sweep_args(pause: float) -> list:
+    return ["-m", "job=script", "job.script=score_of.py", f"job.arguments=[--x,$AML_PARAMETER_x,--pause,{pause}]",
+            "+job.params.x=interval(0,1)", "sweep.sampling=random", "sweep.seed=11", f"sweep.max_total_runs={TOTAL}",
+            "sweep.max_concurrent_runs=2", "sweep.primary_metric=score", "run.console=none"]
+
+
+def the_sweep(home: Path) -> Path:
+    found = list((home / "runs" / "_sweeps").glob("*/sweep.json"))
+    assert len(found) == 1, found
+    return found[0].parent
+
+
+def doc_of(sweep: Path) -> dict:
+    return json.loads((sweep / "sweep.json").read_text())
+
+
+def test_a_sweep_whose_driver_was_killed_resumes_to_the_uninterrupted_best(home, project, tmp_path):
+    # the same sweep, never interrupted (fast: the curve does not depend on the pause)
+    r = run_mltrain(*sweep_args(0.02), cwd=project, env={"MLTRAIN_HOME": str(tmp_path / "whole")})
+    assert r.rc == 0, r.out + r.err
+    whole = doc_of(the_sweep(tmp_path / "whole"))
+
+    driver = subprocess.Popen(mltrain_exe() + sweep_args(0.5), cwd=project, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, env={**os.environ, "MLTRAIN_HOME": str(home)})
+
+    def two_done_one_running():
+        found = runs(home)
+        status = [x["status"] for x in found]
+        running = [x for x in found if x["status"] == "Running" and x.get("ranks", {}).get("0", {}).get("pid")]
+        return found if status.count("Completed") >= 2 and len(running) >= 1 else None
+
+    until(two_done_one_running, 60, "two members completed and one running")
+    driver.kill()
+    driver.wait()
+    at_kill = runs(home)  # what the driver left: only it writes a member's end into run.json
+    completed = {x["id"] for x in at_kill if x["status"] == "Completed"}
+    in_flight = {x["id"]: int(x["ranks"].get("0", {}).get("pid") or 0) for x in at_kill if x["id"] not in completed}
+    assert len(completed) >= 2 and in_flight, at_kill
+    until(lambda: not any(pid_alive(p) for p in in_flight.values() if p), 30, "rank processes left behind")
+    sweep = the_sweep(home)
+
+    started = time.monotonic()
+    resumed = run_mltrain("runs", "resume", str(sweep), cwd=project, timeout=120)
+    took = time.monotonic() - started
+    assert resumed.rc == 0, resumed.out + resumed.err
+    doc = doc_of(sweep)
+    assert doc["status"] == "Completed" and len(doc["members"]) == TOTAL
+    assert all(m["status"] == "Completed" and m["intervals"] == 6 for m in doc["members"]), doc["members"]
+    records = {x["id"]: x for x in runs(home)}
+    ids = [m["run_id"] for m in doc["members"]]
+    assert len(set(ids)) == TOTAL and set(records) == set(ids), "no extra run: reruns reuse their run folders"
+    for run_id in completed:  # kept as they were: not run again
+        assert run_id in ids and not records[run_id].get("attempts"), records[run_id]
+    rerun = [i for i in ids if records[i].get("attempts")]
+    assert set(rerun) == set(in_flight), (rerun, in_flight)
+    for run_id in rerun:
+        assert records[run_id]["status"] == "Completed"
+        assert records[run_id]["attempts"][0]["error"].startswith("driver lost")
+    # the same members and the same best as the uninterrupted sweep with the same seed
+    assert [m["params"] for m in doc["members"]] == [m["params"] for m in whole["members"]]
+    assert doc["best_params"] == whole["best_params"] and doc["best_value"] == whole["best_value"]
+    assert f"best: {doc['best_run_id']}" in resumed.out
+    print(f"\nsweep resume after kill -9: {len(completed)} kept, {len(rerun)} run again, "
+          f"{TOTAL - len(completed) - len(rerun)} new; best equal: yes; resume took {took:.1f}s")
+
+
+def test_a_completed_sweep_or_a_detached_resume_is_refused_in_one_line(home, project):
+    r = run_mltrain(*[a.replace("max_total_runs=6", "max_total_runs=2") for a in sweep_args(0)], cwd=project)
+    assert r.rc == 0, r.out + r.err
+    sweep = the_sweep(home)
+    again = run_mltrain("runs", "resume", sweep.name, cwd=project)
+    assert again.rc == 2 and again.out == "", again.out + again.err
+    assert again.err.strip() == (f"mltrain: error: sweep {sweep.name} is Completed: nothing to resume "
+                                 f"(`mltrain runs best {sweep.name}` shows it)")
+    detached = run_mltrain("runs", "resume", str(sweep), "--detach", cwd=project)
+    assert detached.rc == 2 and len(detached.err.strip().splitlines()) == 1 and "cannot be detached" in detached.err
+    # a sweep folder without its Optuna journal cannot go on
+    doc = doc_of(sweep)
+    (sweep / "sweep.json").write_text(json.dumps({**doc, "status": "Running"}))
+    (sweep / "optuna.journal").unlink()
+    broken = run_mltrain("runs", "resume", str(sweep), cwd=project)
+    assert broken.rc == 2 and broken.err.strip().splitlines() == [
+        f"mltrain: error: sweep {sweep.name} cannot be resumed: optuna.journal missing from {sweep}"], broken.err
+    assert len(runs(home)) == 2, "nothing was started"
