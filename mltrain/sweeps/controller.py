@@ -297,7 +297,7 @@ class Controller:
             state, value = TrialState.FAIL, None
         try:
             # skip_if_finished: a resumed sweep may settle a member whose result was told before its driver died
-            self.study.tell(member.trial, value if state == TrialState.COMPLETE else None, state=state,
+            self.study.tell(member.trial.number, value if state == TrialState.COMPLETE else None, state=state,
                             skip_if_finished=True)
         except RuntimeError:
             # Optuna's GridSampler calls study.stop() once the grid is used up, which Optuna allows only

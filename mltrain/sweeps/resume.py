@@ -116,7 +116,11 @@ class Resumed(Controller):
             number = row.trial if row.trial is not None else row.index
             taken.add(number)
             frozen = trials.get(number)
-            self._adopt(row, Trial(self.study, frozen._trial_id) if frozen is not None else None)
+            if frozen is None:
+                self._adopt(row, None)
+            else:
+                self._adopt(row, Trial(self.study, frozen._trial_id) if frozen.state == TrialState.RUNNING
+                            else _Told(number))
         keys = {d.key for d in self.space.dimensions}
         for number, frozen in sorted(trials.items()):
             if number in taken or frozen.state != TrialState.RUNNING:
@@ -162,6 +166,9 @@ class Resumed(Controller):
                 member.status, member.ended = row.status if row.status in TERMINAL else FAILED, time.time()
             if trial is not None:
                 self._tell(member)  # a no-op unless the driver died between settling it and telling Optuna
+            return
+        if stopped_by_sweep:  # the cancel of the sweep stopped it, not its own result nor the policy
+            self._run_again(member, record)
             return
         backends.refresh([record])
         lost = record.status == FAILED and (record.doc.error or "").startswith("driver lost")
@@ -223,6 +230,17 @@ class Resumed(Controller):
 
         member.thread = threading.Thread(target=body, name=f"sweep-member-{member.index}", daemon=True)
         member.thread.start()
+
+
+class _Told:
+    """A trial Optuna has been told the end of (a member stopped by a canceled sweep, run again): Optuna
+    refuses to update a finished trial, so what the member logs now goes to sweep.json only."""
+
+    def __init__(self, number: int) -> None:
+        self.number = number
+
+    def report(self, value: float, step: int) -> None:
+        pass
 
 
 def _record(row: MemberRow) -> Optional[RunRecord]:
