@@ -1,16 +1,19 @@
 """`mltrain runs resume SWEEP` with real processes: a seeded random sweep whose driver is killed with
-SIGKILL while members run goes on to the same members and the same best as the uninterrupted sweep;
-the members that had completed are kept, those the kill stopped run again in their own run folders."""
+SIGKILL (or canceled with Ctrl-C) while members run goes on to the same members and the same best as
+the uninterrupted sweep; the members that had completed are kept, those the kill or the cancel
+stopped run again in their own run folders."""
 from __future__ import annotations
 
 import json
 import os
+import shutil
+import signal
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
-from support import mltrain_exe, pid_alive, run_mltrain, runs, until
+from support import SCRIPTS, mltrain_exe, pid_alive, run_mltrain, runs, until
 
 pytestmark = pytest.mark.slow
 
@@ -33,12 +36,20 @@ def doc_of(sweep: Path) -> dict:
     return json.loads((sweep / "sweep.json").read_text())
 
 
-def test_a_sweep_whose_driver_was_killed_resumes_to_the_uninterrupted_best(home, project, tmp_path):
-    # the same sweep, never interrupted (fast: the curve does not depend on the pause)
-    r = run_mltrain(*sweep_args(0.02), cwd=project, env={"MLTRAIN_HOME": str(tmp_path / "whole")})
+@pytest.fixture(scope="module")
+def whole(tmp_path_factory) -> dict:
+    """The same sweep, never interrupted (fast: the curve does not depend on the pause)."""
+    where = tmp_path_factory.mktemp("whole")
+    shutil.copytree(SCRIPTS, where / "proj")
+    r = run_mltrain(*sweep_args(0.02), cwd=where / "proj", env={"MLTRAIN_HOME": str(where / "home"),
+                                                                "MLTRAIN_TRACKING": "off"})
     assert r.rc == 0, r.out + r.err
-    whole = doc_of(the_sweep(tmp_path / "whole"))
+    return doc_of(the_sweep(where / "home"))
 
+
+def start_and_stop(home: Path, project: Path, how: signal.Signals) -> tuple:
+    """The slow sweep, stopped by `how` once 2 members completed and another runs; (completed run ids,
+    ids of the runs that had not ended, the driver's exit status)."""
     driver = subprocess.Popen(mltrain_exe() + sweep_args(0.5), cwd=project, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL, env={**os.environ, "MLTRAIN_HOME": str(home)})
 
@@ -49,17 +60,20 @@ def test_a_sweep_whose_driver_was_killed_resumes_to_the_uninterrupted_best(home,
         return found if status.count("Completed") >= 2 and len(running) >= 1 else None
 
     until(two_done_one_running, 60, "two members completed and one running")
-    driver.kill()
-    driver.wait()
-    at_kill = runs(home)  # what the driver left: only it writes a member's end into run.json
-    completed = {x["id"] for x in at_kill if x["status"] == "Completed"}
-    in_flight = {x["id"]: int(x["ranks"].get("0", {}).get("pid") or 0) for x in at_kill if x["id"] not in completed}
-    assert len(completed) >= 2 and in_flight, at_kill
-    until(lambda: not any(pid_alive(p) for p in in_flight.values() if p), 30, "rank processes left behind")
-    sweep = the_sweep(home)
+    driver.send_signal(how)
+    code = driver.wait(timeout=60)
+    at_end = runs(home)  # what the driver left: only it writes a member's end into run.json
+    completed = {x["id"] for x in at_end if x["status"] == "Completed"}
+    stopped = {x["id"]: int(x["ranks"].get("0", {}).get("pid") or 0) for x in at_end if x["id"] not in completed}
+    assert len(completed) >= 2 and stopped, at_end
+    until(lambda: not any(pid_alive(p) for p in stopped.values() if p), 30, "rank processes left behind")
+    return completed, set(stopped), code
 
+
+def check_resumed(home: Path, whole: dict, completed: set, stopped: set, why: str) -> tuple:
+    sweep = the_sweep(home)
     started = time.monotonic()
-    resumed = run_mltrain("runs", "resume", str(sweep), cwd=project, timeout=120)
+    resumed = run_mltrain("runs", "resume", str(sweep), cwd=sweep, timeout=120)  # from anywhere
     took = time.monotonic() - started
     assert resumed.rc == 0, resumed.out + resumed.err
     doc = doc_of(sweep)
@@ -71,16 +85,29 @@ def test_a_sweep_whose_driver_was_killed_resumes_to_the_uninterrupted_best(home,
     for run_id in completed:  # kept as they were: not run again
         assert run_id in ids and not records[run_id].get("attempts"), records[run_id]
     rerun = [i for i in ids if records[i].get("attempts")]
-    assert set(rerun) == set(in_flight), (rerun, in_flight)
+    assert set(rerun) == stopped, (rerun, stopped)
     for run_id in rerun:
         assert records[run_id]["status"] == "Completed"
-        assert records[run_id]["attempts"][0]["error"].startswith("driver lost")
+        assert records[run_id]["attempts"][0]["error"].startswith(why)
     # the same members and the same best as the uninterrupted sweep with the same seed
     assert [m["params"] for m in doc["members"]] == [m["params"] for m in whole["members"]]
     assert doc["best_params"] == whole["best_params"] and doc["best_value"] == whole["best_value"]
     assert f"best: {doc['best_run_id']}" in resumed.out
-    print(f"\nsweep resume after kill -9: {len(completed)} kept, {len(rerun)} run again, "
-          f"{TOTAL - len(completed) - len(rerun)} new; best equal: yes; resume took {took:.1f}s")
+    return len(rerun), took
+
+
+def test_a_sweep_whose_driver_was_killed_resumes_to_the_uninterrupted_best(home, project, whole):
+    completed, stopped, _ = start_and_stop(home, project, signal.SIGKILL)
+    rerun, took = check_resumed(home, whole, completed, stopped, "driver lost")
+    print(f"\nsweep resume after kill -9: {len(completed)} kept, {rerun} run again, "
+          f"{TOTAL - len(completed) - rerun} new; best equal: yes; resume took {took:.1f}s")
+
+
+def test_a_canceled_sweep_resumes_to_the_uninterrupted_best(home, project, whole):
+    completed, stopped, code = start_and_stop(home, project, signal.SIGINT)
+    assert code == 130 and doc_of(the_sweep(home))["status"] == "Canceled"
+    rerun, _ = check_resumed(home, whole, completed, stopped, "the sweep was canceled")
+    assert rerun == len(stopped)
 
 
 def test_a_completed_sweep_or_a_detached_resume_is_refused_in_one_line(home, project):
