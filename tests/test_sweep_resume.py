@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from slurm_support import require_cluster
 from support import SCRIPTS, mltrain_exe, pid_alive, run_mltrain, runs, until
 
 pytestmark = pytest.mark.slow
@@ -47,16 +48,16 @@ def whole(tmp_path_factory) -> dict:
     return doc_of(the_sweep(where / "home"))
 
 
-def start_and_stop(home: Path, project: Path, how: signal.Signals) -> tuple:
+def start_and_stop(home: Path, project: Path, how: signal.Signals, args: list | None = None) -> tuple:
     """The slow sweep, stopped by `how` once 2 members completed and another runs; (completed run ids,
     ids of the runs that had not ended, the driver's exit status)."""
-    driver = subprocess.Popen(mltrain_exe() + sweep_args(0.5), cwd=project, stdout=subprocess.DEVNULL,
+    driver = subprocess.Popen(mltrain_exe() + (args or sweep_args(0.5)), cwd=project, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL, env={**os.environ, "MLTRAIN_HOME": str(home)})
 
     def two_done_one_running():
         found = runs(home)
         status = [x["status"] for x in found]
-        running = [x for x in found if x["status"] == "Running" and x.get("ranks", {}).get("0", {}).get("pid")]
+        running = [x for x in found if x["status"] == "Running" and (args or x.get("ranks", {}).get("0", {}).get("pid"))]
         return found if status.count("Completed") >= 2 and len(running) >= 1 else None
 
     until(two_done_one_running, 60, "two members completed and one running")
@@ -66,7 +67,8 @@ def start_and_stop(home: Path, project: Path, how: signal.Signals) -> tuple:
     completed = {x["id"] for x in at_end if x["status"] == "Completed"}
     stopped = {x["id"]: int(x["ranks"].get("0", {}).get("pid") or 0) for x in at_end if x["id"] not in completed}
     assert len(completed) >= 2 and stopped, at_end
-    until(lambda: not any(pid_alive(p) for p in stopped.values() if p), 30, "rank processes left behind")
+    if args is None:  # local ranks end with their driver; a Slurm job runs on
+        until(lambda: not any(pid_alive(p) for p in stopped.values() if p), 30, "rank processes left behind")
     return completed, set(stopped), code
 
 
@@ -128,3 +130,20 @@ def test_a_completed_sweep_or_a_detached_resume_is_refused_in_one_line(home, pro
     assert broken.rc == 2 and broken.err.strip().splitlines() == [
         f"mltrain: error: sweep {sweep.name} cannot be resumed: optuna.journal missing from {sweep}"], broken.err
     assert len(runs(home)) == 2, "nothing was started"
+
+
+def test_members_still_running_on_slurm_are_followed_again(home, project, whole):
+    require_cluster()
+    args = [a.replace(f"max_total_runs={TOTAL}", "max_total_runs=4") for a in sweep_args(1.0)]
+    completed, running, _ = start_and_stop(home, project, signal.SIGKILL, args + ["compute=slurm", "compute.poll_s=0.3"])
+    sweep = the_sweep(home)
+    resumed = run_mltrain("runs", "resume", sweep.name, cwd=project, timeout=180)
+    assert resumed.rc == 0, resumed.out + resumed.err
+    assert resumed.out.count("Running: followed again") == len(running), resumed.out
+    doc = doc_of(sweep)
+    records = {x["id"]: x for x in runs(home)}
+    assert doc["status"] == "Completed" and [m["params"] for m in doc["members"]] == \
+        [m["params"] for m in whole["members"][:4]]
+    assert all(m["status"] == "Completed" == records[m["run_id"]]["status"] and m["intervals"] == 6
+               for m in doc["members"]), doc["members"]
+    assert not any(r.get("attempts") for r in records.values()), "a Slurm job that ran on is not run again"
