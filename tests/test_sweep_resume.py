@@ -130,6 +130,9 @@ def test_a_completed_sweep_or_a_detached_resume_is_refused_in_one_line(home, pro
     assert broken.rc == 2 and broken.err.strip().splitlines() == [
         f"mltrain: error: sweep {sweep.name} cannot be resumed: optuna.journal missing from {sweep}"], broken.err
     assert len(runs(home)) == 2, "nothing was started"
+    nowhere = run_mltrain("runs", "resume", str(home / "no-such-sweep"), cwd=project)
+    assert nowhere.rc == 2 and nowhere.err.strip() == f"mltrain: error: no run '{home / 'no-such-sweep'}' under " \
+                                                      f"{home / 'runs'} (see `mltrain runs list`)", nowhere.err
 
 
 def test_members_still_running_on_slurm_are_followed_again(home, project, whole):
