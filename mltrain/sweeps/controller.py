@@ -353,7 +353,7 @@ def make_study(settings: SweepConf, space: Space, sweep_dir: Optional[Path], see
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         if sampler is not None:
-            pass
+            pass  # a resumed sweep's, in the state the first driver left it
         elif settings.sampling == "grid":
             sampler = samplers.GridSampler({d.key: d.grid_values() for d in space.dimensions}, seed=seed)
         elif settings.sampling == "random":
