@@ -157,7 +157,14 @@ def _cancel(args) -> int:
 
 def _resume(args) -> int:
     from mltrain.launch.orchestrate import resume  # startup
+    from mltrain.sweeps import resume as sweep_resume  # startup
 
+    sweep = sweep_resume.locate(args.run, _root(args))
+    if sweep is not None:  # a HyperDrive sweep goes on through `mltrain -m` with its own overrides
+        from mltrain.cli.main import main as mltrain_main  # cycle
+
+        mltrain_main(sweep_resume.prepare(sweep, _root(args), args.detach))
+        return 0
     record = find_run(_root(args), args.run)
     if record.doc.pipeline:
         from mltrain.pipelines.resume import resume as resume_pipeline  # startup
@@ -290,8 +297,9 @@ def main(argv: List[str]) -> int:
     p.add_argument("run")
     p.set_defaults(func=_cancel)
     p = sub.add_parser("resume", help="run a Failed or Canceled run again in its directory, from its checkpoint "
-                                             "(of a pipeline: the steps that did not complete)")
-    p.add_argument("run")
+                                      "(of a pipeline: the steps that did not complete); or go on with a HyperDrive "
+                                      "sweep whose driver died or was canceled")
+    p.add_argument("run", help="run id, unique id prefix or run directory; or a sweep directory or its name")
     p.add_argument("--detach", action="store_true", help="return once a Slurm run is queued again")
     p.set_defaults(func=_resume)
     p = sub.add_parser("best", help="a HyperDrive sweep's members by primary metric, best marked (newest sweep by default)")

@@ -274,7 +274,8 @@ def find_run(root: Path, ref: str) -> RunRecord:
         return RunRecord.load(path)
     if (root / ref / "run.json").is_file():
         return RunRecord.load(root / ref)
-    matches: List[Path] = sorted(p for p in root.glob(f"{ref}*") if (p / "run.json").is_file()) if root.is_dir() else []
+    prefix = root.is_dir() and not path.is_absolute()  # an absolute path is a folder or nothing (glob refuses it)
+    matches: List[Path] = sorted(p for p in root.glob(f"{ref}*") if (p / "run.json").is_file()) if prefix else []
     if len(matches) == 1:
         return RunRecord.load(matches[0])
     if len(matches) > 1:

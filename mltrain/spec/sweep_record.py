@@ -3,7 +3,8 @@
 
 mltrain.sweeps.results builds it from the sweep controller and rewrites it as members progress, so
 `mltrain runs best` works while the sweep runs. Layouts read: 1 (no `layout` field, written before
-this module) and 2 (the same fields with `layout`). A metric that is not a finite number (a member
+this module), 2 (the same fields with `layout`) and 3 (members add `trial` and `judged`, which
+`mltrain runs resume SWEEP` reads; missing, they read as the member's index and 0). A metric that is not a finite number (a member
 that logged NaN or inf) is written as a string, as JSON has no such numbers. `Any` appears only for
 what comes from the user: the sampled parameter values and the search space as they wrote it.
 """
@@ -17,7 +18,7 @@ from typing import Any, Dict, List, Optional, Union
 from mltrain.errors import MltrainError
 from mltrain.spec.records import known_fields
 
-SWEEP_LAYOUT = 2
+SWEEP_LAYOUT = 3
 #: A metric value as sweep.json holds it: a number, or "nan"/"inf" as text.
 Value = Union[float, str, None]
 
@@ -44,6 +45,10 @@ class MemberRow:
     error: Optional[str] = None
     started: Optional[float] = None
     ended: Optional[float] = None
+    # What `mltrain runs resume SWEEP` needs: the member's Optuna trial number, and the last interval the
+    # early-termination policy judged it at (it is not judged there again).
+    trial: Optional[int] = None
+    judged: int = 0
 
     @property
     def scored(self) -> bool:

@@ -35,8 +35,9 @@ def run(sweeper: Any, arguments: List[str]) -> list:
     """The body of MltrainSweeper.sweep() for a HyperDrive sweep."""
     from omegaconf import OmegaConf  # startup
 
-    from mltrain.sweeps import controller, results, space  # startup
+    from mltrain.sweeps import controller, results, resume, space  # startup
 
+    again = resume.pending()  # `mltrain runs resume SWEEP` came back in through Hydra with the sweep's overrides
     cfg = sweeper.config
     sweep = settings.check(settings.from_config(OmegaConf.to_container(cfg.sweep, resolve=True)))
     search = space.parse(list(arguments), dict(sweep.params))
@@ -49,13 +50,18 @@ def run(sweeper: Any, arguments: List[str]) -> list:
                                         "(its members can run on Slurm; keep `mltrain -m` running, e.g. under nohup)")
     controller.require_optuna()
     seed = sweep.seed if sweep.seed is not None else random.SystemRandom().randrange(2**31)
+    if again is not None:
+        seed = again.seed if again.seed is not None else seed
     if cfg.dry_run:
         return _dry_run(sweeper, sweep, search, seed)
     backends.get(backend_for(str(cfg.compute.kind), str(cfg.distribution.kind))).preflight()
     sweep_dir = Path(str(cfg.hydra.sweep.dir)).expanduser()
     sweep_dir.mkdir(parents=True, exist_ok=True)
-    OmegaConf.save(cfg, sweep_dir / "multirun.yaml")
-    ctl = controller.Controller(sweeper, sweep, search, sweep_dir, seed)
+    if again is None:
+        OmegaConf.save(cfg, sweep_dir / "multirun.yaml")
+        ctl = controller.Controller(sweeper, sweep, search, sweep_dir, seed)
+    else:  # the sweep's own multirun.yaml stays: a second resume reads the same
+        ctl = resume.Resumed(again, sweeper, sweep, search, sweep_dir, seed)
     ctl.run()
     doc = results.write(ctl, final=True)
     # after sweep.json's final write: the mirror ends the sweep's parent run from it

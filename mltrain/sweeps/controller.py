@@ -12,6 +12,7 @@ stopped it as its recorded reason.
 from __future__ import annotations
 
 import math
+import pickle
 import threading
 import time
 import warnings
@@ -22,6 +23,7 @@ from typing import Any, Dict, List, Optional
 from hydra.core.utils import setup_globals
 
 from mltrain import backends
+from mltrain.atomic import atomic_write_bytes
 from mltrain.backends.base import Cancel
 from mltrain.config.compose import compose_members
 from mltrain.errors import ConfigError, MltrainError, RunCanceled, RunFailed
@@ -36,6 +38,9 @@ from mltrain.sweeps import policies, results
 from mltrain.sweeps.space import Space, override_for
 
 POLL_S = 0.2
+#: Optuna's sampler, pickled after every ask, so `mltrain runs resume SWEEP` samples on as the
+#: uninterrupted sweep would (Optuna's FAQ: save the sampler with the study to resume it).
+SAMPLER_FILE = "optuna.sampler.pkl"
 
 
 @dataclass
@@ -51,6 +56,8 @@ class Member:
     thread: Optional[threading.Thread] = None
     status: str = "NotStarted"
     values: List[float] = field(default_factory=list)
+    steps: List[Optional[int]] = field(default_factory=list)  # the step each value was logged with
+    restart: bool = False              # run again after its driver died: its first value says what is kept
     offset: int = 0
     mlflow_seen: int = 0           # values of the primary metric read from the member's MLflow run
     judged: int = 0                    # the last interval the policy has judged it at
@@ -80,16 +87,18 @@ class Controller:
         self.concurrent = concurrent_runs(settings, sweeper.config, self.total)
         self.goal = settings.goal
         self.started = time.time()
+        self.spent = 0.0  # seconds the sweep ran before a resume (sweep.max_duration_minutes counts them)
         self.stop_reason: Optional[str] = None
         self.interrupted = False
         self.bases: dict = {}  # members differ in values only: one composition of the defaults for all
 
     # ------------------------------------------------------------------ the loop
     def run(self) -> List[Member]:
-        self.study = make_study(self.settings, self.space, self.sweep_dir, self.seed)
         interrupt = threading.Event()
-        deadline = (self.started + self.settings.max_duration_minutes * 60) if self.settings.max_duration_minutes else None
+        limit = self.settings.max_duration_minutes
+        deadline = (time.time() + limit * 60 - self.spent) if limit else None
         self._say_plan()
+        self._begin()
         with CancelOnSignal(interrupt):
             while True:
                 if interrupt.is_set() and self.stop_reason is None:
@@ -121,9 +130,19 @@ class Controller:
                             f"early termination {policy}")
         self.console.status(f"sweep directory {self.sweep_dir}")
 
+    def _begin(self) -> None:
+        """The study a new sweep samples from (a resumed sweep loads its own: mltrain.sweeps.resume)."""
+        self.study = make_study(self.settings, self.space, self.sweep_dir, self.seed)
+
     # ------------------------------------------------------------------ members
     def _launch_next(self) -> None:
         trial = self.study.ask(self.space.distributions())
+        atomic_write_bytes(self.sweep_dir / SAMPLER_FILE, pickle.dumps({"trials": trial.number + 1,
+                                                                        "sampler": self.study.sampler}))
+        self._launch(trial)
+        results.write(self)  # the member's run is in sweep.json before it logs anything: a resume finds it
+
+    def _launch(self, trial: Any) -> None:
         # the member's values (Azure's transformed draws); Optuna keeps what it sampled in its trial
         params = {d.key: d.value(trial.params[d.key]) for d in self.space.dimensions}
         member = Member(index=len(self.members), params=params, trial=trial,
@@ -148,6 +167,10 @@ class Controller:
         member.config, member.job = config, job
         launcher.started = True  # from here on runs exist: mltrain's sweeper keeps the sweep folder
         member.record = create_run(job, member.console)
+        self._hand_over(member, job)
+
+    def _hand_over(self, member: Member, job: Any) -> None:
+        """The member's run (its record made) to its backend, in a thread of its own."""
         backend = backends.get(job.backend)
         plan = backend.plan(job, share=self.concurrent)
         member.cancel = Cancel()
@@ -170,8 +193,14 @@ class Controller:
                 continue
             if not member.thread.is_alive():  # looked at before reading: no value written before the end is missed
                 ended.append(member)
-            for value in self._new_values(member):
+            for value, step in self._new_values(member):
+                if member.restart:  # the earlier attempt's values from this step on are logged again
+                    member.restart = False
+                    keep = next((i for i, s in enumerate(member.steps) if s is None or step is None or s >= step),
+                                len(member.steps))
+                    del member.values[keep:], member.steps[keep:]
                 member.values.append(value)
+                member.steps.append(step)
                 changed = True
                 if math.isfinite(value):
                     member.trial.report(value, len(member.values))
@@ -212,7 +241,8 @@ class Controller:
             for m in live:
                 m.judged = max(m.judged, interval)
 
-    def _new_values(self, member: Member) -> List[float]:
+    def _new_values(self, member: Member) -> List[tuple]:
+        """(value, step) of each value of the primary metric logged since the last look."""
         metric = self.settings.primary_metric
         if not metric:
             return []
@@ -223,9 +253,10 @@ class Controller:
                 continue
             if r.get("source") == "mlflow":  # folded in after the run from its MLflow run, read below already
                 continue
-            out.append(self._number(r.get("value")))
+            step = r.get("step")
+            out.append((self._number(r.get("value")), step if isinstance(step, int) else None))
         logged, member.mlflow_seen = logged_values(member.job.run_dir, metric, member.mlflow_seen)
-        return out + [self._number(v) for v in logged]
+        return out + [(self._number(v), None) for v in logged]
 
     def _number(self, value: Any) -> float:
         """A NaN or unreadable value counts as the worst possible one (a diverged member)."""
@@ -265,7 +296,9 @@ class Controller:
         if value is not None and not math.isfinite(value):
             state, value = TrialState.FAIL, None
         try:
-            self.study.tell(member.trial, value if state == TrialState.COMPLETE else None, state=state)
+            # skip_if_finished: a resumed sweep may settle a member whose result was told before its driver died
+            self.study.tell(member.trial.number, value if state == TrialState.COMPLETE else None, state=state,
+                            skip_if_finished=True)
         except RuntimeError:
             # Optuna's GridSampler calls study.stop() once the grid is used up, which Optuna allows only
             # inside study.optimize(); the trial's result is stored before that (optuna/study/_tell.py).
@@ -309,16 +342,19 @@ def concurrent_runs(settings: SweepConf, cfg: Any, total: int) -> int:
     return max(1, min(int(backend.concurrency(cfg.compute) or 1), total))
 
 
-def make_study(settings: SweepConf, space: Space, sweep_dir: Optional[Path], seed: int):
+def make_study(settings: SweepConf, space: Space, sweep_dir: Optional[Path], seed: int, sampler: Any = None,
+               resume: bool = False):
     """The Optuna study: the sampler for the sampling method, its journal in the sweep directory
-    (in memory for a dry run)."""
+    (in memory for a dry run). A resumed sweep loads the journal's study, with its sampler unpickled."""
     import optuna  # heavy
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     samplers = optuna.samplers
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        if settings.sampling == "grid":
+        if sampler is not None:
+            pass  # a resumed sweep's, in the state the first driver left it
+        elif settings.sampling == "grid":
             sampler = samplers.GridSampler({d.key: d.grid_values() for d in space.dimensions}, seed=seed)
         elif settings.sampling == "random":
             sampler = samplers.RandomSampler(seed=seed)
@@ -333,7 +369,7 @@ def make_study(settings: SweepConf, space: Space, sweep_dir: Optional[Path], see
 
         storage = JournalStorage(JournalFileBackend(str(sweep_dir / "optuna.journal")))
     direction = settings.goal if settings.primary_metric else "maximize"
-    return optuna.create_study(storage=storage, sampler=sampler, direction=direction,
+    return optuna.create_study(storage=storage, sampler=sampler, direction=direction, load_if_exists=resume,
                                study_name=sweep_dir.name if sweep_dir else "dry-run")
 
 

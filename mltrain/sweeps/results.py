@@ -29,7 +29,7 @@ def member_row(member: Any, goal: str) -> MemberRow:
         last=json_number(values[-1]) if values else None, intervals=len(values),
         values=[json_number(v) for v in values], canceled_by=member.reason if stopped else None,
         canceled_at_interval=member.cut_at if stopped else None, error=member.error, started=member.started,
-        ended=member.ended)
+        ended=member.ended, trial=member.trial.number if member.trial is not None else None, judged=member.judged)
 
 
 def document(controller: Any, final: bool) -> SweepDoc:

@@ -97,7 +97,11 @@ def test_a_sweep_record_of_the_first_layout_reads_typed_and_round_trips():
     assert all(isinstance(m, MemberRow) for m in doc.members) and doc.best_run_id == doc.members[0].run_id
     assert doc.best_value == 6 and doc.members[0].values == [2, 4, 6] and doc.layout == SWEEP_LAYOUT
     written = doc.to_json()
-    assert {k: v for k, v in written.items() if k != "layout"} == raw
+    assert {k: v for k, v in written.items() if k not in ("layout", "members")} == {k: v for k, v in raw.items()
+                                                                                   if k != "members"}
+    # layout 3's member fields (for `runs resume SWEEP`) are added with their defaults
+    assert [{k: v for k, v in m.items() if k not in ("trial", "judged")} for m in written["members"]] == raw["members"]
+    assert all(m["trial"] is None and m["judged"] == 0 for m in written["members"])
     assert SweepDoc.from_json(written) == doc
 
 

@@ -1,0 +1,257 @@
+"""`mltrain runs resume SWEEP`: a HyperDrive sweep whose driver died (kill -9, a lost login) or was
+canceled goes on from where it stopped, to the same end an uninterrupted sweep with its seed reaches.
+
+The command comes back in through Hydra with the sweep's own overrides from its multirun.yaml (in
+the folder it ran from, with hydra.sweep.dir pointing at the sweep), so members are composed as the
+first driver composed them; `pending()` tells mltrain.sweeps.run that this is a resume. Then:
+
+- Optuna: the study is loaded from the sweep's journal with the sampler pickled after the last ask
+  (Optuna's FAQ way of resuming a study), so the next members are sampled as they would have been.
+- members that ended (Completed, Failed, cut by the policy) are kept as sweep.json holds them;
+- members in flight are looked at through their backend: one that ended by itself is settled from
+  its metrics.jsonl, one still running (a Slurm job) is followed again, one that died with the driver
+  ("driver lost") runs again in its own run folder under its own Optuna trial, as `runs resume RUN`
+  runs a run again; a member the policy was cutting when the driver died stays cut;
+- members of a canceled sweep that the cancel stopped run again the same way;
+- the policy's state (each member's values and the last interval it was judged at) comes from
+  sweep.json, so no member is judged twice at one interval.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import pickle
+import threading
+import time
+import warnings
+from pathlib import Path
+from typing import Any, List, Optional
+
+from mltrain import backends
+from mltrain.backends.base import Cancel
+from mltrain.errors import MltrainError
+from mltrain.runs.console import Console
+from mltrain.runs.record import RunRecord
+from mltrain.spec.job import FrozenJob
+from mltrain.spec.status import CANCELED, COMPLETED, FAILED, TERMINAL
+from mltrain.spec.sweep_record import MemberRow, SweepDoc
+from mltrain.sweeps import results
+from mltrain.sweeps.controller import SAMPLER_FILE, Controller, Member, make_study
+
+NEEDED = ("multirun.yaml", "optuna.journal")
+_pending: Optional[SweepDoc] = None
+
+
+def locate(ref: str, runs_root: Path) -> Optional[Path]:
+    """The sweep folder `ref` names (a folder holding sweep.json, or a sweep's name under
+    <runs>/_sweeps), or None: then `ref` is a run."""
+    for path in (Path(ref).expanduser(), runs_root / "_sweeps" / ref):
+        if (path / results.SWEEP_FILE).is_file():
+            return path.resolve()
+    return None
+
+
+def prepare(where: Path, runs_root: Path, detach: bool) -> List[str]:
+    """The `mltrain` command line that resumes the sweep in `where`, after checking it can be resumed;
+    moves into the folder the sweep ran from (its user configs and relative paths are read from there)."""
+    global _pending
+    from omegaconf import OmegaConf  # startup
+
+    doc = results.load(str(where), runs_root)
+    name = where.name
+    if detach:
+        raise MltrainError(f"sweep {name}: a HyperDrive sweep is followed by its controller and cannot be detached "
+                           "(run `mltrain runs resume` under nohup instead)")
+    if doc.status == COMPLETED:
+        why = f" ({doc.stopped_because})" if doc.stopped_because else ""
+        raise MltrainError(f"sweep {name} is Completed{why}: nothing to resume (`mltrain runs best {name}` shows it)")
+    missing = [f for f in NEEDED if not (where / f).is_file()]
+    if missing:
+        raise MltrainError(f"sweep {name} cannot be resumed: {' and '.join(missing)} missing from {where}")
+    try:
+        cfg = OmegaConf.load(where / "multirun.yaml")
+        task = [str(o) for o in cfg.hydra.overrides.task]
+        own = [str(o) for o in cfg.hydra.overrides.hydra if not str(o).startswith("hydra.sweep.dir=")]
+        cwd = str(cfg.hydra.runtime.cwd)
+    except Exception as exc:  # a damaged or foreign file: one line, as for any unreadable record
+        raise MltrainError(f"sweep {name} cannot be resumed: {where / 'multirun.yaml'} is unreadable ({exc})") from None
+    if not Path(cwd).is_dir():
+        raise MltrainError(f"sweep {name} cannot be resumed: the folder it ran from, {cwd}, is gone")
+    os.chdir(cwd)
+    _pending = doc
+    quoted = str(where) if "'" in str(where) else f"'{where}'"
+    return ["-m", *task, *own, f"hydra.sweep.dir={quoted}"]
+
+
+def pending() -> Optional[SweepDoc]:
+    """The sweep being resumed by this command, once (None for every other `mltrain -m`)."""
+    global _pending
+    doc, _pending = _pending, None
+    return doc
+
+
+class Resumed(Controller):
+    """The controller of a sweep that goes on: the first driver's members and study, rebuilt."""
+
+    def __init__(self, doc: SweepDoc, *args: Any) -> None:
+        super().__init__(*args)
+        self.doc = doc
+        self.started = doc.started or self.started
+        last = doc.ended or (self.sweep_dir / results.SWEEP_FILE).stat().st_mtime
+        self.spent = max(0.0, last - self.started)
+        self.rerun = 0
+
+    def _begin(self) -> None:
+        from optuna.trial import Trial, TrialState  # heavy
+
+        warnings.filterwarnings("ignore", message=".*is already reported.*")  # a rerun logs its steps again
+        sampler, asked = self._sampler()
+        self.study = make_study(self.settings, self.space, self.sweep_dir, self.seed, sampler, resume=True)
+        trials = {t.number: t for t in self.study.get_trials(deepcopy=False)}
+        if sampler is not None and asked < len(trials):
+            self.console.status("warning: the driver died inside an ask: members still to sample are drawn from the "
+                                "sampler's state one trial earlier than the first driver's")
+        taken = set()
+        for row in sorted(self.doc.members, key=lambda r: r.index):
+            number = row.trial if row.trial is not None else row.index
+            taken.add(number)
+            frozen = trials.get(number)
+            if frozen is None:
+                self._adopt(row, None)
+            else:
+                self._adopt(row, Trial(self.study, frozen._trial_id) if frozen.state == TrialState.RUNNING
+                            else _Told(number))
+        keys = {d.key for d in self.space.dimensions}
+        for number, frozen in sorted(trials.items()):
+            if number in taken or frozen.state != TrialState.RUNNING:
+                continue
+            if keys <= set(frozen.params):  # asked, but its member was not in sweep.json yet
+                self._launch(Trial(self.study, frozen._trial_id))
+            else:  # the driver died inside the ask
+                self.study.tell(number, state=TrialState.FAIL, skip_if_finished=True)
+        kept = sum(1 for m in self.members if m.ended is not None)
+        self.console.status(f"resumed: {kept} member(s) kept, {self.rerun} run again, "
+                            f"{self._in_flight() - self.rerun} followed or started, "
+                            f"{max(0, self.total - len(self.members))} to sample")
+        results.write(self)
+
+    def _sampler(self) -> tuple:
+        """(the sampler as it was after the last ask, how many trials it had asked); a fresh sampler,
+        said so, when that was not saved (a sweep started before mltrain saved it)."""
+        try:
+            saved = pickle.loads((self.sweep_dir / SAMPLER_FILE).read_bytes())
+            return saved["sampler"], int(saved["trials"])
+        except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, KeyError, TypeError) as exc:
+            self.console.status(f"warning: the sampler's state cannot be read ({type(exc).__name__}): members still to "
+                                "sample are drawn from a fresh sampler with the sweep's seed, not as the first driver "
+                                "would have drawn them")
+            return None, 0
+
+    # ------------------------------------------------------------------ one member of the first driver
+    def _adopt(self, row: MemberRow, trial: Any) -> None:
+        member = Member(index=row.index, params=dict(row.params), overrides=list(row.overrides), trial=trial,
+                        status=row.status, values=[_float(v) for v in row.values], reason=row.canceled_by,
+                        cut_at=row.canceled_at_interval, error=row.error, started=row.started, ended=row.ended,
+                        judged=row.judged)
+        member.steps = [None] * len(member.values)
+        member.console = Console(prefix=f"[#{member.index}] ")
+        self.members.append(member)
+        record = _record(row)
+        if record is not None:
+            member.job, member.record = FrozenJob.load(record.dir), record
+        stopped_by_sweep = (row.status == CANCELED and self.doc.status == CANCELED
+                            and row.canceled_by == self.doc.stopped_because)
+        if (row.status in TERMINAL and not stopped_by_sweep) or record is None:
+            if member.ended is None:
+                member.status, member.ended = row.status if row.status in TERMINAL else FAILED, time.time()
+            if trial is not None:
+                self._tell(member)  # a no-op unless the driver died between settling it and telling Optuna
+            return
+        if stopped_by_sweep:  # the cancel of the sweep stopped it, not its own result nor the policy
+            self._run_again(member, record)
+            return
+        backends.refresh([record])
+        lost = record.status == FAILED and (record.doc.error or "").startswith("driver lost")
+        if record.status in TERMINAL and (not lost or row.canceled_by):
+            self._reread(member)
+            if lost:  # the policy was cutting it when the driver died: it stays cut
+                member.status, member.ended = CANCELED, time.time()
+                self._tell(member)
+            else:
+                self._settle(member)
+            member.console.status(f"{member.status} while the sweep's driver was away: settled")
+        elif record.status in TERMINAL:
+            self._run_again(member, record)
+        else:
+            self._reread(member)
+            self._follow_again(member, record)
+            if row.canceled_by:  # the policy had cut it: the cancel the first driver asked for, asked again
+                member.cancel.request(row.canceled_by)
+
+    def _reread(self, member: Member) -> None:
+        """The member's values from the start of its metrics (sweep.json may lag behind them)."""
+        member.values, member.steps, member.offset, member.mlflow_seen = [], [], 0, 0
+        for value, step in self._new_values(member):
+            member.values.append(value)
+            member.steps.append(step)
+            if member.trial is not None:
+                member.trial.report(value, len(member.values))
+
+    def _run_again(self, member: Member, record: RunRecord) -> None:
+        """Run it again in its own folder under its own trial (its checkpoint, if any, is used); the
+        earlier attempt's values from the step the new attempt starts at are replaced."""
+        self._reread(member)
+        member.restart = True
+        job = dataclasses.replace(FrozenJob.load(record.dir), detach=False)
+        record.reopen()
+        member.job, member.record = job, record
+        member.status, member.reason, member.cut_at, member.error, member.ended = "NotStarted", None, None, None, None
+        member.console.status(f"run again ({record.doc.attempts[-1].get('error') or 'stopped'})")
+        self.rerun += 1
+        self._hand_over(member, job)
+
+    def _follow_again(self, member: Member, record: RunRecord) -> None:
+        """A member still running without its driver (a Slurm job): watched until it ends, canceled
+        through its backend when the policy or the sweep says so."""
+        member.cancel = Cancel()
+        backend = backends.backend_of(record)
+        member.console.status(f"{record.status}: followed again")
+
+        def body() -> None:
+            asked = False
+            while record.status not in TERMINAL:
+                if member.cancel.is_set() and not asked:
+                    asked = True
+                    backend.cancel(record)
+                time.sleep(backend.wait_poll_s)
+                record.reload()
+                backends.refresh([record])
+            member.status = record.status
+
+        member.thread = threading.Thread(target=body, name=f"sweep-member-{member.index}", daemon=True)
+        member.thread.start()
+
+
+class _Told:
+    """A trial Optuna has been told the end of (a member stopped by a canceled sweep, run again): Optuna
+    refuses to update a finished trial, so what the member logs now goes to sweep.json only."""
+
+    def __init__(self, number: int) -> None:
+        self.number = number
+
+    def report(self, value: float, step: int) -> None:
+        pass
+
+
+def _record(row: MemberRow) -> Optional[RunRecord]:
+    if not row.run_dir or not (Path(row.run_dir) / "run.json").is_file():
+        return None
+    try:
+        return RunRecord.load(Path(row.run_dir))
+    except (MltrainError, OSError, ValueError):
+        return None
+
+
+def _float(value: Any) -> float:
+    return float(value) if value is not None else float("nan")
+

@@ -1,0 +1,152 @@
+"""`mltrain runs resume SWEEP` with real processes: a seeded random sweep whose driver is killed with
+SIGKILL (or canceled with Ctrl-C) while members run goes on to the same members and the same best as
+the uninterrupted sweep; the members that had completed are kept, those the kill or the cancel
+stopped run again in their own run folders."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from slurm_support import require_cluster
+from support import SCRIPTS, mltrain_exe, pid_alive, run_mltrain, runs, until
+
+pytestmark = pytest.mark.slow
+
+TOTAL = 6
+
+
+def sweep_args(pause: float) -> list:
+    return ["-m", "job=script", "job.script=score_of.py", f"job.arguments=[--x,$AML_PARAMETER_x,--pause,{pause}]",
+            "+job.params.x=interval(0,1)", "sweep.sampling=random", "sweep.seed=11", f"sweep.max_total_runs={TOTAL}",
+            "sweep.max_concurrent_runs=2", "sweep.primary_metric=score", "run.console=none"]
+
+
+def the_sweep(home: Path) -> Path:
+    found = list((home / "runs" / "_sweeps").glob("*/sweep.json"))
+    assert len(found) == 1, found
+    return found[0].parent
+
+
+def doc_of(sweep: Path) -> dict:
+    return json.loads((sweep / "sweep.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def whole(tmp_path_factory) -> dict:
+    """The same sweep, never interrupted (fast: the curve does not depend on the pause)."""
+    where = tmp_path_factory.mktemp("whole")
+    shutil.copytree(SCRIPTS, where / "proj")
+    r = run_mltrain(*sweep_args(0.02), cwd=where / "proj", env={"MLTRAIN_HOME": str(where / "home"),
+                                                                "MLTRAIN_TRACKING": "off"})
+    assert r.rc == 0, r.out + r.err
+    return doc_of(the_sweep(where / "home"))
+
+
+def start_and_stop(home: Path, project: Path, how: signal.Signals, args: list | None = None) -> tuple:
+    """The slow sweep, stopped by `how` once 2 members completed and another runs; (completed run ids,
+    ids of the runs that had not ended, the driver's exit status)."""
+    driver = subprocess.Popen(mltrain_exe() + (args or sweep_args(0.5)), cwd=project, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, env={**os.environ, "MLTRAIN_HOME": str(home)})
+
+    def two_done_one_running():
+        found = runs(home)
+        status = [x["status"] for x in found]
+        running = [x for x in found if x["status"] == "Running" and (args or x.get("ranks", {}).get("0", {}).get("pid"))]
+        return found if status.count("Completed") >= 2 and len(running) >= 1 else None
+
+    until(two_done_one_running, 60, "two members completed and one running")
+    driver.send_signal(how)
+    code = driver.wait(timeout=60)
+    at_end = runs(home)  # what the driver left: only it writes a member's end into run.json
+    completed = {x["id"] for x in at_end if x["status"] == "Completed"}
+    stopped = {x["id"]: int(x["ranks"].get("0", {}).get("pid") or 0) for x in at_end if x["id"] not in completed}
+    assert len(completed) >= 2 and stopped, at_end
+    if args is None:  # local ranks end with their driver; a Slurm job runs on
+        until(lambda: not any(pid_alive(p) for p in stopped.values() if p), 30, "rank processes left behind")
+    return completed, set(stopped), code
+
+
+def check_resumed(home: Path, whole: dict, completed: set, stopped: set, why: str) -> tuple:
+    sweep = the_sweep(home)
+    started = time.monotonic()
+    resumed = run_mltrain("runs", "resume", str(sweep), cwd=sweep, timeout=120)  # from anywhere
+    took = time.monotonic() - started
+    assert resumed.rc == 0, resumed.out + resumed.err
+    doc = doc_of(sweep)
+    assert doc["status"] == "Completed" and len(doc["members"]) == TOTAL
+    assert all(m["status"] == "Completed" and m["intervals"] == 6 for m in doc["members"]), doc["members"]
+    records = {x["id"]: x for x in runs(home)}
+    ids = [m["run_id"] for m in doc["members"]]
+    assert len(set(ids)) == TOTAL and set(records) == set(ids), "no extra run: reruns reuse their run folders"
+    for run_id in completed:  # kept as they were: not run again
+        assert run_id in ids and not records[run_id].get("attempts"), records[run_id]
+    rerun = [i for i in ids if records[i].get("attempts")]
+    assert set(rerun) == stopped, (rerun, stopped)
+    for run_id in rerun:
+        assert records[run_id]["status"] == "Completed"
+        assert records[run_id]["attempts"][0]["error"].startswith(why)
+    # the same members and the same best as the uninterrupted sweep with the same seed
+    assert [m["params"] for m in doc["members"]] == [m["params"] for m in whole["members"]]
+    assert doc["best_params"] == whole["best_params"] and doc["best_value"] == whole["best_value"]
+    assert f"best: {doc['best_run_id']}" in resumed.out
+    return len(rerun), took
+
+
+def test_a_sweep_whose_driver_was_killed_resumes_to_the_uninterrupted_best(home, project, whole):
+    completed, stopped, _ = start_and_stop(home, project, signal.SIGKILL)
+    rerun, took = check_resumed(home, whole, completed, stopped, "driver lost")
+    print(f"\nsweep resume after kill -9: {len(completed)} kept, {rerun} run again, "
+          f"{TOTAL - len(completed) - rerun} new; best equal: yes; resume took {took:.1f}s")
+
+
+def test_a_canceled_sweep_resumes_to_the_uninterrupted_best(home, project, whole):
+    completed, stopped, code = start_and_stop(home, project, signal.SIGINT)
+    assert code == 130 and doc_of(the_sweep(home))["status"] == "Canceled"
+    rerun, _ = check_resumed(home, whole, completed, stopped, "the sweep was canceled")
+    assert rerun == len(stopped)
+
+
+def test_a_completed_sweep_or_a_detached_resume_is_refused_in_one_line(home, project):
+    r = run_mltrain(*[a.replace("max_total_runs=6", "max_total_runs=2") for a in sweep_args(0)], cwd=project)
+    assert r.rc == 0, r.out + r.err
+    sweep = the_sweep(home)
+    again = run_mltrain("runs", "resume", sweep.name, cwd=project)
+    assert again.rc == 2 and again.out == "", again.out + again.err
+    assert again.err.strip() == (f"mltrain: error: sweep {sweep.name} is Completed: nothing to resume "
+                                 f"(`mltrain runs best {sweep.name}` shows it)")
+    detached = run_mltrain("runs", "resume", str(sweep), "--detach", cwd=project)
+    assert detached.rc == 2 and len(detached.err.strip().splitlines()) == 1 and "cannot be detached" in detached.err
+    # a sweep folder without its Optuna journal cannot go on
+    doc = doc_of(sweep)
+    (sweep / "sweep.json").write_text(json.dumps({**doc, "status": "Running"}))
+    (sweep / "optuna.journal").unlink()
+    broken = run_mltrain("runs", "resume", str(sweep), cwd=project)
+    assert broken.rc == 2 and broken.err.strip().splitlines() == [
+        f"mltrain: error: sweep {sweep.name} cannot be resumed: optuna.journal missing from {sweep}"], broken.err
+    assert len(runs(home)) == 2, "nothing was started"
+    nowhere = run_mltrain("runs", "resume", str(home / "no-such-sweep"), cwd=project)
+    assert nowhere.rc == 2 and nowhere.err.strip() == f"mltrain: error: no run '{home / 'no-such-sweep'}' under " \
+                                                      f"{home / 'runs'} (see `mltrain runs list`)", nowhere.err
+
+
+def test_members_still_running_on_slurm_are_followed_again(home, project, whole):
+    require_cluster()
+    args = [a.replace(f"max_total_runs={TOTAL}", "max_total_runs=4") for a in sweep_args(1.0)]
+    completed, running, _ = start_and_stop(home, project, signal.SIGKILL, args + ["compute=slurm", "compute.poll_s=0.3"])
+    sweep = the_sweep(home)
+    resumed = run_mltrain("runs", "resume", sweep.name, cwd=project, timeout=180)
+    assert resumed.rc == 0, resumed.out + resumed.err
+    assert resumed.out.count("Running: followed again") == len(running), resumed.out
+    doc = doc_of(sweep)
+    records = {x["id"]: x for x in runs(home)}
+    assert doc["status"] == "Completed" and [m["params"] for m in doc["members"]] == \
+        [m["params"] for m in whole["members"][:4]]
+    assert all(m["status"] == "Completed" == records[m["run_id"]]["status"] and m["intervals"] == 6
+               for m in doc["members"]), doc["members"]
+    assert not any(r.get("attempts") for r in records.values()), "a Slurm job that ran on is not run again"
