@@ -167,7 +167,7 @@ def _resume(args) -> int:
         return 0
     record = find_run(_root(args), args.run)
     if record.doc.pipeline:
-        from mltrain.pipelines.resume import resume as resume_pipeline  # startup
+        from mltrain.pipelines.resume_steps import resume as resume_pipeline  # startup
 
         if args.detach:
             raise MltrainError("runs resume --detach: a pipeline's steps are resumed by this command, one after "
