@@ -142,7 +142,9 @@ def test_members_still_running_on_slurm_are_followed_again(home, project, whole)
     sweep = the_sweep(home)
     resumed = run_mltrain("runs", "resume", sweep.name, cwd=project, timeout=180)
     assert resumed.rc == 0, resumed.out + resumed.err
-    assert resumed.out.count("Running: followed again") == len(running), resumed.out
+    # a job may end on its own between the kill and the resume's look (a loaded machine): then it is settled
+    followed = resumed.out.count("Running: followed again") + resumed.out.count("while the sweep's driver was away: settled")
+    assert followed == len(running) and "run again" not in resumed.out, resumed.out
     doc = doc_of(sweep)
     records = {x["id"]: x for x in runs(home)}
     assert doc["status"] == "Completed" and [m["params"] for m in doc["members"]] == \
