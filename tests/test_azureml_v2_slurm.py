@@ -1,6 +1,6 @@
 """Azure ML v2 job files on the test Slurm cluster: `compute: azureml:NAME` mapped to Slurm in the
 repository's .mltrain/compute/, a 2-rank pytorch job, a 2-rank mpi job, instance_count 2 on the two-node
-cluster, and a pipeline of component files queued as one graph."""
+cluster, a pipeline of component files queued as one graph, and a 2-worker tensorflow job (TF_CONFIG)."""
 from __future__ import annotations
 
 import os
@@ -77,3 +77,14 @@ def test_pipeline_of_component_files_on_slurm_is_one_graph(home, project):
     steps = {x["id"].rsplit(".", 1)[1]: x for x in runs(home) if "." in x["id"]}
     assert set(steps) == {"prep", "train", "score"} and all(s["status"] == "Completed" for s in steps.values())
     assert (Path(steps["score"]["dir"]) / "outputs" / "result" / "data.txt").read_text() == "ABC" * 8 + "\n"
+
+
+def test_tensorflow_job_on_slurm_gives_every_worker_tf_config(home, project):
+    from test_azureml_v2_features import SHOW_TF_CONFIG, TENSORFLOW_JOB, check_tf_configs, tf_configs
+
+    write(project, "show_tf.py", SHOW_TF_CONFIG)
+    r = _job(project, TENSORFLOW_JOB.format(compute="compute: azureml:gpu-cluster\n"))
+    assert r.rc == 0, r.out + r.err
+    run = only_run(home)
+    assert run["status"] == "Completed"
+    check_tf_configs(tf_configs(Path(run["dir"])))

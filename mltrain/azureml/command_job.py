@@ -127,7 +127,9 @@ def _distribution(jf: JobFile, where: tuple, node: Any, nodes: int) -> Dict[str,
         workers = number(jf, where + ("worker_count",), spec.get("worker_count", nodes), True, 1)
         if workers % nodes:
             raise jf.error(where + ("worker_count",), f"{workers} workers do not split evenly over {nodes} instances")
-        return {"kind": "pytorch", "node_count": nodes, "process_count_per_node": workers // nodes}
+        # the workers are mltrain's ranks; each also gets TF_CONFIG, as Azure sets it
+        return {"kind": "pytorch", "node_count": nodes,
+                "process_count_per_node": workers // nodes, "tf_config": True}
     per = number(jf, where + ("process_count_per_instance",), spec.get("process_count_per_instance", 1), True, 1)
     return {"kind": kind, "node_count": nodes, "process_count_per_node": per}
 

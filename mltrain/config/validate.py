@@ -105,6 +105,9 @@ def validate(cfg: Any) -> None:
     if dist.horovod and dist.kind != "mpi":
         raise ConfigError("distribution.horovod", "true needs distribution=mpi (Horovod runs over MPI, as "
                           "Azure ML's MpiConfiguration)")
+    if dist.tf_config and dist.kind == "mpi":
+        raise ConfigError("distribution.tf_config", "true needs distribution=pytorch or none (TensorFlow's workers "
+                          "are started as mltrain's ranks, not by mpirun)")
 
 
 def check_added_keys(overrides: List[str], groups: Collection[str] = ()) -> None:

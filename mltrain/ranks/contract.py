@@ -6,10 +6,11 @@ and expands $VARS in the rank's arguments against them.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 from dataclasses import dataclass
-from typing import Dict, List, Mapping, Optional
+from typing import Dict, List, Mapping, Optional, Sequence
 
 from mltrain.spec.job import FrozenJob
 
@@ -30,6 +31,7 @@ CONTRACT = (
     "MLTRAIN_RUN_DIR",
     "MLTRAIN_OUTPUTS_DIR",
     "MLTRAIN_BACKEND",
+    "TF_CONFIG",
 )
 
 
@@ -63,9 +65,23 @@ def place_from_environment(environ: Mapping[str, str], per_node: int) -> RankPla
     raise RuntimeError("no rank variables found (OMPI_COMM_WORLD_RANK, SLURM_PROCID or PMIX_RANK)")
 
 
-def rank_env(job: FrozenJob, place: RankPlace, master_addr: str, master_port: int | str) -> Dict[str, str]:
+def tf_config(workers: Sequence[str], index: int) -> str:
+    """TensorFlow's cluster spec as Azure ML sets it for a tensorflow job: every worker's host:port and
+    this rank's place among them."""
+    return json.dumps({"cluster": {"worker": list(workers)}, "task": {"type": "worker", "index": index},
+                       "environment": "cloud"})
+
+
+def planned_workers(job: FrozenJob, host: str) -> List[str]:
+    """The TF_CONFIG workers a plan shows: the ports are chosen when the run starts."""
+    return [f"{host}:<worker {r} port>" for r in range(job.world_size)]
+
+
+def rank_env(job: FrozenJob, place: RankPlace, master_addr: str, master_port: int | str,
+             workers: Optional[Sequence[str]] = None) -> Dict[str, str]:
     """The variables one rank gets on top of the launcher's own environment (a dry run passes
-    placeholders for a rendezvous that only the cluster will know)."""
+    placeholders for a rendezvous that only the cluster will know). `workers`: every rank's
+    host:port for TF_CONFIG (distribution.tf_config), placeholders where not known yet."""
     env = dict(job.env)
     env.update(
         RANK=str(place.rank),
@@ -87,6 +103,8 @@ def rank_env(job: FrozenJob, place: RankPlace, master_addr: str, master_port: in
     )
     if job.process_group:
         env["MLTRAIN_BACKEND"] = job.process_group
+    if job.distribution.tf_config:
+        env["TF_CONFIG"] = tf_config(workers or planned_workers(job, master_addr), place.rank)
     return env
 
 

@@ -125,6 +125,9 @@ class DistributionConf:
     # Scripts and commands: destroy a torch.distributed process group the program left open when it
     # exits (an exit hook on PYTHONPATH); a group left open can abort the rank in gloo's teardown.
     close_process_group: bool = True
+    # Also export TF_CONFIG, TensorFlow's cluster spec, to every rank: one worker per rank, each with a
+    # host:port of its own (MultiWorkerMirroredStrategy), as Azure ML's `distribution: {type: tensorflow}`.
+    tf_config: bool = False
 
 
 # ----------------------------------------------------------------------- model / data / trainer

@@ -136,14 +136,14 @@ def test_command_job_maps_to_a_command_run(tmp_path):
 
 def test_distributions_map_onto_the_rank_contract(tmp_path):
     base = "command: python t.py\nresources:\n  instance_count: 2\ndistribution:\n"
-    cases = [("  type: pytorch\n  process_count_per_instance: 4\n", "pytorch", 2, 4),
-             ("  type: mpi\n  process_count_per_instance: 2\n", "mpi", 2, 2),
-             ("  type: tensorflow\n  worker_count: 6\n", "pytorch", 2, 3)]
-    for text, kind, nodes, per in cases:
+    cases = [("  type: pytorch\n  process_count_per_instance: 4\n", "pytorch", 2, 4, {}),
+             ("  type: mpi\n  process_count_per_instance: 2\n", "mpi", 2, 2, {}),
+             ("  type: tensorflow\n  worker_count: 6\n", "pytorch", 2, 3, {"tf_config": True})]
+    for text, kind, nodes, per, extra in cases:
         p = plan(tmp_path, base + text)
         values = p.files[next(iter(p.files))]
         assert f"distribution={kind}" in p.overrides
-        assert values["distribution"] == {"node_count": nodes, "process_count_per_node": per}
+        assert values["distribution"] == {"node_count": nodes, "process_count_per_node": per, **extra}
 
 
 LOGS = {"type": "loguniform", "min_value": -6, "max_value": -1}

@@ -9,6 +9,7 @@ import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from typing import Any, Dict, List, Optional
 
 from mltrain.backends.base import (
@@ -114,8 +115,12 @@ class LocalBackend(Backend):
 
     def supervise(self, plan: Plan, record: RunRecord, log: RunLog, console: Console,
                   cancel: threading.Event) -> Outcome:
-        with claim_port() as port:
-            return LocalSupervisor(plan, record, log, console, cancel).run(port.port)
+        with claim_port() as port, ExitStack() as held:
+            # TF_CONFIG (distribution.tf_config): a port of its own for each rank's TensorFlow server,
+            # claimed like MASTER_PORT so that no run started at the same time is handed it
+            workers = [f"127.0.0.1:{held.enter_context(claim_port()).port}"
+                       for _ in range(plan.job.world_size if plan.job.distribution.tf_config else 0)]
+            return LocalSupervisor(plan, record, log, console, cancel).run(port.port, workers)
 
     # ------------------------------------------------------------------ the run handle's view
     def refresh(self, records: List[RunRecord]) -> None:

@@ -16,11 +16,11 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
 from mltrain.backends.base import Outcome, Plan, bind, cancel_reason
 from mltrain.backends.local import guard
-from mltrain.ranks.contract import RankPlace
+from mltrain.ranks.contract import RankPlace, tf_config
 from mltrain.ranks.process import POLL_S, copy_output, describe_exit, stop_groups, tail
 from mltrain.runs.console import Console, RunLog
 from mltrain.runs.record import RunRecord
@@ -46,13 +46,16 @@ class LocalSupervisor:
         self.console, self.cancel = console, cancel
         self.ranks: List[_Rank] = []
 
-    def run(self, port: int) -> Outcome:
+    def run(self, port: int, workers: Sequence[str] = ()) -> Outcome:
+        """The ranks with MASTER_PORT `port`; `workers`: each rank's host:port in TF_CONFIG (tf_config)."""
         # rank 0 may draw a progress bar when the driver's output is a terminal
         tty = {"MLTRAIN_TTY": "1"} if self.job.console != "none" and self.console.is_terminal() else {}
         self.record.update(world=dataclasses.replace(self.record.doc.world, master_addr="127.0.0.1", master_port=port))
         guard = self._start_guard()
         try:
             for spec in bind(self.plan.ranks, port):
+                if workers:
+                    spec["env"]["TF_CONFIG"] = tf_config(workers, spec["rank"])
                 self.log.info(f"rank {spec['rank']}: {' '.join(spec['argv'])} (cwd {spec['cwd']})")
                 self.ranks.append(self._spawn({**spec, "env": {**spec["env"], **tty}}))
                 self._tell(guard, str(self.ranks[-1].proc.pid))  # the rank leads its own group: pgid == pid

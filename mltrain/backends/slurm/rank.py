@@ -82,6 +82,25 @@ def rendezvous(run_dir: Path, job_id: str, attempt: int, rank: int, master: str)
     raise RuntimeError(f"rank {rank}: rank 0 published no rendezvous in {RENDEZVOUS_WAIT_S}s ({path})")
 
 
+def tf_workers(run_dir: Path, job_id: str, attempt: int, rank: int, world: int, host: str) -> List[str]:
+    """TF_CONFIG's workers (distribution.tf_config): each rank takes a free port on its own node and
+    publishes host:port in the run directory, then reads every rank's. Its port stays bound until all
+    have published, so two ranks on one node are never handed the same one."""
+    def path(r: int) -> Path:
+        return run_dir / "ranks" / f"tf_worker_{job_id}_{attempt}_{r}.json"
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("", 0))
+        atomic_write(path(rank), json.dumps({"worker": f"{host}:{s.getsockname()[1]}"}))
+        deadline = time.monotonic() + RENDEZVOUS_WAIT_S
+        while not all(path(r).is_file() for r in range(world)):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"rank {rank}: not every rank published its TF_CONFIG worker in "
+                                   f"{RENDEZVOUS_WAIT_S}s ({run_dir / 'ranks'})")
+            time.sleep(0.02)
+    return [str(json.loads(path(r).read_text())["worker"]) for r in range(world)]
+
+
 def _is_hydra_task(argv: List[str]) -> bool:
     """Whether the rank program is a plain Hydra app's task run by this same interpreter."""
 
@@ -117,7 +136,10 @@ class SlurmRank:
             raise RunFailed(f"run requeued {attempt} times, more than compute.max_requeues={max_requeues}")
         master = env.hostnames[0]
         port = rendezvous(run_dir, str(env.job_id), attempt, place.rank, master)
-        rank_env = contract.rank_env(job, place, master, port)
+        workers = None
+        if job.distribution.tf_config:
+            workers = tf_workers(run_dir, str(env.job_id), attempt, place.rank, job.world_size, env.hostnames[env.node])
+        rank_env = contract.rank_env(job, place, master, port, workers)
         rank_env.update(contract.thread_env(job, os.environ, len(os.sched_getaffinity(0))))
         rank_env.update(MLTRAIN_ATTEMPT=str(attempt), MLTRAIN_SLURM_JOB_ID=str(env.job_id))
         full = {**os.environ, **rank_env}
