@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from support import only_run, run_mltrain
+from support import only_run, run_mltrain, runs
 from test_azureml_v2 import write
 
 pytestmark = pytest.mark.slow
@@ -56,3 +56,64 @@ def test_tensorflow_job_gives_every_worker_tf_config(home, project):
     configs = tf_configs(Path(run["dir"]))
     check_tf_configs(configs)
     assert len({w.rsplit(":", 1)[1] for w in configs[0]["cluster"]["worker"]}) == 2  # one host: distinct ports
+
+
+
+#: Two independent branches: `breaks` fails at once while `slow` sleeps 3 s; each has a step after it.
+BRANCHES = """\
+$schema: https://azuremlschemas.azureedge.net/latest/pipelineJob.schema.json
+type: pipeline
+{settings}jobs:
+  breaks:
+    type: command
+    command: python -c "import sys; sys.exit(3)"
+    outputs:
+      out:
+        type: uri_folder
+  slow:
+    type: command
+    command: python -c "import time; time.sleep({sleep})"
+    outputs:
+      out:
+        type: uri_folder
+  after_breaks:
+    type: command
+    command: echo never
+    inputs:
+      x: ${{{{parent.jobs.breaks.outputs.out}}}}
+  after_slow:
+    type: command
+    command: echo after
+    inputs:
+      x: ${{{{parent.jobs.slow.outputs.out}}}}
+"""
+
+
+def _branches(home: Path, project: Path, settings: str, *extra: str, sleep: float = 3):
+    write(project, "branches.yml", BRANCHES.format(settings=settings, sleep=sleep))
+    r = run_mltrain("job", "create", "--file", "branches.yml", *extra, cwd=project, timeout=180)
+    found = runs(home)
+    steps = {x["id"].rsplit(".", 1)[1]: x for x in found if "." in x["id"]}
+    return r, steps, next(x for x in found if "." not in x["id"])
+
+
+@pytest.mark.parametrize("settings", ["", "settings:\n  continue_on_step_failure: false\n"], ids=["unset", "false"])
+def test_a_failed_step_stops_the_pipeline_unless_told_to_continue(home, project, settings):
+    r, steps, pipeline = _branches(home, project, settings)
+    assert r.rc != 0 and "step breaks failed and continue_on_step_failure is false" in r.out + r.err, r.out + r.err
+    status = {n: s["status"] for n, s in steps.items()}
+    assert status == {"breaks": "Failed", "slow": "Canceled", "after_slow": "Canceled", "after_breaks": "Canceled"}
+    for name in ("slow", "after_slow"):  # canceled naming the failed step: slow while it ran, after_slow unstarted
+        assert "step breaks failed" in steps[name]["error"], steps[name]
+    slow = steps["slow"]["phases"]
+    assert slow["Canceled"] - slow["Running"] < 2.5, slow  # stopped, not left to sleep its 3 s
+    assert pipeline["status"] == "Failed" and pipeline["error"] == "step breaks failed"
+
+
+def test_continue_on_step_failure_lets_independent_branches_finish(home, project):
+    r, steps, pipeline = _branches(home, project, "settings:\n  continue_on_step_failure: true\n")
+    assert r.rc != 0, r.out + r.err
+    status = {n: s["status"] for n, s in steps.items()}
+    assert status == {"breaks": "Failed", "slow": "Completed", "after_slow": "Completed", "after_breaks": "Canceled"}
+    assert "upstream step breaks failed" in steps["after_breaks"]["error"]
+    assert pipeline["status"] == "Failed"

@@ -1,6 +1,7 @@
 """Azure ML v2 job files on the test Slurm cluster: `compute: azureml:NAME` mapped to Slurm in the
 repository's .mltrain/compute/, a 2-rank pytorch job, a 2-rank mpi job, instance_count 2 on the two-node
-cluster, a pipeline of component files queued as one graph, and a 2-worker tensorflow job (TF_CONFIG)."""
+cluster, a pipeline of component files queued as one graph, a 2-worker tensorflow job (TF_CONFIG), and a
+queued graph stopped at its first failed step (continue_on_step_failure unset)."""
 from __future__ import annotations
 
 import os
@@ -88,3 +89,14 @@ def test_tensorflow_job_on_slurm_gives_every_worker_tf_config(home, project):
     run = only_run(home)
     assert run["status"] == "Completed"
     check_tf_configs(tf_configs(Path(run["dir"])))
+
+
+def test_a_failed_step_stops_a_queued_graph(home, project):
+    from test_azureml_v2_features import _branches
+
+    r, steps, pipeline = _branches(home, project, "", "compute=slurm", "compute.poll_s=0.3", sleep=30)
+    assert r.rc != 0, r.out + r.err
+    status = {n: s["status"] for n, s in steps.items()}
+    assert status == {"breaks": "Failed", "slow": "Canceled", "after_slow": "Canceled", "after_breaks": "Canceled"}
+    assert "step breaks failed and continue_on_step_failure is false" in steps["slow"]["error"]
+    assert pipeline["status"] == "Failed" and pipeline["error"] == "step breaks failed"

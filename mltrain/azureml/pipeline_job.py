@@ -86,6 +86,11 @@ def plan(jf: JobFile, request: Request, ctx: command_job.Context, name: Optional
     node: Dict[str, Any] = {"steps": steps}
     if settings.get("force_rerun") is not None:
         node["force_rerun"] = bool(settings["force_rerun"])
+    # Azure's default is false: a failed step stops the whole pipeline (mltrain's own pipelines go on)
+    go_on = settings.get("continue_on_step_failure", False)
+    if not isinstance(go_on, bool):
+        raise jf.error(("settings", "continue_on_step_failure"), f"{go_on!r} is not true or false")
+    node["continue_on_step_failure"] = go_on
     files[f"pipeline/{pipe}.yaml"] = node
     common = {"azureml": record(jf, "pipeline")}
     for rel in list(files):
@@ -94,9 +99,6 @@ def plan(jf: JobFile, request: Request, ctx: command_job.Context, name: Optional
     overrides = [f"pipeline={pipe}"]
     if name:
         overrides.append(f"run.id={name}")
-    if settings.get("continue_on_step_failure") is False:
-        notes.append("continue_on_step_failure: false: a failed step cancels the steps after it; independent "
-                     "steps already running finish")
     return Plan("pipeline", overrides, files, _dedupe(notes), lines)
 
 
