@@ -117,3 +117,100 @@ def test_continue_on_step_failure_lets_independent_branches_finish(home, project
     assert status == {"breaks": "Failed", "slow": "Completed", "after_slow": "Completed", "after_breaks": "Canceled"}
     assert "upstream step breaks failed" in steps["after_breaks"]["error"]
     assert pipeline["status"] == "Failed"
+
+
+SWEEP_TRIAL = """\
+import argparse, os
+from azureml.core.run import Run
+p = argparse.ArgumentParser()
+for a in ("--data", "--scale", "--offset", "--model"):
+    p.add_argument(a)
+a = p.parse_args()
+score = float(open(os.path.join(a.data, "value.txt")).read()) * float(a.scale) + float(a.offset)
+Run.get_context().log("score", score)
+with open(os.path.join(a.model, "result.txt"), "w") as f:
+    f.write(f"{score:g} from scale {a.scale}\\n")
+"""
+
+TRIAL_COMPONENT = """\
+$schema: https://azuremlschemas.azureedge.net/latest/commandComponent.schema.json
+type: command
+name: scaled
+version: 1
+code: ./trial-src
+inputs:
+  data:
+    type: uri_folder
+  scale:
+    type: number
+    default: 1
+  offset:
+    type: integer
+    default: 0
+outputs:
+  model:
+    type: uri_folder
+command: >-
+  python trial.py --data ${{inputs.data}} --scale ${{inputs.scale}} --offset ${{inputs.offset}}
+  --model ${{outputs.model}}
+"""
+
+SWEEP_PIPELINE = """\
+$schema: https://azuremlschemas.azureedge.net/latest/pipelineJob.schema.json
+type: pipeline
+jobs:
+  prep:
+    type: command
+    command: echo 10 > ${{outputs.data}}/value.txt
+    outputs:
+      data:
+        type: uri_folder
+  tune:
+    type: sweep
+    trial: ./trial.yml
+    inputs:
+      data: ${{parent.jobs.prep.outputs.data}}
+      offset: 1
+    outputs:
+      model:
+    sampling_algorithm: grid
+    search_space:
+      scale:
+        type: choice
+        values: [1, 3, 2]
+    objective:
+      goal: maximize
+      primary_metric: score
+    limits:
+      max_total_trials: 3
+      max_concurrent_trials: 2
+  use:
+    type: command
+    command: cp ${{inputs.model}}/result.txt ${{outputs.report}}/report.txt
+    inputs:
+      model: ${{parent.jobs.tune.outputs.model}}
+    outputs:
+      report:
+        type: uri_folder
+"""
+
+
+def test_sweep_step_hands_its_best_trials_outputs_downstream(home, project):
+    write(project, "pipe/trial-src/trial.py", SWEEP_TRIAL)
+    write(project, "pipe/trial.yml", TRIAL_COMPONENT)
+    write(project, "pipe/pipeline.yml", SWEEP_PIPELINE)
+    r = run_mltrain("job", "create", "--file", "pipe/pipeline.yml", cwd=project, timeout=240)
+    assert r.rc == 0, r.out + r.err
+    found = {x["id"]: x for x in runs(home)}
+    steps = {i.rsplit(".", 1)[1]: x for i, x in found.items() if "." in i and "-sweep" not in i}
+    assert {n: s["status"] for n, s in steps.items()} == {"prep": "Completed", "tune": "Completed", "use": "Completed"}
+    trials = [x for i, x in found.items() if "-sweep" in i]
+    assert len(trials) == 3 and all(t["status"] == "Completed" for t in trials)
+    record = json.loads((Path(steps["tune"]["dir"]) / "sweep_step.json").read_text())
+    assert record["best_value"] == 31 and record["best_params"] == {"job.params.scale": 3}
+    best = found[record["best_run_id"]]
+    assert (Path(best["dir"]) / "outputs" / "model" / "result.txt").read_text() == "31 from scale 3\n"
+    assert (Path(steps["tune"]["dir"]) / "outputs" / "model" / "result.txt").read_text() == "31 from scale 3\n"
+    assert (Path(steps["use"]["dir"]) / "outputs" / "report" / "report.txt").read_text() == "31 from scale 3\n"
+    again = run_mltrain("job", "create", "--file", "pipe/pipeline.yml", cwd=project, timeout=240)
+    assert again.rc == 0 and again.out.count("reused") >= 3, again.out + again.err  # the sweep step too
