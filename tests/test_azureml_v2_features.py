@@ -214,3 +214,36 @@ def test_sweep_step_hands_its_best_trials_outputs_downstream(home, project):
     assert (Path(steps["use"]["dir"]) / "outputs" / "report" / "report.txt").read_text() == "31 from scale 3\n"
     again = run_mltrain("job", "create", "--file", "pipe/pipeline.yml", cwd=project, timeout=240)
     assert again.rc == 0 and again.out.count("reused") >= 3, again.out + again.err  # the sweep step too
+
+
+SLOW_TRIAL = """\
+import sys, time
+from azureml.core.run import Run
+for i in range(60):
+    Run.get_context().log("m", float(sys.argv[1]) + i)
+    time.sleep(0.5)
+"""
+
+
+def test_a_stopped_pipeline_cancels_its_sweep_steps_trials(home, project):
+    write(project, "pipe/src/t.py", SLOW_TRIAL)
+    write(project, "pipe/t.yml", "type: command\nname: t\ncode: ./src\ninputs:\n  x:\n    type: number\n"
+                                 "    default: 1\ncommand: python t.py ${{inputs.x}}\n")
+    write(project, "pipe/p.yml", """\
+        type: pipeline
+        jobs:
+          breaks:
+            command: sleep 2; exit 4
+          tune:
+            type: sweep
+            trial: ./t.yml
+            sampling_algorithm: grid
+            search_space:
+              x: {type: choice, values: [1, 2]}
+            objective: {goal: maximize, primary_metric: m}
+            limits: {max_total_trials: 2, max_concurrent_trials: 2}
+        """)
+    r = run_mltrain("job", "create", "--file", "pipe/p.yml", cwd=project, timeout=180)
+    assert r.rc != 0, r.out + r.err
+    status = {x["id"].split(".", 1)[1]: x["status"] for x in runs(home) if "." in x["id"]}
+    assert status == {"breaks": "Failed", "tune": "Canceled", "tune-sweep": "Canceled", "tune-sweep_1": "Canceled"}

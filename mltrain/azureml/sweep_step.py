@@ -14,9 +14,11 @@ import base64
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
+from types import FrameType
 from typing import Any, Dict, List, Optional, Sequence
 
 from mltrain.azureml import command_job, sweep_job
@@ -147,7 +149,17 @@ def main(argv: Optional[List[str]] = None) -> int:
     argv_sweep = [sys.executable, "-m", "mltrain", "job", "create", "--file", str(file), "--name", f"{run_id}-sweep",
                   *payload["overrides"], f"hydra.sweep.dir={sweep_dir}"]
     print(f"sweep step: {' '.join(argv_sweep)}", flush=True)
-    code = subprocess.call(argv_sweep, cwd=payload["cwd"], env=env)
+    proc = subprocess.Popen(argv_sweep, cwd=payload["cwd"], env=env)
+
+    def stop(signum: int, frame: Optional[FrameType]) -> None:
+        # The step is being canceled: its sweep's driver cancels the trials and records their end; this
+        # program waits for it (exiting first would have the step's whole process group killed).
+        if proc.poll() is None:
+            proc.send_signal(signum)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, stop)
+    code = proc.wait()
     try:
         doc = results.load(str(sweep_dir), run_dir.parent)
     except Exception as exc:  # no sweep record: the sweep did not start
