@@ -22,6 +22,7 @@ from types import FrameType
 from typing import Any, Dict, List, Optional, Sequence
 
 from mltrain.azureml import command_job, sweep_job
+from mltrain.azureml.references import asset_name, config_dirs
 from mltrain.azureml.yaml_lines import JobFile
 
 #: What the step records of its sweep in its run directory.
@@ -52,8 +53,8 @@ def step_values(jf: JobFile, where: tuple, body: Dict[str, Any], sweep: sweep_jo
         spec["compute"] = default_compute
     spec["type"] = "sweep"
     raw_trial = body["trial"]
-    if isinstance(raw_trial, str):
-        spec["trial"] = str((Path(jf.folder) / raw_trial).resolve())
+    if isinstance(raw_trial, str):  # a component file (made absolute), or a registered one by name
+        spec["trial"] = raw_trial if asset_name(raw_trial) else str((Path(jf.folder) / raw_trial).resolve())
     else:
         spec["trial"] = dict(raw_trial)
         if spec["trial"].get("code") is not None:
@@ -76,7 +77,9 @@ def step_values(jf: JobFile, where: tuple, body: Dict[str, Any], sweep: sweep_jo
     args += [f'--output "{name}=${{outputs.{name}}}"' for name in outputs]
     # the sweep's trials find the same `.mltrain` mappings as the pipeline (compute, datastores)
     home = _config_home(jf)
-    payload = {"job": spec, "cwd": home, "overrides": list(request_overrides)}
+    # the user's overrides reach the trials (compute=slurm, run.root=...), the pipeline's own settings do not
+    passed = [o for o in request_overrides if not o.lstrip("+~").startswith(("pipeline.", "pipeline="))]
+    payload = {"job": spec, "cwd": home, "overrides": passed}
     encoded = base64.b64encode(json.dumps(payload).encode()).decode()  # no `$`, quote or space: safe anywhere
     command = f'exec "$MLTRAIN_PYTHON" -m mltrain.azureml.sweep_step {encoded} {" ".join(args)}'.rstrip()
     # The step's snapshot is the trial's code, so editing the trial's script reruns the step (reuse key).
@@ -85,8 +88,6 @@ def step_values(jf: JobFile, where: tuple, body: Dict[str, Any], sweep: sweep_jo
 
 
 def _config_home(jf: JobFile) -> str:
-    from mltrain.azureml.references import config_dirs  # cycle
-
     dirs = config_dirs(jf)
     cwd = Path.cwd()
     if not dirs or (cwd / ".mltrain").resolve() in dirs:

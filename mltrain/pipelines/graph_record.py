@@ -148,7 +148,7 @@ def upstream_reason(step: RunRecord, parents: Dict[str, RunRecord]) -> Optional[
 
 
 def failed_step(steps: Dict[str, RunRecord]) -> Optional[str]:
-    """The first step that failed of itself (not canceled for an upstream step)."""
+    """The first step that failed (steps that never ran for an upstream step are Canceled, not Failed)."""
     return next((n for n, s in steps.items() if s.status == FAILED), None)
 
 
