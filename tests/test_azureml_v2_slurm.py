@@ -1,6 +1,6 @@
 """Azure ML v2 job files on the test Slurm cluster: `compute: azureml:NAME` mapped to Slurm in the
 repository's .mltrain/compute/, a 2-rank pytorch job, a 2-rank mpi job, instance_count 2 on the two-node
-cluster, a pipeline of component files queued as one graph, a 2-worker tensorflow job (TF_CONFIG), a
+cluster, a pipeline of component files queued as one graph, 2-worker tensorflow jobs (TF_CONFIG, on one node and two), a
 queued graph stopped at its first failed step (continue_on_step_failure unset), and a sweep step whose trials
 run on the cluster."""
 from __future__ import annotations
@@ -117,3 +117,18 @@ def test_sweep_step_on_slurm_runs_its_trials_there(home, project):
     assert len(trials) == 3 and all(t["status"] == "Completed" and t["backend"] == "slurm" for t in trials)
     use = next(x for i, x in found.items() if i.endswith(".use"))
     assert (Path(use["dir"]) / "outputs" / "report" / "report.txt").read_text() == "31 from scale 3\n"
+
+
+def test_tensorflow_workers_on_two_nodes_each_name_their_own_node(home, project):
+    from test_azureml_v2_features import SHOW_TF_CONFIG, TENSORFLOW_JOB, check_tf_configs, tf_configs
+
+    conf = os.environ.get("MLTRAIN_SLURM2_CONF")
+    require(None if conf and Path(conf).is_file() else "no two-node cluster: run scripts/slurm_two_nodes.sh start",
+            "MLTRAIN_REQUIRE_SLURM", "the two-node Slurm cluster")
+    write(project, "show_tf.py", SHOW_TF_CONFIG)
+    text = TENSORFLOW_JOB.format(compute="compute: azureml:gpu-cluster\nresources:\n  instance_count: 2\n")
+    r = _job(project, text, env={"SLURM_CONF": conf})
+    assert r.rc == 0, r.out + r.err
+    configs = tf_configs(Path(only_run(home)["dir"]))
+    check_tf_configs(configs)
+    assert [w.rsplit(":", 1)[0] for w in configs[0]["cluster"]["worker"]] == ["n1", "n2"]
