@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from support import only_run, run_mltrain
+from support import only_run, run_mltrain, runs
 from test_azureml_v2 import write
 
 pytestmark = pytest.mark.slow
@@ -56,3 +56,194 @@ def test_tensorflow_job_gives_every_worker_tf_config(home, project):
     configs = tf_configs(Path(run["dir"]))
     check_tf_configs(configs)
     assert len({w.rsplit(":", 1)[1] for w in configs[0]["cluster"]["worker"]}) == 2  # one host: distinct ports
+
+
+
+#: Two independent branches: `breaks` fails at once while `slow` sleeps 3 s; each has a step after it.
+BRANCHES = """\
+$schema: https://azuremlschemas.azureedge.net/latest/pipelineJob.schema.json
+type: pipeline
+{settings}jobs:
+  breaks:
+    type: command
+    command: python -c "import sys; sys.exit(3)"
+    outputs:
+      out:
+        type: uri_folder
+  slow:
+    type: command
+    command: python -c "import time; time.sleep({sleep})"
+    outputs:
+      out:
+        type: uri_folder
+  after_breaks:
+    type: command
+    command: echo never
+    inputs:
+      x: ${{{{parent.jobs.breaks.outputs.out}}}}
+  after_slow:
+    type: command
+    command: echo after
+    inputs:
+      x: ${{{{parent.jobs.slow.outputs.out}}}}
+"""
+
+
+def _branches(home: Path, project: Path, settings: str, *extra: str, sleep: float = 3):
+    write(project, "branches.yml", BRANCHES.format(settings=settings, sleep=sleep))
+    r = run_mltrain("job", "create", "--file", "branches.yml", *extra, cwd=project, timeout=180)
+    found = runs(home)
+    steps = {x["id"].rsplit(".", 1)[1]: x for x in found if "." in x["id"]}
+    return r, steps, next(x for x in found if "." not in x["id"])
+
+
+@pytest.mark.parametrize("settings", ["", "settings:\n  continue_on_step_failure: false\n"], ids=["unset", "false"])
+def test_a_failed_step_stops_the_pipeline_unless_told_to_continue(home, project, settings):
+    r, steps, pipeline = _branches(home, project, settings)
+    assert r.rc != 0 and "step breaks failed and continue_on_step_failure is false" in r.out + r.err, r.out + r.err
+    status = {n: s["status"] for n, s in steps.items()}
+    assert status == {"breaks": "Failed", "slow": "Canceled", "after_slow": "Canceled", "after_breaks": "Canceled"}
+    for name in ("slow", "after_slow"):  # canceled naming the failed step: slow while it ran, after_slow unstarted
+        assert "step breaks failed" in steps[name]["error"], steps[name]
+    slow = steps["slow"]["phases"]
+    assert slow["Canceled"] - slow["Running"] < 2.5, slow  # stopped, not left to sleep its 3 s
+    assert pipeline["status"] == "Failed" and pipeline["error"] == "step breaks failed"
+
+
+def test_continue_on_step_failure_lets_independent_branches_finish(home, project):
+    r, steps, pipeline = _branches(home, project, "settings:\n  continue_on_step_failure: true\n")
+    assert r.rc != 0, r.out + r.err
+    status = {n: s["status"] for n, s in steps.items()}
+    assert status == {"breaks": "Failed", "slow": "Completed", "after_slow": "Completed", "after_breaks": "Canceled"}
+    assert "upstream step breaks failed" in steps["after_breaks"]["error"]
+    assert pipeline["status"] == "Failed"
+
+
+SWEEP_TRIAL = """\
+import argparse, os
+from azureml.core.run import Run
+p = argparse.ArgumentParser()
+for a in ("--data", "--scale", "--offset", "--model"):
+    p.add_argument(a)
+a = p.parse_args()
+score = float(open(os.path.join(a.data, "value.txt")).read()) * float(a.scale) + float(a.offset)
+Run.get_context().log("score", score)
+with open(os.path.join(a.model, "result.txt"), "w") as f:
+    f.write(f"{score:g} from scale {a.scale}\\n")
+"""
+
+TRIAL_COMPONENT = """\
+$schema: https://azuremlschemas.azureedge.net/latest/commandComponent.schema.json
+type: command
+name: scaled
+version: 1
+code: ./trial-src
+inputs:
+  data:
+    type: uri_folder
+  scale:
+    type: number
+    default: 1
+  offset:
+    type: integer
+    default: 0
+outputs:
+  model:
+    type: uri_folder
+command: >-
+  python trial.py --data ${{inputs.data}} --scale ${{inputs.scale}} --offset ${{inputs.offset}}
+  --model ${{outputs.model}}
+"""
+
+SWEEP_PIPELINE = """\
+$schema: https://azuremlschemas.azureedge.net/latest/pipelineJob.schema.json
+type: pipeline
+jobs:
+  prep:
+    type: command
+    command: echo 10 > ${{outputs.data}}/value.txt
+    outputs:
+      data:
+        type: uri_folder
+  tune:
+    type: sweep
+    trial: ./trial.yml
+    inputs:
+      data: ${{parent.jobs.prep.outputs.data}}
+      offset: 1
+    outputs:
+      model:
+    sampling_algorithm: grid
+    search_space:
+      scale:
+        type: choice
+        values: [1, 3, 2]
+    objective:
+      goal: maximize
+      primary_metric: score
+    limits:
+      max_total_trials: 3
+      max_concurrent_trials: 2
+  use:
+    type: command
+    command: cp ${{inputs.model}}/result.txt ${{outputs.report}}/report.txt
+    inputs:
+      model: ${{parent.jobs.tune.outputs.model}}
+    outputs:
+      report:
+        type: uri_folder
+"""
+
+
+def test_sweep_step_hands_its_best_trials_outputs_downstream(home, project):
+    write(project, "pipe/trial-src/trial.py", SWEEP_TRIAL)
+    write(project, "pipe/trial.yml", TRIAL_COMPONENT)
+    write(project, "pipe/pipeline.yml", SWEEP_PIPELINE)
+    r = run_mltrain("job", "create", "--file", "pipe/pipeline.yml", cwd=project, timeout=240)
+    assert r.rc == 0, r.out + r.err
+    found = {x["id"]: x for x in runs(home)}
+    steps = {i.rsplit(".", 1)[1]: x for i, x in found.items() if "." in i and "-sweep" not in i}
+    assert {n: s["status"] for n, s in steps.items()} == {"prep": "Completed", "tune": "Completed", "use": "Completed"}
+    trials = [x for i, x in found.items() if "-sweep" in i]
+    assert len(trials) == 3 and all(t["status"] == "Completed" for t in trials)
+    record = json.loads((Path(steps["tune"]["dir"]) / "sweep_step.json").read_text())
+    assert record["best_value"] == 31 and record["best_params"] == {"job.params.scale": 3}
+    best = found[record["best_run_id"]]
+    assert (Path(best["dir"]) / "outputs" / "model" / "result.txt").read_text() == "31 from scale 3\n"
+    assert (Path(steps["tune"]["dir"]) / "outputs" / "model" / "result.txt").read_text() == "31 from scale 3\n"
+    assert (Path(steps["use"]["dir"]) / "outputs" / "report" / "report.txt").read_text() == "31 from scale 3\n"
+    again = run_mltrain("job", "create", "--file", "pipe/pipeline.yml", cwd=project, timeout=240)
+    assert again.rc == 0 and again.out.count("reused") >= 3, again.out + again.err  # the sweep step too
+
+
+SLOW_TRIAL = """\
+import sys, time
+from azureml.core.run import Run
+for i in range(60):
+    Run.get_context().log("m", float(sys.argv[1]) + i)
+    time.sleep(0.5)
+"""
+
+
+def test_a_stopped_pipeline_cancels_its_sweep_steps_trials(home, project):
+    write(project, "pipe/src/t.py", SLOW_TRIAL)
+    write(project, "pipe/t.yml", "type: command\nname: t\ncode: ./src\ninputs:\n  x:\n    type: number\n"
+                                 "    default: 1\ncommand: python t.py ${{inputs.x}}\n")
+    write(project, "pipe/p.yml", """\
+        type: pipeline
+        jobs:
+          breaks:
+            command: sleep 2; exit 4
+          tune:
+            type: sweep
+            trial: ./t.yml
+            sampling_algorithm: grid
+            search_space:
+              x: {type: choice, values: [1, 2]}
+            objective: {goal: maximize, primary_metric: m}
+            limits: {max_total_trials: 2, max_concurrent_trials: 2}
+        """)
+    r = run_mltrain("job", "create", "--file", "pipe/p.yml", cwd=project, timeout=180)
+    assert r.rc != 0, r.out + r.err
+    status = {x["id"].split(".", 1)[1]: x["status"] for x in runs(home) if "." in x["id"]}
+    assert status == {"breaks": "Failed", "tune": "Canceled", "tune-sweep": "Canceled", "tune-sweep_1": "Canceled"}

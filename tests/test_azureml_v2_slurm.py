@@ -1,6 +1,8 @@
 """Azure ML v2 job files on the test Slurm cluster: `compute: azureml:NAME` mapped to Slurm in the
 repository's .mltrain/compute/, a 2-rank pytorch job, a 2-rank mpi job, instance_count 2 on the two-node
-cluster, a pipeline of component files queued as one graph, and a 2-worker tensorflow job (TF_CONFIG)."""
+cluster, a pipeline of component files queued as one graph, 2-worker tensorflow jobs (TF_CONFIG, on one node and two), a
+queued graph stopped at its first failed step (continue_on_step_failure unset), and a sweep step whose trials
+run on the cluster."""
 from __future__ import annotations
 
 import os
@@ -88,3 +90,45 @@ def test_tensorflow_job_on_slurm_gives_every_worker_tf_config(home, project):
     run = only_run(home)
     assert run["status"] == "Completed"
     check_tf_configs(tf_configs(Path(run["dir"])))
+
+
+def test_a_failed_step_stops_a_queued_graph(home, project):
+    from test_azureml_v2_features import _branches
+
+    r, steps, pipeline = _branches(home, project, "", "compute=slurm", "compute.poll_s=0.3", sleep=30)
+    assert r.rc != 0, r.out + r.err
+    status = {n: s["status"] for n, s in steps.items()}
+    assert status == {"breaks": "Failed", "slow": "Canceled", "after_slow": "Canceled", "after_breaks": "Canceled"}
+    assert "step breaks failed and continue_on_step_failure is false" in steps["slow"]["error"]
+    assert pipeline["status"] == "Failed" and pipeline["error"] == "step breaks failed"
+
+
+def test_sweep_step_on_slurm_runs_its_trials_there(home, project):
+    from test_azureml_v2_features import SWEEP_PIPELINE, SWEEP_TRIAL, TRIAL_COMPONENT
+
+    write(project, "pipe/trial-src/trial.py", SWEEP_TRIAL)
+    write(project, "pipe/trial.yml", TRIAL_COMPONENT)
+    write(project, "pipe/pipeline.yml", SWEEP_PIPELINE)
+    r = run_mltrain("job", "create", "--file", "pipe/pipeline.yml", "compute=slurm", "compute.poll_s=0.3",
+                    cwd=project, timeout=300)
+    assert r.rc == 0, r.out + r.err
+    found = {x["id"]: x for x in runs(home)}
+    trials = [x for i, x in found.items() if "-sweep" in i]
+    assert len(trials) == 3 and all(t["status"] == "Completed" and t["backend"] == "slurm" for t in trials)
+    use = next(x for i, x in found.items() if i.endswith(".use"))
+    assert (Path(use["dir"]) / "outputs" / "report" / "report.txt").read_text() == "31 from scale 3\n"
+
+
+def test_tensorflow_workers_on_two_nodes_each_name_their_own_node(home, project):
+    from test_azureml_v2_features import SHOW_TF_CONFIG, TENSORFLOW_JOB, check_tf_configs, tf_configs
+
+    conf = os.environ.get("MLTRAIN_SLURM2_CONF")
+    require(None if conf and Path(conf).is_file() else "no two-node cluster: run scripts/slurm_two_nodes.sh start",
+            "MLTRAIN_REQUIRE_SLURM", "the two-node Slurm cluster")
+    write(project, "show_tf.py", SHOW_TF_CONFIG)
+    text = TENSORFLOW_JOB.format(compute="compute: azureml:gpu-cluster\nresources:\n  instance_count: 2\n")
+    r = _job(project, text, env={"SLURM_CONF": conf})
+    assert r.rc == 0, r.out + r.err
+    configs = tf_configs(Path(only_run(home)["dir"]))
+    check_tf_configs(configs)
+    assert [w.rsplit(":", 1)[0] for w in configs[0]["cluster"]["worker"]] == ["n1", "n2"]

@@ -172,6 +172,18 @@ def test_failing_middle_step_cancels_its_dependants_and_the_other_branch_complet
 
 
 @pytest.mark.slow
+def test_continue_on_step_failure_false_stops_the_other_branch_too(home, pipeline_project):
+    require_mpi()
+    r = run_mltrain("pipeline=seed000", "+pipeline.steps.train.params.fail=1", "pipeline.continue_on_step_failure=false",
+                    cwd=pipeline_project, timeout=180, env={"SIDE_SLEEP": "20"})
+    assert r.rc == 1, r.out + r.err
+    p = pipelines(home)[-1]
+    assert statuses(p) == {"prepare": "Completed", "train": "Failed", "score": "Canceled", "side": "Canceled"}
+    assert step_run(p, "side")["error"] == "canceled: step train failed and continue_on_step_failure is false"
+    assert p["status"] == "Failed" and p["error"] == "step train failed"
+
+
+@pytest.mark.slow
 def test_cancel_a_running_pipeline_cancels_its_steps(home, pipeline_project):
     proc = subprocess.Popen([*mltrain_exe(), "pipeline=seed000"], cwd=pipeline_project, text=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, env={**os.environ, "SIDE_SLEEP": "60"})

@@ -9,6 +9,7 @@ repository's `.mltrain/components/NAME.yml`.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Optional, Sequence
@@ -82,11 +83,12 @@ def _registered(jf: JobFile, where: tuple, raw: str, name: str) -> Path:
 
 
 def bind(comp: Component, jf: JobFile, where: Sequence[Any], inputs_node: Any, outputs_node: Any,
-         ctx: command_job.Context, inherited: Dict[str, Any], step: Optional[Dict[str, Any]] = None
-         ) -> command_job.CommandJob:
+         ctx: command_job.Context, inherited: Dict[str, Any], step: Optional[Dict[str, Any]] = None,
+         searched: Sequence[str] = ()) -> command_job.CommandJob:
     """The command job a step (or a sweep's trial) makes of a component with its inputs and outputs.
     `step` holds the step's own command-job fields that override the component's (compute, resources,
-    distribution, environment_variables, limits)."""
+    distribution, environment_variables, limits). `searched`: a sweep's search-space parameters, which
+    set the component's inputs of the same name (`${{inputs.X}}` reads the trial's value, as in Azure)."""
     where = tuple(where)
     body = dict(comp.body)
     for key, value in (step or {}).items():
@@ -103,6 +105,10 @@ def bind(comp: Component, jf: JobFile, where: Sequence[Any], inputs_node: Any, o
             raise jf.error(where + ("inputs", name), f"component {comp.name} has no input '{name}' "
                                                      f"(inputs: {', '.join(comp.inputs) or 'none'})")
     for name, spec in comp.inputs.items():
+        if name in searched:
+            job.command = re.sub(r"\$\{\{\s*inputs\." + re.escape(name) + r"\s*\}\}", f"${{{{search_space.{name}}}}}",
+                                 job.command)
+            continue
         job.inputs[name] = _checked(jf, where + ("inputs", name), step_name, name, spec, given.get(name), comp)
     outs = parse_outputs(jf, where + ("outputs",), outputs_node, ctx.dry_run, ctx.job_name, ctx.in_pipeline)
     for name in outs:

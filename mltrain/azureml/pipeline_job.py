@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List, Optional, Tuple
 
-from mltrain.azureml import command_job, component_files, v2_schema
+from mltrain.azureml import command_job, component_files, sweep_step, v2_schema
 from mltrain.azureml.builtin_components import folders, lookup, step_overrides
 from mltrain.azureml.job_io import Output, parse_inputs, parse_outputs
 from mltrain.azureml.job_request import GROUP, Plan, Request, file_name, ignored_note, record
@@ -51,15 +51,14 @@ def plan(jf: JobFile, request: Request, ctx: command_job.Context, name: Optional
         kind = v2_schema.job_type(file, {"type": body.get("type", "command")}) if "type" in body else "command"
         if kind not in STEP_TYPES:
             raise file.error(where + ("type",), f"'{kind}' is not one of {', '.join(STEP_TYPES)}")
-        if kind == "sweep":
-            raise file.error(where + ("type",), "sweep steps are not supported by mltrain yet; run the sweep as a "
-                                                "job of its own (mltrain job create --file) and pass its best "
-                                                "trial's outputs as a path")
-        parsed[step] = _command_step(file, where, body, ctx, inherited)
+        if kind == "sweep":  # a step whose run is a sweep; its outputs are its best trial's
+            parsed[step] = ("sweep", (sweep_step.parse(file, where, body, ctx, inherited["compute"]), body))
+        else:
+            parsed[step] = _command_step(file, where, body, ctx, inherited)
         where_of[step] = (file, where)
         if parsed[step][0] == "command" and fs.top:
             _pipeline_output_paths(parsed[step][1], top_outputs)
-        declared[step] = list(parsed[step][1].outputs) if parsed[step][0] == "command" else \
+        declared[step] = list(_job_of(parsed[step]).outputs) if parsed[step][0] != "builtin" else \
             list(parsed[step][1]["outputs"])
     for step, (kind, job) in parsed.items():
         if kind == "builtin":  # a Designer port is the folder the component writes (trained_model -> model)
@@ -72,20 +71,29 @@ def plan(jf: JobFile, request: Request, ctx: command_job.Context, name: Optional
         file, where = where_of[step]
         if kind == "builtin":
             steps[step] = _builtin_step(file, where, job, declared, pipe, step, files, aliases)
+        elif kind == "sweep":
+            steps[step] = _sweep_step(file, where, job, declared, pipe, step, files, aliases, request, inherited)
+            job = job[0].trial
         else:
             steps[step] = _step(file, where, job, declared, pipe, step, files, aliases)
-        for out in (job.outputs.values() if kind == "command" else []):
+        for out in (job.outputs.values() if kind != "builtin" else []):
             if out.binding is not None:
                 target = out.binding.split(".", 1)[1] if out.binding.startswith("outputs.") else None
                 if target is None or target not in top_outputs:
                     raise file.error(where + ("outputs", out.name), f"${{{{parent.{out.binding}}}}}: the pipeline "
                                                                   f"has no output '{target or out.binding}'")
         lines.append(f"  {step}: inputs [{', '.join(f'{k}<-{v}' for k, v in steps[step]['inputs'].items())}] "
-                     f"outputs [{', '.join(steps[step]['outputs'])}]")
-        notes += job.notes if kind == "command" else []
+                     f"outputs [{', '.join(steps[step]['outputs'])}]"
+                     + (" (a sweep: its best trial's outputs)" if kind == "sweep" else ""))
+        notes += job.notes if kind != "builtin" else []
     node: Dict[str, Any] = {"steps": steps}
     if settings.get("force_rerun") is not None:
         node["force_rerun"] = bool(settings["force_rerun"])
+    # Azure's default is false: a failed step stops the whole pipeline (mltrain's own pipelines go on)
+    go_on = settings.get("continue_on_step_failure", False)
+    if not isinstance(go_on, bool):
+        raise jf.error(("settings", "continue_on_step_failure"), f"{go_on!r} is not true or false")
+    node["continue_on_step_failure"] = go_on
     files[f"pipeline/{pipe}.yaml"] = node
     common = {"azureml": record(jf, "pipeline")}
     for rel in list(files):
@@ -94,10 +102,34 @@ def plan(jf: JobFile, request: Request, ctx: command_job.Context, name: Optional
     overrides = [f"pipeline={pipe}"]
     if name:
         overrides.append(f"run.id={name}")
-    if settings.get("continue_on_step_failure") is False:
-        notes.append("continue_on_step_failure: false: a failed step cancels the steps after it; independent "
-                     "steps already running finish")
     return Plan("pipeline", overrides, files, _dedupe(notes), lines)
+
+
+def _job_of(parsed: Tuple[str, Any]) -> command_job.CommandJob:
+    """The command job of a parsed step: its own, or a sweep step's trial."""
+    return parsed[1][0].trial if parsed[0] == "sweep" else parsed[1]
+
+
+def _sweep_step(jf: JobFile, where: tuple, parsed: Tuple[Any, Dict[str, Any]], declared: Dict[str, List[str]],
+                pipe: str, step: str, files: Dict[str, Dict[str, Any]], aliases: Aliases, request: Request,
+                inherited: Dict[str, Any]) -> Dict[str, Any]:
+    """A sweep step: one run of the pipeline, whose program runs the sweep (mltrain.azureml.sweep_step)."""
+    sweep, body = parsed
+    trial = sweep.trial
+    inputs: Dict[str, Any] = {}
+    for inp in trial.inputs.values():
+        if inp.binding is not None:
+            inputs[inp.name] = _upstream(jf, where + ("inputs", inp.name), inp.binding, declared, aliases)
+    option = f"{pipe}__{step}"
+    files[f"{GROUP}/{option}.yaml"] = sweep_step.step_values(jf, where, body, sweep, request.overrides,
+                                                             inherited.get("compute"))
+    out: Dict[str, Any] = {"overrides": ["job=command", "environment=current", "distribution=none",
+                                         f"+{GROUP}={option}"],
+                           "inputs": inputs, "outputs": [o.name for o in trial.outputs.values() if o.path is None],
+                           "allow_reuse": trial.deterministic}
+    if trial.version is not None:
+        out["version"] = trial.version
+    return out
 
 
 def _pipeline_output_paths(job: command_job.CommandJob, top: Dict[str, Output]) -> None:

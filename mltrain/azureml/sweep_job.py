@@ -76,7 +76,7 @@ def parse(jf: JobFile, where: Sequence[Any], data: Dict[str, Any], ctx: command_
     limits = check_fields(jf, where + ("limits",), data.get("limits"), LIMITS_SWEEP)
     lim = {k: number(jf, where + ("limits", k), v, k != "timeout" and k != "trial_timeout", 1)
            for k, v in limits.items() if v is not None}
-    trial = _trial(jf, where, data, ctx, lim.get("trial_timeout"))
+    trial = _trial(jf, where, data, ctx, lim.get("trial_timeout"), list(space))
     for ref in _search_refs(trial):
         if ref not in space:
             raise jf.error(where + ("trial", "command"), f"${{{{search_space.{ref}}}}}: no parameter '{ref}' in "
@@ -86,13 +86,15 @@ def parse(jf: JobFile, where: Sequence[Any], data: Dict[str, Any], ctx: command_
 
 
 def _trial(jf: JobFile, where: tuple, data: Dict[str, Any], ctx: command_job.Context,
-           trial_timeout: Optional[float]) -> command_job.CommandJob:
+           trial_timeout: Optional[float], space: Sequence[str] = ()) -> command_job.CommandJob:
 
     raw = data["trial"]
     inherited = {"compute": data.get("compute")}
     if isinstance(raw, str):  # a command component file
         component = component_files.load_component(jf, where + ("trial",), raw)
-        trial = component_files.bind(component, jf, where, data.get("inputs"), data.get("outputs"), ctx, inherited)
+        # a component's inputs named in the search space take each trial's value (Azure's binding)
+        trial = component_files.bind(component, jf, where, data.get("inputs"), data.get("outputs"), ctx, inherited,
+                                     searched=space)
     else:
         body = dict(check_fields(jf, where + ("trial",), raw, COMMAND))
         # A sweep's inputs and outputs are its trial's (`${{inputs.A}}` in the trial's command).

@@ -89,7 +89,8 @@ def build(sweeper: Any, arguments: List[str]):
     name = str(cfg.hydra.runtime.choices.get("pipeline") or "pipeline")
     node = OmegaConf.to_container(cfg.pipeline, resolve=False)
     settings = PipelineConf(max_concurrent_steps=int(cfg.pipeline.max_concurrent_steps),
-                            force_rerun=bool(cfg.pipeline.force_rerun))
+                            force_rerun=bool(cfg.pipeline.force_rerun),
+                            continue_on_step_failure=bool(cfg.pipeline.continue_on_step_failure))
     if settings.max_concurrent_steps < 1:
         raise ConfigError("pipeline.max_concurrent_steps", "must be >= 1")
     steps = graph.parse(node, os.getcwd())

@@ -13,7 +13,7 @@ import socket
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from mltrain import backends
 from mltrain.pipelines import reuse
@@ -36,7 +36,7 @@ PIPELINE_BACKEND = "pipeline"
 
 
 def create(run_dir: Path, name: str, steps: List[Any], runs: Dict[str, Any], mode: str,
-           overrides: List[str]) -> RunRecord:
+           overrides: List[str], continue_on_step_failure: bool = True) -> RunRecord:
     """The pipeline's run directory and record; `runs` maps each step to its frozen job."""
     run_dir.mkdir(parents=True, exist_ok=False)
     (run_dir / "logs").mkdir()
@@ -48,7 +48,8 @@ def create(run_dir: Path, name: str, steps: List[Any], runs: Dict[str, Any], mod
         host=socket.gethostname(), driver_pid=os.getpid(), backend=PIPELINE_BACKEND, compute=mode,
         distribution="pipeline", world=World(0, 0, sum(runs[s.name].world_size for s in steps)),
         command=[os.path.basename(sys.argv[0]) or "mltrain", *sys.argv[1:]], cwd=os.getcwd(), overrides=overrides,
-        pipeline=PipelineGraph(name=name, mode=mode, order=[s.name for s in steps], steps=table)))
+        pipeline=PipelineGraph(name=name, mode=mode, order=[s.name for s in steps], steps=table,
+                               continue_on_step_failure=continue_on_step_failure)))
     record.save()
     return record
 
@@ -146,6 +147,37 @@ def upstream_reason(step: RunRecord, parents: Dict[str, RunRecord]) -> Optional[
         if parent.status in (FAILED, CANCELED):
             return f"upstream step {name} {parent.status.lower()}"
     return None
+
+
+def failed_step(steps: Dict[str, RunRecord]) -> Optional[str]:
+    """The first step that failed (steps that never ran for an upstream step are Canceled, not Failed)."""
+    return next((n for n, s in steps.items() if s.status == FAILED), None)
+
+
+def stop_reason(failed: str) -> str:
+    return f"step {failed} failed and continue_on_step_failure is false"
+
+
+def stop_graph(steps: Dict[str, RunRecord], cancel: Callable[[RunRecord], None]) -> Optional[str]:
+    """continue_on_step_failure false on a queued graph: once a step failed, every step that has not
+    ended is canceled (`cancel` stops a queued or running one), its error naming the failed step."""
+    failed = failed_step(steps)
+    if failed is None:
+        return None
+    reason = stop_reason(failed)
+    for step in steps.values():
+        step.reload()
+        if step.status in TERMINAL:
+            continue
+        if step.status == NOT_STARTED:
+            cancel_unstarted(step, f"not started: {reason}")
+            continue
+        cancel(step)
+        step.reload()
+        if step.status == CANCELED:
+            step.update(error=f"canceled: {reason}", pipeline_step={**(step.doc.pipeline_step or {}),
+                                                                     "decision": f"canceled: {reason}"})
+    return reason
 
 
 def settle_graph(root: Path, steps: Dict[str, RunRecord], parents: Dict[str, List[str]]) -> None:

@@ -72,7 +72,7 @@ class PipelineRun:
     def create(self, run_dir: Path) -> None:
         """The pipeline's run, then every step's (directory, frozen config, snapshot, output folders)."""
         self.record = precord.create(run_dir, self.name, self.steps, {n: r.job for n, r in self.runs.items()},
-                                     self.mode, self.overrides)
+                                     self.mode, self.overrides, bool(self.settings.continue_on_step_failure))
         self.log = RunLog(self.record.log_path())
         self.console.status(f"pipeline {self.name}: run {self.record.id}  {self.record.dir}")
         made: List[StepRun] = []
@@ -234,6 +234,15 @@ class PipelineRun:
             for sr in self.runs.values():
                 if sr.thread is not None and not sr.done and not sr.thread.is_alive():
                     self._settle(sr)
+            failed = None if self.settings.continue_on_step_failure or stopping else \
+                precord.failed_step({n: sr.record for n, sr in self.runs.items() if sr.done})
+            if failed is not None:
+                stopping = precord.stop_reason(failed)
+                self.console.status(f"{stopping}: canceling every step in flight")
+                for sr in self.runs.values():
+                    if sr.thread is not None and not sr.done:
+                        sr.cancel.request(f"canceled: {stopping}")
+                continue  # the steps not started yet are canceled on the next pass
             precord.sync(self.record)
             if all(sr.done for sr in self.runs.values()):
                 return
@@ -300,6 +309,12 @@ class PipelineRun:
             refresh(records)
             precord.settle_graph(self.root, {n: sr.record for n, sr in self.runs.items()},
                          {n: sr.step.parents for n, sr in self.runs.items()})
+            if not self.settings.continue_on_step_failure and not canceled:
+                stopped = precord.stop_graph({n: sr.record for n, sr in self.runs.items()},
+                                             lambda r: backend_of(r).cancel(r))
+                if stopped:
+                    canceled = True
+                    self.console.status(f"{stopped}: canceled every queued or running step")
             for sr in self.runs.values():
                 sr.record.reload()
                 status = sr.record.status

@@ -33,6 +33,8 @@ class PipelineView:
             self._refresh(list(steps.values()))
             parents = {n: i.parents for n, i in pipeline.doc.pipeline.steps.items()}
             precord.settle_graph(pipeline.dir.parent, steps, parents)
+            if not pipeline.doc.pipeline.continue_on_step_failure:
+                precord.stop_graph(steps, lambda r: self._backend_of(r).cancel(r))
             precord.sync(pipeline)
 
     def cancel(self, record: RunRecord) -> None:

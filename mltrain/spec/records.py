@@ -123,15 +123,22 @@ class PipelineGraph:
     mode: str
     order: List[str]
     steps: Dict[str, StepEntry]
+    # pipeline.continue_on_step_failure: false stops the whole graph at its first failed step (also
+    # for whoever settles a detached graph later); records written before it had no such setting.
+    continue_on_step_failure: bool = True
 
     @classmethod
     def from_json(cls, data: Dict[str, Any]) -> PipelineGraph:
         steps = {name: StepEntry(**known_fields(StepEntry, info)) for name, info in data["steps"].items()}
-        return cls(name=data["name"], mode=data["mode"], order=list(data["order"]), steps=steps)
+        return cls(name=data["name"], mode=data["mode"], order=list(data["order"]), steps=steps,
+                   continue_on_step_failure=bool(data.get("continue_on_step_failure", True)))
 
     def to_json(self) -> Dict[str, Any]:
-        return {"name": self.name, "mode": self.mode, "order": self.order,
-                "steps": {n: s.to_json() for n, s in self.steps.items()}}
+        out: Dict[str, Any] = {"name": self.name, "mode": self.mode, "order": self.order,
+                               "steps": {n: s.to_json() for n, s in self.steps.items()}}
+        if not self.continue_on_step_failure:  # written only where it differs from what older records meant
+            out["continue_on_step_failure"] = False
+        return out
 
 
 class OutputFile(TypedDict):

@@ -270,6 +270,10 @@ class PipelineConf:
     max_concurrent_steps: int = 4
     # Azure's regenerate_outputs (`--force-rerun`): run every step, reuse nothing.
     force_rerun: bool = False
+    # When a step fails, true: the steps that do not depend on it go on to their end (only its
+    # dependants are canceled); false: the pipeline stops, every step still running or not started
+    # is canceled. Azure's settings.continue_on_step_failure (whose default, for its files, is false).
+    continue_on_step_failure: bool = True
 
 
 @dataclass

@@ -1,0 +1,185 @@
+"""A pipeline's `type: sweep` step, run by the two engines mltrain has: the pipeline engine runs the
+step as one run, like any step, and that run's program is a sweep job of its own (mltrain's sweep
+engine, `mltrain job create --file`), written into the step's run directory with the step's inputs
+filled in. When the sweep has ended, its best trial's outputs become the step's outputs (copied as
+hard links where the file system allows, so nothing is duplicated on disk) and the best trial's run id
+is recorded in the step's run directory (`sweep_step.json`) and its log, so downstream steps read the
+best trial's files, as in Azure ML.
+
+Planning (`step_values`) happens when the pipeline file is read; `main` is the step's program.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from types import FrameType
+from typing import Any, Dict, List, Optional, Sequence
+
+from mltrain.azureml import command_job, sweep_job
+from mltrain.azureml.references import asset_name, config_dirs
+from mltrain.azureml.yaml_lines import JobFile
+
+#: What the step records of its sweep in its run directory.
+RECORD = "sweep_step.json"
+#: Fields of the sweep step the generated sweep job keeps as written (inputs, outputs and trial are rewritten).
+KEPT = ("search_space", "sampling_algorithm", "objective", "early_termination", "limits", "compute",
+        "experiment_name")
+#: The rank variables the step's own program has that its sweep's trials must not inherit.
+NOT_PASSED = ("MLTRAIN_", "MLFLOW_", "AZUREML_", "AZURE_ML_", "AML_PARAMETER_", "AZ_BATCH")
+
+
+def parse(jf: JobFile, where: tuple, body: Dict[str, Any], ctx: command_job.Context,
+          default_compute: Optional[str]) -> sweep_job.SweepJob:
+    """The sweep step checked as Azure checks a sweep job (its trial a command component)."""
+    data = {k: v for k, v in body.items() if k != "type"}
+    if data.get("compute") is None and default_compute is not None:
+        data["compute"] = default_compute
+    return sweep_job.parse(jf, where, data, ctx)
+
+
+def step_values(jf: JobFile, where: tuple, body: Dict[str, Any], sweep: sweep_job.SweepJob,
+                request_overrides: Sequence[str], default_compute: Optional[str]) -> Dict[str, Any]:
+    """The config values of the step's run: its command runs this module with the sweep job (the
+    trial's inputs bound to the step's, filled in when the step starts) in the command line."""
+    trial = sweep.trial
+    spec: Dict[str, Any] = {k: body[k] for k in KEPT if body.get(k) is not None}
+    if spec.get("compute") is None and default_compute is not None:
+        spec["compute"] = default_compute
+    spec["type"] = "sweep"
+    raw_trial = body["trial"]
+    if isinstance(raw_trial, str):  # a component file (made absolute), or a registered one by name
+        spec["trial"] = raw_trial if asset_name(raw_trial) else str((Path(jf.folder) / raw_trial).resolve())
+    else:
+        spec["trial"] = dict(raw_trial)
+        if spec["trial"].get("code") is not None:
+            spec["trial"]["code"] = trial.code
+    inputs: Dict[str, Any] = {}
+    args: List[str] = []
+    given = body.get("inputs") or {}
+    for inp in trial.inputs.values():
+        if inp.name not in given:
+            continue  # the component's default
+        if inp.binding is not None or inp.is_data:
+            inputs[inp.name] = {"type": inp.type if inp.type != "binding" else "uri_folder"}
+            path = f"${{inputs.{inp.name}}}" if inp.binding is not None else inp.path
+            args.append(f'--input "{inp.name}={path}"')
+        else:
+            inputs[inp.name] = inp.value
+    spec["inputs"] = inputs
+    outputs = [o.name for o in trial.outputs.values() if o.path is None]
+    spec["outputs"] = {name: {"type": trial.outputs[name].type} for name in outputs}
+    args += [f'--output "{name}=${{outputs.{name}}}"' for name in outputs]
+    # the sweep's trials find the same `.mltrain` mappings as the pipeline (compute, datastores)
+    home = _config_home(jf)
+    # the user's overrides reach the trials (compute=slurm, run.root=...), the pipeline's own settings do not
+    passed = [o for o in request_overrides if not o.lstrip("+~").startswith(("pipeline.", "pipeline="))]
+    payload = {"job": spec, "cwd": home, "overrides": passed}
+    encoded = base64.b64encode(json.dumps(payload).encode()).decode()  # no `$`, quote or space: safe anywhere
+    command = f'exec "$MLTRAIN_PYTHON" -m mltrain.azureml.sweep_step {encoded} {" ".join(args)}'.rstrip()
+    # The step's snapshot is the trial's code, so editing the trial's script reruns the step (reuse key).
+    return {"job": {"source_directory": trial.code or "empty_code", "command": command},
+            "distribution": {"node_count": 1, "process_count_per_node": 1}}
+
+
+def _config_home(jf: JobFile) -> str:
+    dirs = config_dirs(jf)
+    cwd = Path.cwd()
+    if not dirs or (cwd / ".mltrain").resolve() in dirs:
+        return str(cwd)
+    return str(dirs[0].parent)
+
+
+# ------------------------------------------------------------------------------------ the step's program
+
+
+def _pairs(values: List[str], flag: str) -> Dict[str, str]:
+    out = {}
+    for item in values:
+        name, sep, path = item.partition("=")
+        if not sep:
+            raise SystemExit(f"mltrain: error: {flag} {item!r} is not NAME=PATH")
+        out[name] = path
+    return out
+
+
+def _link_tree(source: Path, target: Path) -> None:
+    """`source`'s files at `target`: hard links where the file system allows, else copies."""
+    def link(src: str, dst: str) -> None:
+        try:
+            os.link(src, dst)
+        except OSError:
+            shutil.copy2(src, dst)
+
+    if source.is_dir():
+        shutil.copytree(source, target, copy_function=link, dirs_exist_ok=True)
+    elif source.is_file():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        link(str(source), str(target))
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    import argparse  # startup
+
+    from mltrain.sweeps import results  # heavy
+
+    parser = argparse.ArgumentParser(prog="mltrain.azureml.sweep_step")
+    parser.add_argument("spec")
+    parser.add_argument("--input", action="append", default=[])
+    parser.add_argument("--output", action="append", default=[])
+    args = parser.parse_args(argv)
+    payload = json.loads(base64.b64decode(args.spec))
+    job = payload["job"]
+    for name, path in _pairs(args.input, "--input").items():
+        job["inputs"][name] = {**job["inputs"][name], "path": path}
+    outputs = _pairs(args.output, "--output")
+    run_dir = Path(os.environ["MLTRAIN_RUN_DIR"])
+    run_id = os.environ["MLTRAIN_RUN_ID"]
+    file = run_dir / "sweep_job.yml"
+    file.write_text(json.dumps(job, indent=2) + "\n")  # JSON is YAML
+    sweep_dir = run_dir / "sweep"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(NOT_PASSED) or k in ("MLTRAIN_HOME",)}
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "NODE_RANK", "GROUP_RANK", "MASTER_ADDR",
+                 "MASTER_PORT", "TF_CONFIG"):
+        env.pop(name, None)
+    argv_sweep = [sys.executable, "-m", "mltrain", "job", "create", "--file", str(file), "--name", f"{run_id}-sweep",
+                  *payload["overrides"], f"hydra.sweep.dir={sweep_dir}"]
+    print(f"sweep step: {' '.join(argv_sweep)}", flush=True)
+    proc = subprocess.Popen(argv_sweep, cwd=payload["cwd"], env=env)
+
+    def stop(signum: int, frame: Optional[FrameType]) -> None:
+        # The step is being canceled: its sweep's driver cancels the trials and records their end; this
+        # program waits for it (exiting first would have the step's whole process group killed).
+        if proc.poll() is None:
+            proc.send_signal(signum)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, stop)
+    code = proc.wait()
+    try:
+        doc = results.load(str(sweep_dir), run_dir.parent)
+    except Exception as exc:  # no sweep record: the sweep did not start
+        print(f"sweep step: the sweep left no record ({exc})", file=sys.stderr)
+        return code or 1
+    best = next((m for m in doc.members if m.run_id == doc.best_run_id), None)
+    if best is None or best.run_dir is None:
+        print(f"sweep step: no trial logged {doc.primary_metric}; the step has no best trial", file=sys.stderr)
+        return code or 1
+    for name, target in outputs.items():
+        _link_tree(Path(best.run_dir) / "outputs" / name, Path(target))
+    record = {"best_run_id": best.run_id, "best_run_dir": best.run_dir, "best_value": doc.best_value,
+              "best_params": doc.best_params, "primary_metric": doc.primary_metric, "goal": doc.goal,
+              "sweep_dir": str(sweep_dir), "sweep_status": doc.status}
+    (run_dir / RECORD).write_text(json.dumps(record, indent=2) + "\n")
+    print(f"sweep step: best trial {best.run_id} ({doc.primary_metric} {doc.best_value}); its outputs are "
+          f"this step's: {', '.join(outputs) or 'none'}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
