@@ -65,11 +65,12 @@ def _alive(pattern: str) -> list:
     return [int(p) for p in out if int(p) != os.getpid()]
 
 
-def test_a_pipeline_whose_driver_was_killed_resumes_only_the_steps_that_did_not_complete(home, chain):
+def test_a_pipeline_whose_driver_was_killed_resumes_only_the_steps_that_did_not_complete(home, chain, tmp_path):
     driver = subprocess.Popen([*mltrain_exe(), "pipeline=stall"], cwd=chain, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL)
     try:
-        until(lambda: _stalled(home), 120, "train to stall")
+        # the step is Running before its script has left the flag (on a loaded machine, long before)
+        until(lambda: _stalled(home) and (tmp_path / "flag").exists(), 120, "train to stall")
         prepare_before = _step(home, _pipeline(home), "prepare")
         os.kill(driver.pid, signal.SIGKILL)
         driver.wait(timeout=30)
