@@ -123,13 +123,15 @@ SWEEP_TRIAL = """\
 import argparse, os
 from azureml.core.run import Run
 p = argparse.ArgumentParser()
-for a in ("--data", "--scale", "--offset", "--model"):
+for a in ("--data", "--scale", "--offset", "--model", "--summary"):
     p.add_argument(a)
 a = p.parse_args()
 score = float(open(os.path.join(a.data, "value.txt")).read()) * float(a.scale) + float(a.offset)
 Run.get_context().log("score", score)
 with open(os.path.join(a.model, "result.txt"), "w") as f:
     f.write(f"{score:g} from scale {a.scale}\\n")
+with open(a.summary, "w") as f:
+    f.write(f"score {score:g}\\n")
 """
 
 TRIAL_COMPONENT = """\
@@ -150,14 +152,23 @@ inputs:
 outputs:
   model:
     type: uri_folder
+  summary:
+    type: uri_file
 command: >-
   python trial.py --data ${{inputs.data}} --scale ${{inputs.scale}} --offset ${{inputs.offset}}
-  --model ${{outputs.model}}
+  --model ${{outputs.model}} --summary ${{outputs.summary}}
 """
 
 SWEEP_PIPELINE = """\
 $schema: https://azuremlschemas.azureedge.net/latest/pipelineJob.schema.json
 type: pipeline
+outputs:
+  best_model:
+    type: uri_folder
+    path: ./published/best_model
+  best_summary:
+    type: uri_file
+    path: ./published/summary.txt
 jobs:
   prep:
     type: command
@@ -172,7 +183,8 @@ jobs:
       data: ${{parent.jobs.prep.outputs.data}}
       offset: 1
     outputs:
-      model:
+      model: ${{parent.outputs.best_model}}
+      summary: ${{parent.outputs.best_summary}}
     sampling_algorithm: grid
     search_space:
       scale:
@@ -212,6 +224,11 @@ def test_sweep_step_hands_its_best_trials_outputs_downstream(home, project):
     assert (Path(best["dir"]) / "outputs" / "model" / "result.txt").read_text() == "31 from scale 3\n"
     assert (Path(steps["tune"]["dir"]) / "outputs" / "model" / "result.txt").read_text() == "31 from scale 3\n"
     assert (Path(steps["use"]["dir"]) / "outputs" / "report" / "report.txt").read_text() == "31 from scale 3\n"
+    # the pipeline's outputs with a path of their own hold the best trial's: a link to the folder, the file itself
+    published = project / "pipe" / "published"
+    assert (published / "best_model").is_symlink() and (published / "best_model" / "result.txt").read_text() == \
+        "31 from scale 3\n"
+    assert (published / "summary.txt").read_text() == "score 31\n"
     again = run_mltrain("job", "create", "--file", "pipe/pipeline.yml", cwd=project, timeout=240)
     assert again.rc == 0 and again.out.count("reused") >= 3, again.out + again.err  # the sweep step too
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import time
 
 import pytest
@@ -81,6 +82,40 @@ def test_a_killed_driver_leaves_no_rank_behind_and_the_run_failed(home, project)
     assert "victim" in listed.out and "Failed" in listed.out
     print(f"\nkill -9 of the driver: ranks gone after {stopped_s:.2f}s, run Failed at the next look "
           f"({looked_s:.2f}s after the kill)")
+
+
+def test_a_rank_started_as_the_driver_died_before_naming_it_to_its_guard_is_stopped_too():
+    """The driver starts a rank, then writes its group to the guard: a kill -9 between the two leaves a
+    rank the guard was never told of. It carries the guard's mark, and the guard finds it by that.
+    The driver's side of the pipe is this test's (the race itself is too narrow to hit on purpose)."""
+    from mltrain.backends.local import guard
+
+    token = "t" + os.urandom(6).hex()
+    watcher = subprocess.Popen([sys.executable, "-I", "-S", guard.__file__, "5", token], stdin=subprocess.PIPE,
+                               start_new_session=True)
+    named = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    unnamed = subprocess.Popen(["sh", "-c", "sleep 300 & wait"], start_new_session=True,
+                               env={**os.environ, guard.MARK: token})
+    stranger = subprocess.Popen(["sleep", "300"], start_new_session=True,  # another run's rank: not this guard's
+                                env={**os.environ, guard.MARK: token + "x"})
+    try:
+        assert watcher.stdin is not None
+        watcher.stdin.write(f"{named.pid}\n".encode())
+        watcher.stdin.flush()
+        until(lambda: len(_group_members([unnamed.pid])) >= 2, 10, "the unnamed rank's child did not start")
+        watcher.stdin.close()  # the driver is gone
+        started = time.monotonic()
+        until(lambda: named.poll() is not None and unnamed.poll() is not None and not _group_members([unnamed.pid]),
+              10, "a rank left behind")
+        took = time.monotonic() - started
+        assert stranger.poll() is None, "a process of another run was stopped"
+        assert watcher.wait(timeout=10) == 0
+        print(f"\nguard: the named and the unnamed rank stopped {took:.2f}s after the driver's end")
+    finally:
+        for p in (named, unnamed, stranger, watcher):
+            if p.poll() is None:
+                os.killpg(p.pid, 9)
+                p.wait()
 
 
 @pytest.fixture

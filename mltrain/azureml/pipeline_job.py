@@ -56,8 +56,8 @@ def plan(jf: JobFile, request: Request, ctx: command_job.Context, name: Optional
         else:
             parsed[step] = _command_step(file, where, body, ctx, inherited)
         where_of[step] = (file, where)
-        if parsed[step][0] == "command" and fs.top:
-            _pipeline_output_paths(parsed[step][1], top_outputs)
+        if parsed[step][0] in ("command", "sweep") and fs.top:
+            _pipeline_output_paths(_job_of(parsed[step]), top_outputs, sweep=parsed[step][0] == "sweep")
         declared[step] = list(_job_of(parsed[step]).outputs) if parsed[step][0] != "builtin" else \
             list(parsed[step][1]["outputs"])
     for step, (kind, job) in parsed.items():
@@ -132,17 +132,19 @@ def _sweep_step(jf: JobFile, where: tuple, parsed: Tuple[Any, Dict[str, Any]], d
     return out
 
 
-def _pipeline_output_paths(job: command_job.CommandJob, top: Dict[str, Output]) -> None:
+def _pipeline_output_paths(job: command_job.CommandJob, top: Dict[str, Output], sweep: bool = False) -> None:
     """A step output bound to a pipeline output that names its own path is found there, as Azure writes
     a pipeline output where its `path` says: a file is written there; a folder stays the step's own
-    (so later steps read it and reuse sees it) and the path links to it."""
+    (so later steps read it and reuse sees it) and the path links to it. A sweep step's trials all
+    write their own outputs: the best trial's is put at the path once the sweep has ended."""
     for out in job.outputs.values():
         name = out.binding.split(".", 1)[1] if out.binding and out.binding.startswith("outputs.") else None
         if name in top and top[name].path is not None:
-            if top[name].type == "uri_file":
+            if top[name].type == "uri_file" and not sweep:
                 out.path, out.type, out.binding = top[name].path, top[name].type, None
             else:
                 out.link, out.binding = top[name].path, None
+                out.type = top[name].type if sweep else out.type  # a bound step output takes the pipeline's type
 
 
 def _unknown_settings(settings: Dict[str, Any]) -> List[str]:

@@ -75,6 +75,8 @@ def step_values(jf: JobFile, where: tuple, body: Dict[str, Any], sweep: sweep_jo
     outputs = [o.name for o in trial.outputs.values() if o.path is None]
     spec["outputs"] = {name: {"type": trial.outputs[name].type} for name in outputs}
     args += [f'--output "{name}=${{outputs.{name}}}"' for name in outputs]
+    args += [f'--place "{name}={trial.outputs[name].type}={trial.outputs[name].link}"' for name in outputs
+             if trial.outputs[name].link is not None]
     # the sweep's trials find the same `.mltrain` mappings as the pipeline (compute, datastores)
     home = _config_home(jf)
     # the user's overrides reach the trials (compute=slurm, run.root=...), the pipeline's own settings do not
@@ -123,6 +125,28 @@ def _link_tree(source: Path, target: Path) -> None:
         link(str(source), str(target))
 
 
+def _place(output: Path, kind: str, path: Path) -> None:
+    """The best trial's output at the pipeline output's own `path`: a uri_file is that file (the single
+    file the trial wrote in its output, linked or copied over whatever was there); a folder path links
+    to the step's output folder (unless a real folder is already there), as a command step's does."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if kind == "uri_file":
+        files = [output] if output.is_file() else sorted(p for p in output.rglob("*") if p.is_file())
+        if len(files) != 1:
+            print(f"sweep step: {path} not written: the best trial's output {output.name} holds {len(files)} files, "
+                  "not one", file=sys.stderr)
+            return
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.unlink(missing_ok=True)
+        _link_tree(files[0], tmp)
+        os.replace(tmp, path)
+    elif path.is_symlink() or not path.exists():
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.unlink(missing_ok=True)
+        tmp.symlink_to(output)
+        os.replace(tmp, path)
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     import argparse  # startup
 
@@ -132,6 +156,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("spec")
     parser.add_argument("--input", action="append", default=[])
     parser.add_argument("--output", action="append", default=[])
+    parser.add_argument("--place", action="append", default=[])
     args = parser.parse_args(argv)
     payload = json.loads(base64.b64decode(args.spec))
     job = payload["job"]
@@ -172,6 +197,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         return code or 1
     for name, target in outputs.items():
         _link_tree(Path(best.run_dir) / "outputs" / name, Path(target))
+    for name, place in _pairs(args.place, "--place").items():
+        kind, _, path = place.partition("=")
+        _place(Path(outputs[name]), kind, Path(path))
     record = {"best_run_id": best.run_id, "best_run_dir": best.run_dir, "best_value": doc.best_value,
               "best_params": doc.best_params, "primary_metric": doc.primary_metric, "goal": doc.goal,
               "sweep_dir": str(sweep_dir), "sweep_status": doc.status}

@@ -37,6 +37,7 @@ from mltrain.spec.status import CANCELED, COMPLETED, FAILED, TERMINAL
 from mltrain.spec.sweep_record import MemberRow, SweepDoc
 from mltrain.sweeps import results
 from mltrain.sweeps.controller import SAMPLER_FILE, Controller, Member, make_study
+from mltrain.sweeps.space import override_for
 
 NEEDED = ("multirun.yaml", "optuna.journal")
 _pending: Optional[SweepDoc] = None
@@ -126,7 +127,16 @@ class Resumed(Controller):
             if number in taken or frozen.state != TrialState.RUNNING:
                 continue
             if keys <= set(frozen.params):  # asked, but its member was not in sweep.json yet
-                self._launch(Trial(self.study, frozen._trial_id))
+                trial = Trial(self.study, frozen._trial_id)
+                record = self._unlisted_run(len(self.members))
+                if record is None:
+                    self._launch(trial)
+                else:  # its run was made just before the driver died: that run goes on, no second one
+                    params = {d.key: d.value(trial.params[d.key]) for d in self.space.dimensions}
+                    self._adopt(MemberRow(index=len(self.members), run_id=record.doc.id, run_dir=str(record.dir),
+                                          params=params, status=record.status, trial=number,
+                                          overrides=self.space.fixed + [override_for(k, v) for k, v in params.items()]),
+                                trial)
             else:  # the driver died inside the ask
                 self.study.tell(number, state=TrialState.FAIL, skip_if_finished=True)
         kept = sum(1 for m in self.members if m.ended is not None)
@@ -134,6 +144,24 @@ class Resumed(Controller):
                             f"{self._in_flight() - self.rerun} followed or started, "
                             f"{max(0, self.total - len(self.members))} to sample")
         results.write(self)
+
+    def _unlisted_run(self, index: int) -> Optional[RunRecord]:
+        """The run made for member `index` when the driver died between making it and listing it in
+        sweep.json (looked for beside the other members' runs, among those made since the sweep began)."""
+        roots = {Path(m.job.run_dir).parent for m in self.members if m.job is not None}
+        since = self.started - 1
+        for root in roots:
+            for path in root.glob("*/run.json"):
+                try:
+                    if path.stat().st_mtime < since:
+                        continue
+                    record = RunRecord.load(path.parent)
+                except (MltrainError, OSError, ValueError):
+                    continue
+                if record.doc.sweep.index == index and record.doc.sweep.dir and \
+                        Path(record.doc.sweep.dir).resolve() == self.sweep_dir.resolve():
+                    return record
+        return None
 
     def _sampler(self) -> tuple:
         """(the sampler as it was after the last ask, how many trials it had asked); a fresh sampler,

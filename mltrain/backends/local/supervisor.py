@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import secrets
 import subprocess
 import sys
 import threading
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
 from mltrain.backends.base import Outcome, Plan, bind, cancel_reason
-from mltrain.backends.local import guard
+from mltrain.backends.local import guard as guard_mod
 from mltrain.ranks.contract import RankPlace, tf_config
 from mltrain.ranks.process import POLL_S, copy_output, describe_exit, stop_groups, tail
 from mltrain.runs.console import Console, RunLog
@@ -51,14 +52,14 @@ class LocalSupervisor:
         # rank 0 may draw a progress bar when the driver's output is a terminal
         tty = {"MLTRAIN_TTY": "1"} if self.job.console != "none" and self.console.is_terminal() else {}
         self.record.update(world=dataclasses.replace(self.record.doc.world, master_addr="127.0.0.1", master_port=port))
-        guard = self._start_guard()
+        token = secrets.token_hex(8)
+        guard = self._start_guard(token)
         try:
             for spec in bind(self.plan.ranks, port):
                 if workers:
                     spec["env"]["TF_CONFIG"] = tf_config(workers, spec["rank"])
                 self.log.info(f"rank {spec['rank']}: {' '.join(spec['argv'])} (cwd {spec['cwd']})")
-                self.ranks.append(self._spawn({**spec, "env": {**spec["env"], **tty}}))
-                self._tell(guard, str(self.ranks[-1].proc.pid))  # the rank leads its own group: pgid == pid
+                self.ranks.append(self._spawn({**spec, "env": {**spec["env"], **tty, guard_mod.MARK: token}}, guard))
                 self.record.set_rank(spec["rank"], pid=self.ranks[-1].proc.pid, host="localhost")
             return self._watch()
         finally:
@@ -71,11 +72,11 @@ class LocalSupervisor:
             for r in self.ranks:
                 self.record.set_rank(r.rank, exit_code=r.proc.returncode, stopped_by_mltrain=r.terminated)
 
-    def _start_guard(self) -> Optional[subprocess.Popen[bytes]]:
+    def _start_guard(self, token: str) -> Optional[subprocess.Popen[bytes]]:
         """The process that stops the ranks if this driver dies first (mltrain.backends.local.guard).
         Its own session, so a signal to the driver's process group does not take it too."""
         try:
-            return subprocess.Popen([sys.executable, "-I", "-S", guard.__file__, str(self.job.kill_grace_s)],
+            return subprocess.Popen([sys.executable, "-I", "-S", guard_mod.__file__, str(self.job.kill_grace_s), token],
                                     stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                     start_new_session=True)
         except OSError as exc:  # the run still runs; only a killed driver would leave its ranks behind
@@ -107,10 +108,11 @@ class LocalSupervisor:
             guard.kill()
             guard.wait()
 
-    def _spawn(self, spec: Dict[str, Any]) -> _Rank:
+    def _spawn(self, spec: Dict[str, Any], guard: Optional[subprocess.Popen[bytes]]) -> _Rank:
         proc = subprocess.Popen(spec["argv"], cwd=spec["cwd"], env={**os.environ, **spec["env"]},
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 start_new_session=True)
+        self._tell(guard, str(proc.pid))  # at once; the rank leads its own group: pgid == pid
         rank = _Rank(spec["place"], proc, self.record.log_path(spec["rank"]))
         rank.reader = threading.Thread(target=self._pump, args=(rank,), daemon=True)
         rank.reader.start()
