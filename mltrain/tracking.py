@@ -176,7 +176,7 @@ def _mirror_one(client, record) -> str:
     mark.status = d.status
     if d.status in STATUS:
         client.set_terminated(run_id, STATUS[d.status], end_time=int(d.ended_at * 1000))
-    record.update(mlflow=mark)
+    record.update_on_disk(mlflow=mark, script_params=dict(d.script_params))
     return run_id
 
 

@@ -4,10 +4,11 @@ are written here, in Azure's schemas."""
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
-from support import only_run, run_mltrain, runs
+from support import mltrain_exe, only_run, run_mltrain, runs, until
 from test_azureml_v2 import write
 
 pytestmark = pytest.mark.slow
@@ -264,3 +265,59 @@ def test_a_stopped_pipeline_cancels_its_sweep_steps_trials(home, project):
     assert r.rc != 0, r.out + r.err
     status = {x["id"].split(".", 1)[1]: x["status"] for x in runs(home) if "." in x["id"]}
     assert status == {"breaks": "Failed", "tune": "Canceled", "tune-sweep": "Canceled", "tune-sweep_1": "Canceled"}
+
+
+PACED_TRIAL = """\
+import sys, time
+from azureml.core.run import Run
+for i in range(1, 7):
+    Run.get_context().log("m", float(sys.argv[1]) * i)
+    time.sleep(float(sys.argv[2]))
+"""
+
+
+def test_a_resumed_pipeline_goes_on_with_its_sweep_steps_sweep(home, project):
+    """kill -9 of the pipeline's driver while its sweep step's trials run: `runs resume PIPELINE` runs the
+    step again, and the step resumes its sweep (the trials that completed are kept, not run again)."""
+    write(project, "pipe/src/t.py", PACED_TRIAL)
+    write(project, "pipe/t.yml", "type: command\nname: t\ncode: ./src\ninputs:\n  x:\n    type: number\n"
+                                 "    default: 1\n  pause:\n    type: number\n    default: 0.5\n"
+                                 "command: python t.py ${{inputs.x}} ${{inputs.pause}}\n")
+    write(project, "pipe/p.yml", """\
+        type: pipeline
+        jobs:
+          tune:
+            type: sweep
+            trial: ./t.yml
+            inputs: {pause: 0.6}
+            sampling_algorithm: grid
+            search_space:
+              x: {type: choice, values: [1, 3, 2, 4]}
+            objective: {goal: maximize, primary_metric: m}
+            limits: {max_total_trials: 4, max_concurrent_trials: 2}
+        """)
+    driver = subprocess.Popen(mltrain_exe() + ["job", "create", "--file", "pipe/p.yml"], cwd=project,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def two_trials_done_one_running():
+        trials = [x for x in runs(home) if "-sweep" in x["id"]]
+        status = [t["status"] for t in trials]
+        running = [t for t in trials if t["status"] == "Running" and t.get("ranks", {}).get("0", {}).get("pid")]
+        return trials if status.count("Completed") >= 2 and running else None
+
+    until(two_trials_done_one_running, 120, "two trials completed and one running")
+    driver.kill()
+    driver.wait(timeout=30)
+    kept = {x["id"] for x in runs(home) if "-sweep" in x["id"] and x["status"] == "Completed"}
+    pipeline = next(x for x in runs(home) if "." not in x["id"] and "-sweep" not in x["id"])
+    resumed = run_mltrain("runs", "resume", pipeline["id"], cwd=project, timeout=240)
+    assert resumed.rc == 0, resumed.out + resumed.err
+    found = {x["id"]: x for x in runs(home)}
+    trials = {i: x for i, x in found.items() if "-sweep" in i}
+    assert len(trials) == 4 and all(t["status"] == "Completed" for t in trials.values()), trials
+    assert all(not trials[i].get("attempts") for i in kept), "a trial that had completed was run again"
+    tune = next(x for i, x in found.items() if i.endswith(".tune"))
+    assert tune["status"] == "Completed" and found[pipeline["id"]]["status"] == "Completed"
+    record = json.loads((Path(tune["dir"]) / "sweep_step.json").read_text())
+    assert record["best_value"] == 24 and record["best_params"] == {"job.params.x": 4}
+    assert "runs resume" in (Path(tune["dir"]) / "logs" / "rank_0.log").read_text()

@@ -6,6 +6,8 @@ run on the cluster."""
 from __future__ import annotations
 
 import os
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -103,6 +105,20 @@ def test_a_failed_step_stops_a_queued_graph(home, project):
     assert pipeline["status"] == "Failed" and pipeline["error"] == "step breaks failed"
 
 
+def req_cpus(job_id: str) -> int:
+    """The CPUs Slurm's accounting says the job asked for (once it has recorded the job's end: before
+    that it may answer 0)."""
+    sacct_settles(job_id)
+    deadline, cpus = time.monotonic() + 20, 0
+    while time.monotonic() < deadline:
+        out = subprocess.run(["sacct", "-j", job_id, "-X", "-n", "-P", "-o", "ReqCPUS"], capture_output=True, text=True)
+        cpus = int((out.stdout.split() or ["0"])[0])
+        if cpus:
+            break
+        time.sleep(0.3)
+    return cpus
+
+
 def test_sweep_step_on_slurm_runs_its_trials_there(home, project):
     from test_azureml_v2_features import SWEEP_PIPELINE, SWEEP_TRIAL, TRIAL_COMPONENT
 
@@ -110,11 +126,15 @@ def test_sweep_step_on_slurm_runs_its_trials_there(home, project):
     write(project, "pipe/trial.yml", TRIAL_COMPONENT)
     write(project, "pipe/pipeline.yml", SWEEP_PIPELINE)
     r = run_mltrain("job", "create", "--file", "pipe/pipeline.yml", "compute=slurm", "compute.poll_s=0.3",
-                    cwd=project, timeout=300)
+                    "compute.cpus_per_task=2", cwd=project, timeout=300)
     assert r.rc == 0, r.out + r.err
     found = {x["id"]: x for x in runs(home)}
     trials = [x for i, x in found.items() if "-sweep" in i]
     assert len(trials) == 3 and all(t["status"] == "Completed" and t["backend"] == "slurm" for t in trials)
+    # the sweep step's own job only drives the trials: one CPU, whatever the compute asks for its runs
+    tune = next(x for i, x in found.items() if i.endswith(".tune"))
+    assert req_cpus(tune["slurm"]["job_id"]) == 1
+    assert [req_cpus(t["slurm"]["job_id"]) for t in trials] == [2, 2, 2]
     use = next(x for i, x in found.items() if i.endswith(".use"))
     assert (Path(use["dir"]) / "outputs" / "report" / "report.txt").read_text() == "31 from scale 3\n"
 

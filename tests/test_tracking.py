@@ -52,6 +52,28 @@ def test_an_mlflow_script_under_two_ranks_lands_in_its_run(home, project, tmp_pa
     assert "loss:" in shown  # mltrain's own commands read metrics.jsonl, which now holds them
 
 
+def test_the_mirror_writes_back_its_mark_only_never_a_status_the_run_has_moved_on_from(home, project):
+    """The mirror runs in a process of its own, from run.json as it read it, for seconds (MLflow's import
+    alone). Once it wrote that copy back whole: a detached Slurm run mirrored while Queued, then seen to
+    end by `runs wait`, read Queued again. Here the run moves on while a mirror holds an older copy:
+    `runs resume` starts a second attempt, and the mirror's write keeps it."""
+    from mltrain.runs.record import RunRecord
+    from mltrain.spec.status import RUNNING
+
+    r = run_mltrain("job=script", "job.script=mlflow_v2.py", "run.id=m", cwd=project, timeout=120)
+    assert r.rc == 0, r.out + r.err
+    run_dir = home / "runs" / "m"
+    data = mirrored(run_dir)
+    held = RunRecord.load(run_dir)  # what a mirror read
+    moved = RunRecord.load(run_dir)
+    moved.reopen()
+    moved.set_status(RUNNING)
+    held.update_on_disk(mlflow=held.doc.mlflow, script_params=dict(held.doc.script_params))
+    now = json.loads((run_dir / "run.json").read_text())
+    assert now["status"] == RUNNING and len(now["attempts"]) == 1, now
+    assert now["mlflow"]["run_id"] == data["mlflow"]["run_id"] and now["script_params"] == {"learning_rate": "0.01"}
+
+
 def test_sweep_members_are_children_of_one_mlflow_run(home, project):
     r = run_mltrain("-m", "job=script", "job.script=rerun_me.py", "+job.params.x=1,2", cwd=project, timeout=120)
     assert r.rc == 0, r.out + r.err

@@ -126,7 +126,7 @@ def _sweep_step(jf: JobFile, where: tuple, parsed: Tuple[Any, Dict[str, Any]], d
     out: Dict[str, Any] = {"overrides": ["job=command", "environment=current", "distribution=none",
                                          f"+{GROUP}={option}"],
                            "inputs": inputs, "outputs": [o.name for o in trial.outputs.values() if o.path is None],
-                           "allow_reuse": trial.deterministic}
+                           "allow_reuse": trial.deterministic, "controller": True}
     if trial.version is not None:
         out["version"] = trial.version
     return out

@@ -24,6 +24,7 @@ from typing import Any, Dict, List, Optional, Sequence
 from mltrain.azureml import command_job, sweep_job
 from mltrain.azureml.references import asset_name, config_dirs
 from mltrain.azureml.yaml_lines import JobFile
+from mltrain.spec.status import COMPLETED, FAILED
 
 #: What the step records of its sweep in its run directory.
 RECORD = "sweep_step.json"
@@ -147,6 +148,33 @@ def _place(output: Path, kind: str, path: Path) -> None:
         os.replace(tmp, path)
 
 
+def _earlier_sweep(sweep_dir: Path, runs_root: Path) -> Optional[str]:
+    """The status of the sweep an earlier attempt of this step left in `sweep_dir`, or None."""
+    from mltrain.sweeps import results  # heavy
+
+    if not (sweep_dir / results.SWEEP_FILE).is_file():
+        return None
+    try:
+        return str(results.load(str(sweep_dir), runs_root).status)
+    except Exception:  # unreadable: the sweep starts again
+        return None
+
+
+def _run_sweep(argv: List[str], cwd: str, env: Dict[str, str]) -> int:
+    print(f"sweep step: {' '.join(argv)}", flush=True)
+    proc = subprocess.Popen(argv, cwd=cwd, env=env)
+
+    def stop(signum: int, frame: Optional[FrameType]) -> None:
+        # The step is being canceled: its sweep's driver cancels the trials and records their end; this
+        # program waits for it (exiting first would have the step's whole process group killed).
+        if proc.poll() is None:
+            proc.send_signal(signum)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, stop)
+    return proc.wait()
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     import argparse  # startup
 
@@ -174,23 +202,20 @@ def main(argv: Optional[List[str]] = None) -> int:
         env.pop(name, None)
     argv_sweep = [sys.executable, "-m", "mltrain", "job", "create", "--file", str(file), "--name", f"{run_id}-sweep",
                   *payload["overrides"], f"hydra.sweep.dir={sweep_dir}"]
-    print(f"sweep step: {' '.join(argv_sweep)}", flush=True)
-    proc = subprocess.Popen(argv_sweep, cwd=payload["cwd"], env=env)
-
-    def stop(signum: int, frame: Optional[FrameType]) -> None:
-        # The step is being canceled: its sweep's driver cancels the trials and records their end; this
-        # program waits for it (exiting first would have the step's whole process group killed).
-        if proc.poll() is None:
-            proc.send_signal(signum)
-
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, stop)
-    code = proc.wait()
+    earlier = _earlier_sweep(sweep_dir, run_dir.parent)
+    if earlier == COMPLETED:
+        argv_sweep = []
+    elif earlier is not None:  # the step runs again (`runs resume PIPELINE`, a requeued job): its sweep goes on
+        argv_sweep = [sys.executable, "-m", "mltrain", "runs", "resume", str(sweep_dir)]
+    code = _run_sweep(argv_sweep, payload["cwd"], env) if argv_sweep else 0
     try:
         doc = results.load(str(sweep_dir), run_dir.parent)
     except Exception as exc:  # no sweep record: the sweep did not start
         print(f"sweep step: the sweep left no record ({exc})", file=sys.stderr)
         return code or 1
+    if code != 0 and doc.status not in (COMPLETED, FAILED):  # stopped or refused: not a result to hand on
+        print(f"sweep step: the sweep is {doc.status} (exit {code})", file=sys.stderr)
+        return code
     best = next((m for m in doc.members if m.run_id == doc.best_run_id), None)
     if best is None or best.run_dir is None:
         print(f"sweep step: no trial logged {doc.primary_metric}; the step has no best trial", file=sys.stderr)

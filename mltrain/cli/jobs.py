@@ -21,7 +21,7 @@ import yaml
 from mltrain.azureml import job_plan
 from mltrain.azureml.job_request import EMPTY_CODE, Request
 from mltrain.cli.main import main as mltrain_main
-from mltrain.config.paths import CONFIG_PATH_ENV
+from mltrain.config.paths import CONFIG_PATH_ENV, GENERATED_CONFIG_ENV
 from mltrain.errors import MltrainError
 from mltrain.runs.console import Console
 
@@ -103,6 +103,7 @@ def _launch(plan, request, flags: List[str]) -> Optional[int]:
     existing = os.environ.get(CONFIG_PATH_ENV)
     # the generated files, then the repository's `.mltrain` nearest the job file (its computes, environments)
     os.environ[CONFIG_PATH_ENV] = os.pathsep.join([folder, *plan.config_dirs] + ([existing] if existing else []))
+    os.environ[GENERATED_CONFIG_ENV] = folder
     console = Console()
     for note in plan.notes:
         console.status(f"azureml: {note}")

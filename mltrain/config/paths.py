@@ -14,6 +14,9 @@ from typing import List
 USER_CONF_DIRS = (".mltrain", "conf")
 #: Extra config folders, separated by os.pathsep, searched before those.
 CONFIG_PATH_ENV = "MLTRAIN_CONFIG_PATH"
+#: Which of those is a folder of configs generated for this command only (`mltrain job create`): a
+#: sweep keeps a copy of it, so that `mltrain runs resume SWEEP` composes its members again.
+GENERATED_CONFIG_ENV = "MLTRAIN_GENERATED_CONFIG"
 
 
 def mltrain_home() -> Path:

@@ -119,6 +119,8 @@ def build(sweeper: Any, arguments: List[str]):
             c.inputs = {i.name: i.path or str(dirs[i.step] / "outputs" / i.output) for i in step.inputs.values()}
             for key, value in step.params.items():
                 c.job.params[key] = value
+            if step.controller:
+                _as_controller(c)
         upstream = tuple(str(dirs[i.step] / "outputs" / i.output) for i in step.inputs.values() if i.step)
         token = PRODUCED_LATER.set(upstream)
         try:
@@ -128,6 +130,28 @@ def build(sweeper: Any, arguments: List[str]):
         finally:
             PRODUCED_LATER.reset(token)
     return name, settings, steps, jobs, run_id, root
+
+
+#: What a controller step's Slurm job does not ask for (the runs it drives ask for them).
+NOT_FOR_CONTROLLERS = ("gres", "gpus", "gpus_per_node", "gpus_per_task", "gpus_per_socket", "cpus_per_gpu",
+                       "mem_per_gpu", "mem", "mem_per_cpu", "exclusive")
+
+
+def _as_controller(c: Any) -> None:
+    """One CPU, no GPU, at most 2 GB: a controller step queued beside the runs it starts must not
+    hold a GPU or a node they wait for (on a one-GPU cluster that would be a deadlock)."""
+    if c.compute.get("kind") != "slurm":
+        return
+    c.compute.gpus_per_node, c.compute.cpus_per_task = 0, 1
+    if c.compute.mem_gb is not None:  # never more than the compute asks for already
+        c.compute.mem_gb = min(float(c.compute.mem_gb), CONTROLLER_MEM_GB)
+    extra = {k: v for k, v in c.compute.additional_parameters.items()
+             if k.replace("-", "_") not in NOT_FOR_CONTROLLERS}
+    c.compute.additional_parameters = extra
+
+
+#: A controller's memory: mltrain's sweep driver with Optuna stays well under it.
+CONTROLLER_MEM_GB = 2.0
 
 
 def _freeze(config: Any, runs_root: str):

@@ -43,6 +43,9 @@ class Step:
     allow_reuse: bool = True
     version: Optional[str] = None
     hash_paths: List[str] = field(default_factory=list)
+    # A step whose program only drives other runs (an Azure sweep step's controller): on a scheduler it
+    # asks for one CPU and no GPU, so it never holds what the runs it starts are waiting for.
+    controller: bool = False
     index: int = 0
     parents: List[str] = field(default_factory=list)
 
@@ -73,7 +76,8 @@ def parse(node: Dict[str, Any], cwd: str) -> List[Step]:
         steps[name] = Step(name=str(name), overrides=list(overrides), params=dict(body.get("params") or {}),
                            inputs=inputs, outputs=outputs, after=[str(a) for a in body.get("after") or []],
                            allow_reuse=bool(body.get("allow_reuse", True)), version=body.get("version"), index=index,
-                           hash_paths=[str(h).strip("/") for h in body.get("hash_paths") or []])
+                           hash_paths=[str(h).strip("/") for h in body.get("hash_paths") or []],
+                           controller=bool(body.get("controller", False)))
     for step in steps.values():
         parents: List[str] = []
         for inp in step.inputs.values():

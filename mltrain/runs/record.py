@@ -119,6 +119,18 @@ class RunRecord:
             self.doc.set(**fields)
             self.save()
 
+    def update_on_disk(self, **fields: object) -> None:
+        """Set `fields` on run.json as it is now: for a process that does not drive the run (the MLflow
+        mirror), whose copy may be seconds old. update() writes this process's copy whole, which would
+        put back a status the run's driver or a look has moved on from since."""
+        with self._lock:
+            try:
+                self.doc = RunRecord.load(self.dir).doc
+            except MltrainError:  # unreadable now: this process's copy is the best there is
+                pass
+            self.doc.set(**fields)
+            self.save()
+
     def set_status(self, status: str, at: Optional[float] = None, **fields: object) -> None:
         """Enter `status`; `at` is when the backend says it happened (Slurm's accounting), else now.
         The first time of each phase is kept (a requeued job is Queued and Running again)."""

@@ -259,6 +259,9 @@ class StepConf:
     # Files or folders of the source snapshot the reuse key hashes (MpiStep's hash_paths); empty: all of
     # it. Name them when steps share a source folder, so editing one step's script reruns that step only.
     hash_paths: List[str] = field(default_factory=list)
+    # A step whose program only starts and follows other runs (a sweep's controller): on Slurm its own job
+    # asks for one CPU, no GPU and at most 2 GB, whatever the compute says; the runs it starts ask for the rest.
+    controller: bool = False
 
 
 @dataclass

@@ -59,6 +59,7 @@ def run(sweeper: Any, arguments: List[str]) -> list:
     sweep_dir.mkdir(parents=True, exist_ok=True)
     if again is None:
         OmegaConf.save(cfg, sweep_dir / "multirun.yaml")
+        resume.keep_config_path(sweep_dir)
         ctl = controller.Controller(sweeper, sweep, search, sweep_dir, seed)
     else:  # the sweep's own multirun.yaml stays: a second resume reads the same
         ctl = resume.Resumed(again, sweeper, sweep, search, sweep_dir, seed)

@@ -19,8 +19,10 @@ first driver composed them; `pending()` tells mltrain.sweeps.run that this is a 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import pickle
+import shutil
 import threading
 import time
 import warnings
@@ -28,7 +30,9 @@ from pathlib import Path
 from typing import Any, List, Optional
 
 from mltrain import backends
+from mltrain.atomic import atomic_write
 from mltrain.backends.base import Cancel
+from mltrain.config.paths import CONFIG_PATH_ENV, GENERATED_CONFIG_ENV
 from mltrain.errors import MltrainError
 from mltrain.runs.console import Console
 from mltrain.runs.record import RunRecord
@@ -40,6 +44,10 @@ from mltrain.sweeps.controller import SAMPLER_FILE, Controller, Member, make_stu
 from mltrain.sweeps.space import override_for
 
 NEEDED = ("multirun.yaml", "optuna.journal")
+#: The config search path the sweep was composed with (MLTRAIN_CONFIG_PATH), for its resume.
+CONFIG_PATH_FILE = "config_path.json"
+#: The copy of a folder of configs generated for the first command only (a v2 job file's).
+GENERATED_COPY = "generated_config"
 _pending: Optional[SweepDoc] = None
 
 
@@ -78,10 +86,33 @@ def prepare(where: Path, runs_root: Path, detach: bool) -> List[str]:
         raise MltrainError(f"sweep {name} cannot be resumed: {where / 'multirun.yaml'} is unreadable ({exc})") from None
     if not Path(cwd).is_dir():
         raise MltrainError(f"sweep {name} cannot be resumed: the folder it ran from, {cwd}, is gone")
+    kept = where / CONFIG_PATH_FILE
+    if kept.is_file():
+        os.environ[CONFIG_PATH_ENV] = os.pathsep.join(json.loads(kept.read_text(encoding="utf-8")))
     os.chdir(cwd)
     _pending = doc
     quoted = str(where) if "'" in str(where) else f"'{where}'"
     return ["-m", *task, *own, f"hydra.sweep.dir={quoted}"]
+
+
+def keep_config_path(sweep_dir: Path) -> None:
+    """Record the config search path of a new sweep; a folder generated for this command only (`mltrain
+    job create` removes it when it returns) is copied into the sweep's folder, its own paths made the
+    copy's, and named there instead."""
+    entries = [e for e in os.environ.get(CONFIG_PATH_ENV, "").split(os.pathsep) if e]
+    if not entries:
+        return
+    generated = os.environ.get(GENERATED_CONFIG_ENV)
+    kept = []
+    for entry in entries:
+        if generated and os.path.realpath(entry) == os.path.realpath(generated):
+            copy = sweep_dir / GENERATED_COPY
+            shutil.copytree(entry, copy, dirs_exist_ok=True)
+            for path in copy.rglob("*.yaml"):
+                atomic_write(path, path.read_text(encoding="utf-8").replace(entry, str(copy)))
+            entry = str(copy)
+        kept.append(entry)
+    atomic_write(sweep_dir / CONFIG_PATH_FILE, json.dumps(kept))
 
 
 def pending() -> Optional[SweepDoc]:
@@ -187,20 +218,24 @@ class Resumed(Controller):
         record = _record(row)
         if record is not None:
             member.job, member.record = FrozenJob.load(record.dir), record
-        stopped_by_sweep = (row.status == CANCELED and self.doc.status == CANCELED
-                            and row.canceled_by == self.doc.stopped_because)
-        if (row.status in TERMINAL and not stopped_by_sweep) or record is None:
+        # The policy cuts a member at an interval; the sweep's own stop (a cancel, a signal to its
+        # driver) names no interval. What the sweep's stop ended runs again; what the policy cut stays cut.
+        cut = bool(row.canceled_by) and row.canceled_at_interval is not None
+        by_sweep = bool(row.canceled_by) and not cut
+        if (row.status in TERMINAL and not (by_sweep and row.status == CANCELED)) or record is None:
             if member.ended is None:
                 member.status, member.ended = row.status if row.status in TERMINAL else FAILED, time.time()
             if trial is not None:
                 self._tell(member)  # a no-op unless the driver died between settling it and telling Optuna
             return
-        if stopped_by_sweep:  # the cancel of the sweep stopped it, not its own result nor the policy
+        if row.status == CANCELED:  # the cancel of the sweep stopped it, not its own result nor the policy
             self._run_again(member, record)
             return
         backends.refresh([record])
         lost = record.status == FAILED and (record.doc.error or "").startswith("driver lost")
-        if record.status in TERMINAL and (not lost or row.canceled_by):
+        if by_sweep and (record.status == CANCELED or lost):  # the driver died while stopping the sweep
+            self._run_again(member, record)
+        elif record.status in TERMINAL and (not lost or cut):
             self._reread(member)
             if lost:  # the policy was cutting it when the driver died: it stays cut
                 member.status, member.ended = CANCELED, time.time()
@@ -213,8 +248,10 @@ class Resumed(Controller):
         else:
             self._reread(member)
             self._follow_again(member, record)
-            if row.canceled_by:  # the policy had cut it: the cancel the first driver asked for, asked again
+            if cut:  # the policy had cut it: the cancel the first driver asked for, asked again
                 member.cancel.request(row.canceled_by)
+            else:  # a stop of the sweep that had not reached it yet: the resumed sweep goes on with it
+                member.reason = None
 
     def _reread(self, member: Member) -> None:
         """The member's values from the start of its metrics (sweep.json may lag behind them)."""
