@@ -11,6 +11,7 @@ every backend.
 """
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tempfile
@@ -18,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Optional, Sequence
 
+from mltrain.backends.local.guard import unmarked
 from mltrain.config.paths import mltrain_home
 from mltrain.errors import MltrainError
 from mltrain.handle import Run
@@ -51,8 +53,10 @@ def submit(job: Optional[str] = None, overrides: Sequence[str] = (), cwd: Option
     log_dir.mkdir(exist_ok=True)
     driver_log = log_dir / f"{run_id}.log"
     with open(driver_log, "wb") as out:
+        # a run submitted from a rank of another run outlives that run's driver: the guard's mark is not passed
         driver = subprocess.Popen([sys.executable, "-m", "mltrain", *args], cwd=cwd, stdout=out,
-                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                                  env=unmarked(dict(os.environ)))
     deadline = time.monotonic() + timeout
     while not (run_dir / "run.json").is_file():
         if driver.poll() is not None:

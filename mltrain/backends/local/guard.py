@@ -51,6 +51,12 @@ MARK = "MLTRAIN_GUARD"
 LOOK_S = 1.0
 
 
+def unmarked(env: dict[str, str]) -> dict[str, str]:
+    """`env` without the mark: for a process a rank starts to outlive its run (a submitted run's driver,
+    the MLflow mirror, a guard of its own)."""
+    return {k: v for k, v in env.items() if k != MARK}
+
+
 def marked(token: str) -> set[int]:
     """The process groups of the processes whose environment holds MARK=token (none where there is no /proc)."""
     want, own = f"{MARK}={token}".encode(), os.getpgrp()

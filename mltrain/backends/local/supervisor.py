@@ -78,7 +78,10 @@ class LocalSupervisor:
         try:
             return subprocess.Popen([sys.executable, "-I", "-S", guard_mod.__file__, str(self.job.kill_grace_s), token],
                                     stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                    start_new_session=True)
+                                    start_new_session=True,
+                                    # a driver started inside another run's rank holds that run's mark: its guard
+                                    # must not, or the outer guard would stop it before it stops its own ranks
+                                    env=guard_mod.unmarked(dict(os.environ)))
         except OSError as exc:  # the run still runs; only a killed driver would leave its ranks behind
             self.log.info(f"warning: no guard for the ranks ({exc}); a driver killed now would leave them running")
             return None
