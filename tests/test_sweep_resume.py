@@ -109,14 +109,20 @@ def test_a_sweep_whose_driver_was_killed_resumes_to_the_uninterrupted_best(home,
 
 def test_a_run_made_as_the_driver_died_before_sweep_json_listed_it_is_run_again_not_doubled(home, project, whole):
     """The driver makes a member's run, then lists it in sweep.json: a kill -9 between the two leaves a
-    run and an Optuna trial that sweep.json does not name. That state is made here by taking the last
-    member's row out of sweep.json after the kill (the window itself is a few milliseconds wide)."""
+    run and an Optuna trial that sweep.json does not name, and maybe a run whose snapshot is not copied
+    yet. That state is made here from the last member after the kill: its row taken out of sweep.json,
+    its snapshot removed (the window itself is a few milliseconds wide)."""
     completed, stopped, _ = start_and_stop(home, project, signal.SIGKILL)
     sweep = the_sweep(home)
     doc = doc_of(sweep)
     last = max(doc["members"], key=lambda m: m["index"])
     assert last["run_id"] in stopped, (last, stopped)
     (sweep / "sweep.json").write_text(json.dumps({**doc, "members": [m for m in doc["members"] if m is not last]}))
+    # and the driver died before it had copied the run's snapshot
+    run_dir = Path(last["run_dir"])
+    shutil.rmtree(run_dir / "snapshot")
+    record = json.loads((run_dir / "run.json").read_text())
+    (run_dir / "run.json").write_text(json.dumps({k: v for k, v in record.items() if k != "snapshot"}))
     check_resumed(home, whole, completed, stopped, "driver lost")
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 import signal
 import threading
 from dataclasses import dataclass
@@ -78,6 +79,14 @@ def create_run(job: FrozenJob, console: Console, payload: Optional[bytes] = None
         finish(record, FAILED, error=reason, console=console)
         raise MltrainError(f"run {job.run_id} Failed: {reason}") from None
     return record
+
+
+def complete_run(record: RunRecord, job: FrozenJob, console: Console) -> None:
+    """Finish making a run whose driver died between writing its run.json and its snapshot (a run that is
+    to run again): what create_run does after run.json, with a partial snapshot removed first."""
+    if job.snapshot_source and record.doc.snapshot is None:
+        shutil.rmtree(job.cwd, ignore_errors=True)
+        _fill(record, job, console, None)
 
 
 def _fill(record: RunRecord, job: FrozenJob, console: Console, payload: Optional[bytes]) -> None:

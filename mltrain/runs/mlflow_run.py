@@ -24,7 +24,6 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional
 
-from mltrain.backends.local.guard import unmarked
 from mltrain.runs.console import Console
 
 SWITCH = "MLTRAIN_TRACKING"           # off: no mirror, no per-run database
@@ -111,8 +110,7 @@ def mirror_later(run_dirs: Iterable[str]) -> None:
     if not dirs or not enabled():
         return
     subprocess.Popen([sys.executable, "-m", MIRROR_PROGRAM, *dirs], stdin=subprocess.DEVNULL,
-                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-                     env=unmarked(dict(os.environ)))  # it outlives this command, and a run's driver
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
 
 
 def ensure_template() -> None:

@@ -34,6 +34,7 @@ from mltrain.atomic import atomic_write
 from mltrain.backends.base import Cancel
 from mltrain.config.paths import CONFIG_PATH_ENV, GENERATED_CONFIG_ENV
 from mltrain.errors import MltrainError
+from mltrain.launch.orchestrate import complete_run
 from mltrain.runs.console import Console
 from mltrain.runs.record import RunRecord
 from mltrain.spec.job import FrozenJob
@@ -268,6 +269,7 @@ class Resumed(Controller):
         self._reread(member)
         member.restart = True
         job = dataclasses.replace(FrozenJob.load(record.dir), detach=False)
+        complete_run(record, job, member.console)  # a run the driver died making has its snapshot now
         record.reopen()
         member.job, member.record = job, record
         member.status, member.reason, member.cut_at, member.error, member.ended = "NotStarted", None, None, None, None
