@@ -5,10 +5,12 @@ The user's folders are searched first, so a repository can add options to any bu
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import importlib.util
 import os
 from pathlib import Path
-from typing import List
+from typing import Iterator, List, Sequence
 
 #: Folders looked up in the current directory, in this order.
 USER_CONF_DIRS = (".mltrain", "conf")
@@ -38,9 +40,23 @@ def builtin_search_url() -> str:
     return str(builtin_conf_dir())
 
 
+#: Config folders a job request (mltrain.launch.request) adds for the composition in progress: the
+#: search-path plugin reads them here, in the same thread, instead of from the process environment.
+_REQUEST_DIRS: contextvars.ContextVar[Sequence[str]] = contextvars.ContextVar("mltrain_request_dirs", default=())
+
+
+@contextlib.contextmanager
+def extra_config_dirs(dirs: Sequence[str]) -> Iterator[None]:
+    token = _REQUEST_DIRS.set(tuple(dirs))
+    try:
+        yield
+    finally:
+        _REQUEST_DIRS.reset(token)
+
+
 def user_conf_dirs(cwd: Path | None = None) -> List[Path]:
     cwd = Path(cwd or os.getcwd())
-    found: List[Path] = []
+    found: List[Path] = [Path(d).expanduser().resolve() for d in _REQUEST_DIRS.get()]
     for entry in os.environ.get(CONFIG_PATH_ENV, "").split(os.pathsep):
         if entry:
             found.append(Path(entry).expanduser().resolve())

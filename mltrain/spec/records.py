@@ -197,6 +197,8 @@ class RunDoc:
     reproduces: Optional[str] = None
     # What the job's scripts logged with mlflow.log_param, folded in by the mirror.
     script_params: Dict[str, str] = field(default_factory=dict)
+    # Which front end submitted the run, and from where (a v1 control script's file and line).
+    origin: Optional[Dict[str, Any]] = None
     extra: Dict[str, Any] = field(default_factory=dict)
     layout: int = RUN_LAYOUT
 
@@ -236,7 +238,7 @@ class RunDoc:
             snapshot=data.get("snapshot"), mlflow=MlflowMark(**known_fields(MlflowMark, mark)) if mark else None,
             pipeline=PipelineGraph.from_json(graph) if graph else None, pipeline_step=data.get("pipeline_step"),
             reproduces=data.get("reproduces"), script_params=dict(data.get("script_params") or {}),
-            extra=extra, layout=RUN_LAYOUT,
+            origin=data.get("origin"), extra=extra, layout=RUN_LAYOUT,
         )
 
     # ------------------------------------------------------------------ the one writer
@@ -258,7 +260,7 @@ class RunDoc:
             "environment": self.environment, "snapshot": self.snapshot,
             "mlflow": dataclasses.asdict(self.mlflow) if self.mlflow else None,
             "pipeline": self.pipeline.to_json() if self.pipeline else None, "pipeline_step": self.pipeline_step,
-            "reproduces": self.reproduces, "script_params": self.script_params,
+            "reproduces": self.reproduces, "script_params": self.script_params, "origin": self.origin,
         }
         out.update(_compact(optional, keep=("outputs",) if self.outputs is not None else ()))
         return out

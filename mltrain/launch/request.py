@@ -1,0 +1,117 @@
+"""The typed job request: what every front end builds, composed and frozen in this process.
+
+    request = JobRequest(job="script", overrides=("job.script=train.py", "job.source_directory=./src"))
+    job = freeze_request(request)        # a FrozenJob, or one MltrainError with the CLI's one line
+
+A request says what to compose (the job kind, config-group choices and values as Hydra overrides,
+extra config folders searched before the current folder's `.mltrain/` and mltrain's presets), the
+run's name and experiment, and who asked (`origin`, recorded in run.json). Composition goes through
+Hydra's public compose API (`initialize_config_module` + `compose`), in this process: no argv, no
+temporary environment variables, no change of directory. The result is frozen by the same
+`launch.freeze` the launcher plugin uses, so a request and the equivalent `mltrain` command make the
+same job.json (tests/test_job_api.py holds that).
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Dict, Optional, Sequence, Tuple
+
+from mltrain.config.paths import builtin_search_url, extra_config_dirs
+from mltrain.errors import ConfigError, MltrainError, one_line
+from mltrain.spec.job import FrozenJob
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    """One run to compose. `overrides` are Hydra's override strings (`compute=slurm`, `job.arguments=[a,b]`)."""
+
+    job: Optional[str] = None
+    overrides: Tuple[str, ...] = ()
+    #: folders of config groups searched first (a v1 workspace's `.mltrain`, generated presets)
+    config_dirs: Tuple[str, ...] = ()
+    run_id: Optional[str] = None
+    experiment_name: Optional[str] = None
+    #: {"front_end": "azureml-v1", "file": ..., "line": ...}: kept in run.json
+    origin: Dict[str, Any] = field(default_factory=dict)
+
+    def all_overrides(self) -> Tuple[str, ...]:
+        """The request as Hydra overrides, the request's own fields last (they win)."""
+        mine = [f"job={self.job}"] if self.job else []
+        tail = []
+        if self.experiment_name:
+            tail.append(f"experiment_name={quote(self.experiment_name)}")
+        if self.run_id:
+            tail.append(f"run.id={quote(self.run_id)}")
+        return tuple(mine + list(self.overrides) + tail)
+
+
+def quote(value: str) -> str:
+    """A string as one value of Hydra's override grammar, whatever characters it holds."""
+    escaped = value.replace("\\", "\\\\").replace("'", "\\'")
+    return f"'{escaped}'"
+
+
+def compose(request: JobRequest) -> Any:
+    """The composed config (with its `hydra` node), as `mltrain` composes it for one run."""
+    from hydra import compose as hydra_compose  # startup
+    from hydra import initialize_config_dir, initialize_config_module  # startup
+    from hydra.core.global_hydra import GlobalHydra  # startup
+    from hydra.core.utils import setup_globals  # startup
+    from hydra.errors import HydraException  # startup
+    from omegaconf.errors import OmegaConfBaseException  # startup
+
+    from mltrain.config import schema_store  # noqa: F401  (registers the typed schemas)  # startup
+
+    setup_globals()  # the `now` and `hydra` resolvers
+    overrides = list(request.all_overrides())
+    _refuse_sweeps(overrides)
+    if GlobalHydra.instance().is_initialized():  # a caller's own Hydra app or an earlier compose
+        GlobalHydra.instance().clear()
+    try:
+        url = builtin_search_url()
+        init = (initialize_config_module(url[len("pkg://"):], version_base="1.3") if url.startswith("pkg://")
+                else initialize_config_dir(url, version_base="1.3"))
+        with extra_config_dirs(request.config_dirs), init:
+            return hydra_compose(config_name="mltrain", overrides=overrides, return_hydra_config=True)
+    except (HydraException, OmegaConfBaseException) as exc:
+        from hydra.errors import ConfigCompositionException  # startup
+
+        from mltrain.config.messages import composition_error_line  # startup
+
+        inside_preset = isinstance(exc, ConfigCompositionException) and composition_error_line(str(exc))
+        raise MltrainError(inside_preset or one_line(exc)) from None
+    finally:
+        GlobalHydra.instance().clear()
+
+
+def _refuse_sweeps(overrides: Sequence[str]) -> None:
+    """A request is one run: `a=1,2` would otherwise compose as the string '1,2' or fail deep in Hydra."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser  # startup
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(list(overrides))
+    except Exception as exc:  # noqa: BLE001 - Hydra's parse errors are several lines
+        raise MltrainError(one_line(exc)) from None
+    for item in parsed:
+        if item.is_sweep_override():
+            raise ConfigError(item.key_or_group, f"'{item.input_line}' is a sweep; a job request is one run "
+                                                 "(submit a sweep instead)")
+
+
+def freeze_request(request: JobRequest) -> FrozenJob:
+    """Compose, validate and freeze one run. Raises MltrainError with the CLI's one line."""
+    from hydra.core.hydra_config import HydraConfig  # startup
+    from omegaconf.errors import OmegaConfBaseException  # startup
+
+    from mltrain.launch.freeze import freeze  # startup
+
+    cfg = compose(request)
+    HydraConfig.instance().set_config(cfg)  # `${hydra:...}` in a preset resolves as under the CLI
+    try:
+        job = freeze(cfg, str(cfg.run.root))
+    except OmegaConfBaseException as exc:
+        raise MltrainError(one_line(exc)) from None
+    finally:
+        HydraConfig.instance().cfg = None
+    return dataclasses.replace(job, sweep_dir=None, sweep_index=None)
