@@ -14,21 +14,26 @@ handle (mltrain.handle.Run), the same for every backend.
 """
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import uuid
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 from mltrain import backends
+from mltrain.atomic import atomic_write
 from mltrain.backends.local.guard import unmarked
-from mltrain.config.paths import user_conf_dirs
-from mltrain.handle import Run
+from mltrain.config.paths import mltrain_home, user_conf_dirs
+from mltrain.errors import MltrainError
+from mltrain.handle import Run, wait_until
 from mltrain.launch.orchestrate import create_run
 from mltrain.launch.request import JobRequest, freeze_request
 from mltrain.runs.console import Console
 
-__all__ = ["JobRequest", "Run", "submit", "submit_request"]
+__all__ = ["JobRequest", "MultirunRequest", "Run", "submit", "submit_multirun", "submit_request"]
 
 
 def submit_request(request: JobRequest, console: Optional[Console] = None) -> Run:
@@ -56,3 +61,60 @@ def submit(job: Optional[str] = None, overrides: Sequence[str] = (), cwd: Option
     dirs = tuple(str(d) for d in user_conf_dirs(Path(cwd))) if cwd else ()
     return submit_request(JobRequest(job=job, overrides=tuple(overrides), config_dirs=dirs,
                                      experiment_name=experiment_name))
+
+
+@dataclass(frozen=True)
+class MultirunRequest:
+    """A sweep (`-m` with `sweep.*`) or a pipeline (`pipeline=NAME`), run by its own driver process
+    (mltrain.cli.multirun). `ready` is the file whose appearance says the engine has started: the sweep's
+    sweep.json, the pipeline run's run.json."""
+
+    argv: Tuple[str, ...]
+    ready: str
+    config_dirs: Tuple[str, ...] = ()
+    name: str = "multirun"
+
+
+@dataclass
+class MultirunDriver:
+    process: subprocess.Popen  # type: ignore[type-arg]
+    folder: Path               # request.json, outcome.json and the driver's log
+
+    def outcome(self) -> Optional[Dict[str, Any]]:
+        """The driver's typed outcome once it has ended ({status, error, exit_code}); None while it runs."""
+        path = self.folder / "outcome.json"
+        if path.is_file():
+            return dict(json.loads(path.read_text(encoding="utf-8")))
+        code = self.process.poll()
+        if code is None:
+            return None
+        if path.is_file():
+            return dict(json.loads(path.read_text(encoding="utf-8")))
+        return {"status": "Failed", "error": f"the driver exited with {code} (log: {self.folder / 'driver.log'})",
+                "exit_code": code or 1}
+
+    @property
+    def log(self) -> Path:
+        return self.folder / "driver.log"
+
+
+def submit_multirun(request: MultirunRequest, timeout: float = 300.0) -> MultirunDriver:
+    """Start the driver and return once its engine has started; a refusal before that raises the
+    driver's MltrainError (its one line, read from the typed outcome)."""
+    folder = mltrain_home() / "drivers" / f"{request.name}_{uuid.uuid4().hex[:8]}"
+    folder.mkdir(parents=True)
+    atomic_write(folder / "request.json", json.dumps({"argv": list(request.argv), "folder": str(folder),
+                                                      "config_dirs": list(request.config_dirs)}, indent=2))
+    with open(folder / "driver.log", "ab") as out:
+        process = subprocess.Popen([sys.executable, "-m", "mltrain.cli.multirun", str(folder / "request.json")],
+                                   stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                   start_new_session=True, env=unmarked(dict(os.environ)))
+    driver = MultirunDriver(process, folder)
+    ready = Path(request.ready)
+    waited = wait_until(lambda: ready.exists() or driver.outcome() is not None, timeout)
+    outcome = driver.outcome()
+    if outcome is not None and outcome.get("refused"):
+        raise MltrainError(str(outcome.get("error")))
+    if not waited:
+        raise MltrainError(f"{request.name} did not start within {timeout:.0f}s (driver log: {driver.log})")
+    return driver

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Callable, Dict, List, Optional, Union
 
 from mltrain import backends
 from mltrain.backends.base import driver_alive
@@ -66,6 +66,16 @@ def refresh_rows(root: Path, rows: List[Row], unreadable: Optional[List[Path]] =
     refresh(records)
     fresh = {r.dir.name: Row.of(r.dir.name, r.doc) for r in records}
     return [fresh.get(row.folder, row) for row in rows if row.status in TERMINAL or row.folder in fresh]
+
+
+def wait_until(done: Callable[[], bool], timeout: Optional[float] = None, poll: float = 0.05) -> bool:
+    """Ask `done` every `poll` seconds until it is true (True) or `timeout` seconds have passed (False)."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while not done():
+        if deadline is not None and time.monotonic() > deadline:
+            return False
+        time.sleep(poll)
+    return True
 
 
 class Run:

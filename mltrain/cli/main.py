@@ -109,9 +109,21 @@ def main(argv: Optional[List[str]] = None) -> None:
     if argv and argv[0] in ("-h", "--help", "help"):
         sys.stdout.write(_help_text())
         return
+    try:
+        launch_argv(argv)
+    except (RunFailed, RunCanceled) as exc:
+        sys.exit(exc.exit_code)  # the launcher has already printed the failure and the summary
+    except MltrainError as exc:
+        _die(str(exc), exc.exit_code)
+
+
+def launch_argv(argv: List[str]) -> None:
+    """`mltrain [-m] overrides...` in this process: Hydra's app with mltrain's primary config. Every
+    mistake is raised as one MltrainError carrying the one line to print (RunFailed/RunCanceled when runs
+    ended so; the launcher has printed their summary)."""
     for arg in argv:
         if arg.startswith("="):  # Hydra's parser takes it and then fails deep inside with a traceback
-            _die(f"cannot parse override '{arg}': the key before '=' is missing", 2)
+            raise MltrainError(f"cannot parse override '{arg}': the key before '=' is missing")
     sys.argv = [sys.argv[0] if sys.argv else "mltrain"] + _rewrite_argv(argv)
     # Let Hydra's exceptions reach us: Hydra would print several lines and a hint; we print one.
     os.environ["HYDRA_FULL_ERROR"] = "1"
@@ -120,16 +132,16 @@ def main(argv: Optional[List[str]] = None) -> None:
     except SystemExit:
         raise
     except KeyboardInterrupt:
-        _die("canceled", 130)
+        canceled = MltrainError("canceled")
+        canceled.exit_code = 130
+        raise canceled from None
+    except MltrainError:
+        raise
     except Exception as exc:
-        if isinstance(exc, (RunFailed, RunCanceled)):
-            # The launcher has already printed the failure and the summary.
-            sys.exit(exc.exit_code)
-        code = exc.exit_code if isinstance(exc, MltrainError) else 2
         import yaml  # startup
 
         if isinstance(exc, yaml.YAMLError):  # one of the user's own presets does not parse
-            _die(yaml_error_line(exc), 2)
+            raise MltrainError(yaml_error_line(exc)) from None
         if not _is_user_error(exc):
             raise
         from hydra.errors import ConfigCompositionException  # startup
@@ -137,7 +149,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         from mltrain.config.messages import composition_error_line  # startup
 
         inside_preset = isinstance(exc, ConfigCompositionException) and composition_error_line(str(exc))
-        _die(inside_preset or one_line(exc), code)
+        raise MltrainError(inside_preset or one_line(exc)) from None
 
 
 def entry() -> None:

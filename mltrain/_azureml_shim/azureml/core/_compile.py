@@ -101,8 +101,9 @@ def request(job: V1Job, experiment: Any, origin: Dict[str, Any]) -> Any:
             raise UserErrorException("ScriptRunConfig needs script= or command=")
         overrides = ["job=script", override("job.source_directory", folder), override("job.script", job.script),
                      override("job.arguments", arguments)]
-    if job.params:
-        overrides.append(override("job.params", {str(k): argument_text(v) for k, v in job.params.items()}))
+    for key, value in job.params.items():  # `++`: job.params is a struct mapping whose keys are the user's
+        value = value if isinstance(value, (int, float, str, bool)) else argument_text(value)
+        overrides.append(override(f"++job.params.{key}", value))
     workspace = getattr(experiment, "workspace", None)
     compute, dirs = compute_overrides(job.compute_target, workspace)
     overrides += compute + environment_overrides(job.environment) + distribution_overrides(job.distribution)
