@@ -105,7 +105,7 @@ class HyperDriveConfig:
         job = self._run_config._job()
         specs = self._sampling.specs()
         for name, spec in specs.items():
-            job.arguments += [_flag(name), "${job.params.%s}" % _safe(name)]
+            job.arguments += [_flag(name), "${job.params." + _safe(name) + "}"]
             job.params[_safe(name)] = _placeholder(spec)
         request = _compile.request(job, experiment, origin)
         space = {f"job.params.{_safe(name)}": grammar(spec) for name, spec in specs.items()}

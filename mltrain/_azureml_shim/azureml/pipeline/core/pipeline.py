@@ -1,0 +1,187 @@
+"""Pipeline: a graph of v1 steps, compiled into an mltrain pipeline file and run by mltrain's engine
+(`mltrain pipeline=NAME` is the same thing from the command line)."""
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Optional
+
+from azureml.core.run import Run
+from azureml.exceptions import UserErrorException
+
+
+class Pipeline:
+    def __init__(self, workspace: Any, steps: Any, description: Optional[str] = None, default_datastore: Any = None,
+                 default_source_directory: Optional[str] = None, resolve_closure: bool = True,
+                 _workflow_provider: Any = None, _service_endpoint: Any = None, **kwargs: Any) -> None:
+        from azureml.pipeline.core.graph import StepSequence
+
+        self.workspace = workspace
+        self.description = description
+        self.default_source_directory = default_source_directory
+        items = steps.steps if isinstance(steps, StepSequence) else list(steps if isinstance(steps, list) else [steps])
+        self._steps = _closure(items) if resolve_closure else items
+        if not self._steps:
+            raise UserErrorException("Pipeline: steps must name at least one step")
+        names = [s.name for s in self._steps]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise UserErrorException(f"Pipeline: step names must be unique; '{dupes[0]}' is used twice")
+
+    def validate(self) -> List[str]:
+        self._graph({})
+        return []
+
+    def _graph(self, parameters: Dict[str, Any]) -> Any:
+        from azureml.pipeline.steps.base import compile_steps
+
+        return compile_steps(self._steps, parameters, self.default_source_directory)
+
+    def submit(self, experiment_name: str, pipeline_parameters: Optional[Dict[str, Any]] = None,
+               continue_on_step_failure: bool = False, regenerate_outputs: bool = False, parent_run_id: Any = None,
+               credential_passthrough: Any = None, **kwargs: Any) -> PipelineRun:
+        from azureml.core._bridge import origin
+        from azureml.core.experiment import Experiment
+
+        return self._submit(Experiment(self.workspace, experiment_name), None, origin(),
+                            pipeline_parameters=pipeline_parameters, regenerate_outputs=regenerate_outputs,
+                            continue_on_step_failure=continue_on_step_failure)
+
+    def _submit(self, experiment: Any, tags: Any, origin: Dict[str, Any], pipeline_parameters: Any = None,
+                regenerate_outputs: bool = False, continue_on_step_failure: bool = False,
+                **kwargs: Any) -> PipelineRun:
+        import yaml  # submission
+
+        from mltrain.api import MultirunRequest, submit_multirun  # submission
+        from mltrain.config.paths import mltrain_home  # submission
+        from mltrain.errors import MltrainError  # submission
+
+        steps, dirs = self._graph(dict(pipeline_parameters or {}))
+        name = f"v1_{experiment.name}".replace("-", "_")
+        run_id = f"{experiment.name}_{time.strftime('%Y%m%d_%H%M%S')}_{uuid.uuid4().hex[:6]}"
+        conf = mltrain_home() / "v1_pipelines" / run_id
+        (conf / "pipeline").mkdir(parents=True)
+        doc = {"steps": steps, "force_rerun": bool(regenerate_outputs),
+               "continue_on_step_failure": bool(continue_on_step_failure)}
+        text = ("# A v1 pipeline, compiled from " + f"{origin.get('file', '?')}:{origin.get('line', '?')}\n"
+                + yaml.safe_dump(doc, sort_keys=False))
+        (conf / "pipeline" / f"{name}.yaml").write_text(text, encoding="utf-8")
+        run_dir = mltrain_home() / "runs" / run_id
+        argv = [f"pipeline={name}", f"run.id={run_id}", f"experiment_name={experiment.name}"]
+        try:
+            driver = submit_multirun(MultirunRequest(argv=tuple(argv), ready=str(run_dir / "run.json"),
+                                                     config_dirs=(str(conf), *dirs), name=run_id))
+        except MltrainError as exc:
+            raise UserErrorException(str(exc)) from None
+        return PipelineRun(experiment, run_id, _run_dir=str(run_dir), _driver=driver)
+
+    def publish(self, *args: Any, **kwargs: Any) -> Any:
+        from azureml.core._bridge import unsupported
+
+        unsupported("Pipeline.publish", "keep the pipeline in your repository and submit it again (its steps are "
+                                        "reused when nothing changed)")
+
+
+def _closure(steps: List[Any]) -> List[Any]:
+    """The steps given and every step whose output they read (Azure's resolve_closure)."""
+    from azureml.pipeline.steps.base import producers
+
+    found: List[Any] = []
+    todo = list(steps)
+    while todo:
+        step = todo.pop(0)
+        if any(step is s for s in found):
+            continue
+        found.append(step)
+        todo += producers(step)
+    return found
+
+
+class PipelineRun(Run):
+    """The pipeline's own run; its steps are runs of their own (get_steps, find_step_run)."""
+
+    def __init__(self, experiment: Any, run_id: str, _run_dir: Optional[str] = None, _driver: Any = None,
+                 **kwargs: Any) -> None:
+        super().__init__(experiment, _run_dir=_run_dir)
+        self._driver = _driver
+
+    def _graph(self) -> Dict[str, Any]:
+        data = json.loads((Path(str(self._dir)) / "run.json").read_text(encoding="utf-8"))
+        return dict(data.get("pipeline") or {})
+
+    def wait_for_completion(self, show_output: bool = True, timeout_seconds: int = 9223372036854775807,
+                            raise_on_error: bool = True) -> Any:
+        from azureml.exceptions import ActivityFailedException
+
+        from mltrain.handle import wait_until  # submission
+        from mltrain.ranks.process import follow  # submission
+
+        offset = 0
+        log = self._driver.log if self._driver is not None else None
+
+        def ended() -> bool:
+            nonlocal offset
+            if show_output and log is not None:
+                import sys
+
+                chunk, offset = follow(log, offset)
+                if chunk:
+                    sys.stdout.write(chunk.decode("utf-8", "replace"))
+                    sys.stdout.flush()
+            if self._driver is not None and self._driver.outcome() is None:
+                return False
+            return self.get_status() in ("Completed", "Failed", "Canceled")
+
+        wait_until(ended, timeout=timeout_seconds, poll=0.2)
+        ended()
+        status = self.get_status()
+        if raise_on_error and status in ("Failed", "Canceled"):
+            error = (self._driver.outcome() or {}).get("error") if self._driver is not None else None
+            raise ActivityFailedException(f"pipeline run {self.id} {status}: {error or ''}".strip())
+        return status
+
+    def get_steps(self) -> Iterator[StepRun]:
+        graph = self._graph()
+        for name in reversed(graph.get("order") or []):  # Azure lists the last step first
+            entry = graph["steps"][name]
+            yield StepRun(self.experiment, name, entry)
+
+    def find_step_run(self, name: str) -> List[StepRun]:
+        from azureml.pipeline.steps.base import step_key
+
+        return [s for s in self.get_steps() if s.name in (name, step_key(name))]
+
+    def get_pipeline_runs(self) -> List[PipelineRun]:
+        return [self]
+
+    def cancel(self) -> None:
+        self._h().cancel()
+
+
+class StepRun(Run):
+    """A step's run; `reused` and `reuse_reason` say whether it ran or took an earlier run's outputs."""
+
+    def __init__(self, experiment: Any, name: str, entry: Dict[str, Any]) -> None:
+        super().__init__(experiment, _run_dir=entry["run_dir"])
+        self._step_name = name
+        self.reused = bool(entry.get("reused_from"))
+        self.reused_from = entry.get("reused_from")
+        self.reuse_reason = entry.get("reason")
+        self._entry = entry
+
+    @property
+    def name(self) -> str:
+        return self._step_name
+
+    def get_status(self) -> str:
+        return str(self._entry.get("status")) if self.reused else super().get_status()
+
+    def get_output_data(self, name: str) -> Any:
+        from azureml.core.datastore import DataReference, Datastore
+
+        folder = Path(str(self._dir)) / "outputs" / name
+        ref = DataReference(Datastore(None, "step_outputs"), str(folder))
+        ref._mltrain_path = lambda: str(folder)  # type: ignore[method-assign]
+        return ref

@@ -1,0 +1,299 @@
+"""The v1 steps, and their compilation into mltrain pipeline steps (one `steps:` entry each).
+
+A step's data is Azure's: PipelineData / OutputFileDatasetConfig objects a step lists in `outputs`
+(or, for OutputFileDatasetConfig, names in its arguments) are its output folders; a step that lists
+one in `inputs` or names it (or `.as_input()`) in its arguments reads it, and runs after its producer.
+In arguments they become the folder's path; in every rank they are also AZUREML_DATAREFERENCE_<name>.
+"""
+from __future__ import annotations
+
+import re
+import warnings
+from typing import Any, Dict, List, Optional, Tuple
+
+from azureml.exceptions import UserErrorException
+
+_SAID: set = set()
+
+
+def _say_once(what: str) -> None:
+    if what not in _SAID:
+        _SAID.add(what)
+        warnings.warn(what, DeprecationWarning, stacklevel=4)
+
+
+def step_key(name: str) -> str:
+    """A step's name as an mltrain step key (letters, digits, _, -)."""
+    return re.sub(r"[^\w-]", "_", str(name)) or "step"
+
+
+class _Step:
+    _kind = "PipelineStep"
+
+    def __init__(self, name: str, source_directory: Optional[str], arguments: Optional[List[Any]],
+                 compute_target: Any, inputs: Optional[List[Any]], outputs: Optional[List[Any]],
+                 params: Optional[Dict[str, Any]], allow_reuse: bool, version: Optional[str],
+                 hash_paths: Optional[List[str]], runconfig: Any = None) -> None:
+        if not name:
+            raise UserErrorException(f"{self._kind}: name is required")
+        self.name = str(name)
+        self.source_directory = source_directory
+        self.arguments = list(arguments or [])
+        self.compute_target = compute_target
+        self.inputs = list(inputs or [])
+        self.outputs = list(outputs or [])
+        self.params = dict(params or {})
+        self.allow_reuse = bool(allow_reuse)
+        self.version = version
+        self.hash_paths = list(hash_paths or [])
+        self.runconfig = runconfig
+        self._after: List[_Step] = []
+
+    def run_after(self, step: Any) -> None:
+        self._after.append(step)
+
+    # what each kind says about its program, environment and distribution
+    def _program(self) -> Dict[str, Any]:
+        raise NotImplementedError
+
+    def _environment(self) -> Any:
+        return getattr(self.runconfig, "environment", None) if self.runconfig is not None else None
+
+    def _distribution(self) -> Any:
+        return self.runconfig.distribution() if self.runconfig is not None else None
+
+
+def _is_output(value: Any) -> bool:
+    from azureml.data import OutputFileDatasetConfig
+    from azureml.pipeline.core.graph import PipelineData
+
+    return isinstance(value, (PipelineData, OutputFileDatasetConfig))
+
+
+def _written_by(step: _Step) -> List[Any]:
+    from azureml.data import OutputFileDatasetConfig
+
+    found = [o for o in step.outputs if _is_output(o)]
+    found += [a for a in step.arguments if isinstance(a, OutputFileDatasetConfig) and all(a is not f for f in found)]
+    return found
+
+
+def _read_by(step: _Step) -> List[Any]:
+    from azureml.data import PipelineInput
+
+    out = []
+    for item in [*step.inputs, *step.arguments]:
+        data = item.output if isinstance(item, PipelineInput) else item
+        if _is_output(data) and all(data is not w for w in _written_by(step)):
+            out.append(data)
+    return out
+
+
+def producers(step: _Step) -> List[_Step]:
+    """Steps this one reads from or runs after (for Pipeline's resolve_closure)."""
+    return [p for p in (getattr(d, "_producer", None) for d in _read_by(step)) if p is not None] + step._after
+
+
+def compile_steps(steps: List[_Step], parameters: Dict[str, Any], default_source: Optional[str]
+                  ) -> Tuple[Dict[str, Any], Tuple[str, ...]]:
+    """({step key: StepConf values}, config folders) for mltrain's pipeline file."""
+    from azureml.core import _compile
+    from azureml.core.experiment import Experiment
+    from azureml.data import PipelineInput
+    from azureml.pipeline.core.graph import PipelineParameter
+
+    made_by: Dict[int, Tuple[str, str]] = {}
+    for step in steps:
+        for data in _written_by(step):
+            if id(data) in made_by:
+                raise UserErrorException(f"'{data.name}' is written by two steps ({made_by[id(data)][0]} and "
+                                         f"{step.name})")
+            made_by[id(data)] = (step_key(step.name), data.name)
+    known = {p.name for s in steps for p in [*s.arguments, *s.params.values()] if isinstance(p, PipelineParameter)}
+    unknown = sorted(set(parameters) - known)
+    if unknown:
+        raise UserErrorException(f"pipeline_parameters: '{unknown[0]}' is not a PipelineParameter of this pipeline "
+                                 f"(parameters: {', '.join(sorted(known)) or 'none'})")
+    out: Dict[str, Any] = {}
+    dirs: Tuple[str, ...] = ()
+    for step in steps:
+        key = step_key(step.name)
+        inputs: Dict[str, Any] = {}
+        after = [step_key(s.name) for s in step._after]
+
+        def value(item: Any) -> Any:
+            if isinstance(item, PipelineParameter):
+                return parameters.get(item.name, item.default_value)
+            data = item.output if isinstance(item, PipelineInput) else item
+            if _is_output(data):
+                if any(data is w for w in _written_by(step)):
+                    return "${outputs.%s}" % data.name
+                return "${inputs.%s}" % _input(data, item)
+            path = getattr(item, "_mltrain_path", None)
+            if path is not None:
+                name = getattr(item, "name", None) or getattr(item, "data_reference_name", None) or f"in{len(inputs)}"
+                inputs[str(name)] = path()
+                return "${inputs.%s}" % name
+            return item
+
+        def _input(data: Any, item: Any) -> str:
+            producer = made_by.get(id(data))
+            if producer is None:
+                raise UserErrorException(f"step '{step.name}' reads '{data.name}', which no step of this pipeline "
+                                         "writes (list it in that step's outputs)")
+            name = getattr(item, "name", None) if isinstance(item, PipelineInput) else data.name
+            inputs[str(name or data.name)] = f"{producer[0]}.outputs.{producer[1]}"
+            return str(name or data.name)
+
+        for item in step.inputs:
+            value(item)
+        program = step._program()
+        job = _compile.V1Job(source_directory=step.source_directory or default_source or ".",
+                             script=program.get("script"), command=program.get("command"),
+                             arguments=[value(a) for a in step.arguments], compute_target=step.compute_target,
+                             environment=step._environment(), distribution=step._distribution(),
+                             extra=list(program.get("extra", [])))
+        params = {str(k): value(v) for k, v in step.params.items()}
+        request = _compile.request(job, Experiment(_workspace_of(step), "pipeline", _skip_name_validation=True), {})
+        dirs = dirs or tuple(request.config_dirs)
+        entry: Dict[str, Any] = {"overrides": [o for o in request.all_overrides() if not o.startswith("experiment_name=")],
+                                 "params": params, "inputs": inputs,
+                                 "outputs": [d.name for d in _written_by(step)], "after": after,
+                                 "allow_reuse": step.allow_reuse}
+        if step.version is not None:
+            entry["version"] = str(step.version)
+        if step.hash_paths:
+            entry["hash_paths"] = list(step.hash_paths)
+        out[key] = entry
+    return out, dirs
+
+
+def _workspace_of(step: _Step) -> Any:
+    workspace = getattr(step.compute_target, "workspace", None)
+    if workspace is None:
+        from azureml.core.workspace import Workspace
+
+        try:
+            workspace = Workspace.from_config()
+        except UserErrorException:
+            workspace = None
+    return workspace
+
+
+def _mark_producers(step: _Step) -> None:
+    for data in _written_by(step):
+        data._producer = step
+
+
+class PythonScriptStep(_Step):
+    _kind = "PythonScriptStep"
+
+    def __init__(self, script_name: str, name: Optional[str] = None, arguments: Optional[List[Any]] = None,
+                 compute_target: Any = None, runconfig: Any = None, runconfig_pipeline_params: Any = None,
+                 inputs: Optional[List[Any]] = None, outputs: Optional[List[Any]] = None,
+                 params: Optional[Dict[str, Any]] = None, source_directory: Optional[str] = None,
+                 allow_reuse: bool = True, version: Optional[str] = None, hash_paths: Optional[List[str]] = None
+                 ) -> None:
+        if hash_paths:
+            _say_once("PythonScriptStep: hash_paths is deprecated by Azure ML; mltrain still hashes only them")
+        super().__init__(name or script_name, source_directory, arguments, compute_target, inputs, outputs, params,
+                         allow_reuse, version, hash_paths, runconfig)
+        self.script_name = script_name
+        _mark_producers(self)
+
+    def _program(self) -> Dict[str, Any]:
+        return {"script": self.script_name}
+
+
+class CommandStep(_Step):
+    _kind = "CommandStep"
+
+    def __init__(self, command: Any = None, name: Optional[str] = None, compute_target: Any = None,
+                 runconfig: Any = None, runconfig_pipeline_params: Any = None, inputs: Optional[List[Any]] = None,
+                 outputs: Optional[List[Any]] = None, params: Optional[Dict[str, Any]] = None,
+                 source_directory: Optional[str] = None, allow_reuse: bool = True, version: Optional[str] = None
+                 ) -> None:
+        if command is None:
+            raise UserErrorException("CommandStep: command is required")
+        super().__init__(name or "command", source_directory, None, compute_target, inputs, outputs, params,
+                         allow_reuse, version, None, runconfig)
+        self.command = command
+        # a command names its data inline; as arguments they are compiled like a script step's
+        self.arguments = list(command) if isinstance(command, list) else []
+        _mark_producers(self)
+
+    def _program(self) -> Dict[str, Any]:
+        return {"command": "" if isinstance(self.command, list) else self.command}
+
+
+class MpiStep(_Step):
+    """Seed 000: an MPI job as a pipeline step (deprecated by Azure for CommandStep; still run here)."""
+
+    _kind = "MpiStep"
+
+    def __init__(self, name: Optional[str] = None, source_directory: Optional[str] = None,
+                 script_name: Optional[str] = None, arguments: Optional[List[Any]] = None, compute_target: Any = None,
+                 node_count: Any = None, process_count_per_node: Any = None, inputs: Optional[List[Any]] = None,
+                 outputs: Optional[List[Any]] = None, allow_reuse: bool = True, version: Optional[str] = None,
+                 hash_paths: Optional[List[str]] = None, **kwargs: Any) -> None:
+        _say_once("MpiStep is deprecated by Azure ML (use CommandStep with MpiConfiguration); mltrain runs it as is")
+        if hash_paths:
+            _say_once("MpiStep: hash_paths is deprecated by Azure ML; mltrain still hashes only them")
+        for required, value in (("name", name), ("source_directory", source_directory), ("script_name", script_name),
+                                ("compute_target", compute_target), ("node_count", node_count),
+                                ("process_count_per_node", process_count_per_node)):
+            if value is None:
+                raise UserErrorException(f"MpiStep: {required} is required")
+        known = {"params", "use_gpu", "use_docker", "custom_docker_image", "image_registry_details", "user_managed",
+                 "conda_packages", "pip_packages", "pip_requirements_file_path", "environment_definition"}
+        unknown = sorted(set(kwargs) - known)
+        if unknown:
+            raise UserErrorException(f"MpiStep: unknown parameter '{unknown[0]}' (allowed besides the named ones: "
+                                     f"{', '.join(sorted(known))})")
+        super().__init__(str(name), source_directory, arguments, compute_target, inputs, outputs,
+                         kwargs.get("params"), allow_reuse, version, hash_paths)
+        self.script_name = str(script_name)
+        self.node_count, self.process_count_per_node = node_count, process_count_per_node
+        self.options = kwargs
+        _mark_producers(self)
+
+    def _program(self) -> Dict[str, Any]:
+        from mltrain.launch.request import override  # submission
+
+        extra = [override("job.use_gpu", True)] if self.options.get("use_gpu") else []
+        return {"script": self.script_name, "extra": extra}
+
+    def _estimator(self) -> Any:
+        from azureml.train.estimator import Estimator
+
+        o = self.options
+        return Estimator(str(self.source_directory), entry_script=self.script_name,
+                         user_managed=bool(o.get("user_managed")), conda_packages=o.get("conda_packages"),
+                         pip_packages=o.get("pip_packages"), pip_requirements_file=o.get("pip_requirements_file_path"),
+                         custom_docker_image=o.get("custom_docker_image") if o.get("use_docker", True) else None,
+                         environment_definition=o.get("environment_definition"))
+
+    def _environment(self) -> Any:
+        return self._estimator()._environment()
+
+    def _distribution(self) -> Any:
+        from azureml.core.runconfig import MpiConfiguration
+        from azureml.pipeline.core.graph import PipelineParameter
+
+        def number(v: Any) -> int:
+            return int(v.default_value if isinstance(v, PipelineParameter) else v)
+
+        return MpiConfiguration(process_count_per_node=number(self.process_count_per_node),
+                                node_count=number(self.node_count))
+
+
+class HyperDriveStep(_Step):
+    _kind = "HyperDriveStep"
+
+    def __init__(self, name: str, hyperdrive_config: Any, estimator_entry_script_arguments: Any = None,
+                 inputs: Any = None, outputs: Any = None, metrics_output: Any = None, allow_reuse: bool = True,
+                 version: Optional[str] = None) -> None:
+        from azureml.core._bridge import unsupported
+
+        unsupported("HyperDriveStep", "submit the HyperDriveConfig with Experiment.submit, then pass the best run's "
+                                      "outputs (get_best_run_by_primary_metric) to the pipeline")
