@@ -99,7 +99,6 @@ def compile_steps(steps: List[_Step], parameters: Dict[str, Any], default_source
     """({step key: StepConf values}, config folders) for mltrain's pipeline file."""
     from azureml.core import _compile
     from azureml.core.experiment import Experiment
-    from azureml.data import PipelineInput
     from azureml.pipeline.core.graph import PipelineParameter
 
     made_by: Dict[int, Tuple[str, str]] = {}
@@ -117,55 +116,65 @@ def compile_steps(steps: List[_Step], parameters: Dict[str, Any], default_source
     out: Dict[str, Any] = {}
     dirs: Tuple[str, ...] = ()
     for step in steps:
-        key = step_key(step.name)
-        inputs: Dict[str, Any] = {}
-        after = [step_key(s.name) for s in step._after]
-
-        def value(item: Any) -> Any:
-            if isinstance(item, PipelineParameter):
-                return parameters.get(item.name, item.default_value)
-            data = item.output if isinstance(item, PipelineInput) else item
-            if _is_output(data):
-                if any(data is w for w in _written_by(step)):
-                    return "${outputs.%s}" % data.name
-                return "${inputs.%s}" % _input(data, item)
-            path = getattr(item, "_mltrain_path", None)
-            if path is not None:
-                name = getattr(item, "name", None) or getattr(item, "data_reference_name", None) or f"in{len(inputs)}"
-                inputs[str(name)] = path()
-                return "${inputs.%s}" % name
-            return item
-
-        def _input(data: Any, item: Any) -> str:
-            producer = made_by.get(id(data))
-            if producer is None:
-                raise UserErrorException(f"step '{step.name}' reads '{data.name}', which no step of this pipeline "
-                                         "writes (list it in that step's outputs)")
-            name = getattr(item, "name", None) if isinstance(item, PipelineInput) else data.name
-            inputs[str(name or data.name)] = f"{producer[0]}.outputs.{producer[1]}"
-            return str(name or data.name)
-
+        data = _StepData(step, made_by, parameters)
         for item in step.inputs:
-            value(item)
+            data.value(item)
         program = step._program()
         job = _compile.V1Job(source_directory=step.source_directory or default_source or ".",
                              script=program.get("script"), command=program.get("command"),
-                             arguments=[value(a) for a in step.arguments], compute_target=step.compute_target,
+                             arguments=[data.value(a) for a in step.arguments], compute_target=step.compute_target,
                              environment=step._environment(), distribution=step._distribution(),
                              extra=list(program.get("extra", [])))
-        params = {str(k): value(v) for k, v in step.params.items()}
+        params = {str(k): data.value(v) for k, v in step.params.items()}
         request = _compile.request(job, Experiment(_workspace_of(step), "pipeline", _skip_name_validation=True), {})
         dirs = dirs or tuple(request.config_dirs)
         entry: Dict[str, Any] = {"overrides": [o for o in request.all_overrides() if not o.startswith("experiment_name=")],
-                                 "params": params, "inputs": inputs,
-                                 "outputs": [d.name for d in _written_by(step)], "after": after,
-                                 "allow_reuse": step.allow_reuse}
+                                 "params": params, "inputs": data.inputs,
+                                 "outputs": [d.name for d in _written_by(step)],
+                                 "after": [step_key(s.name) for s in step._after], "allow_reuse": step.allow_reuse}
         if step.version is not None:
             entry["version"] = str(step.version)
         if step.hash_paths:
             entry["hash_paths"] = list(step.hash_paths)
-        out[key] = entry
+        out[step_key(step.name)] = entry
     return out, dirs
+
+
+class _StepData:
+    """One step's data: what its arguments and params become, and the inputs they make it read."""
+
+    def __init__(self, step: _Step, made_by: Dict[int, Tuple[str, str]], parameters: Dict[str, Any]) -> None:
+        self.step, self.made_by, self.parameters = step, made_by, parameters
+        self.inputs: Dict[str, Any] = {}
+
+    def value(self, item: Any) -> Any:
+        from azureml.data import PipelineInput
+        from azureml.pipeline.core.graph import PipelineParameter
+
+        if isinstance(item, PipelineParameter):
+            return self.parameters.get(item.name, item.default_value)
+        data = item.output if isinstance(item, PipelineInput) else item
+        if _is_output(data):
+            if any(data is w for w in _written_by(self.step)):
+                return "${outputs." + data.name + "}"
+            return "${inputs." + self._input(data, item) + "}"
+        path = getattr(item, "_mltrain_path", None)
+        if path is not None:
+            name = getattr(item, "name", None) or getattr(item, "data_reference_name", None) or f"in{len(self.inputs)}"
+            self.inputs[str(name)] = path()
+            return "${inputs." + str(name) + "}"
+        return item
+
+    def _input(self, data: Any, item: Any) -> str:
+        from azureml.data import PipelineInput
+
+        producer = self.made_by.get(id(data))
+        if producer is None:
+            raise UserErrorException(f"step '{self.step.name}' reads '{data.name}', which no step of this pipeline "
+                                     "writes (list it in that step's outputs)")
+        name = str((getattr(item, "name", None) if isinstance(item, PipelineInput) else None) or data.name)
+        self.inputs[name] = f"{producer[0]}.outputs.{producer[1]}"
+        return name
 
 
 def _workspace_of(step: _Step) -> Any:
