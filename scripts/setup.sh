@@ -11,7 +11,8 @@ fi
 # setuptools reuses build/lib between builds: a module deleted from the checkout would ship again.
 rm -rf build
 # torch is not pinned: torchvision pulls the torch build it was made for (see SPEC section 8).
-.venv/bin/python -m pip install -q ".[test]"
+# the docs extra: tests/test_docs_site.py builds the documentation site with MkDocs
+.venv/bin/python -m pip install -q ".[test,docs]"
 # A non-editable install: Hydra finds launcher plugins only in a real hydra_plugins package folder.
 .venv/bin/python -m pip install -q --no-deps --force-reinstall .
 rm -rf build

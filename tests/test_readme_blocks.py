@@ -1,11 +1,14 @@
-"""Every code block of the README, run as printed, in the README's order, in a user's project folder
-that holds the files the README prints (`# my-proj/train.py`, `# .mltrain/...` headers) and the data
-folders it names. Three kinds of change only, each listed in COMMANDS with its reason: training made
-short by overrides appended to the command, a dry run for what this machine cannot run (GPUs, a GPU
-partition, a container runtime), and the set-up and test commands, which are the test command itself.
-A README command COMMANDS does not list fails the test: the README and this table change together.
+"""Every code block of the README and of the documentation site (docs/, the pages in the order of
+mkdocs.yml's navigation), run as printed, in a user's project folder that holds the files they print
+(`# my-proj/train.py`, `# .mltrain/...` headers) and the data folders they name. The concept pages run
+first, in the navigation's order, then the two tour pages (the site's home page and the README): a tour
+command that a page has already run is not run twice (it is the same command line, printed in two places).
+Three kinds of change only, each listed in COMMANDS with its reason: training made short by overrides
+appended to the command, a dry run for what this machine cannot run (GPUs, a GPU partition, a container
+runtime), and the set-up and test commands, which are the test command itself. A command COMMANDS does not
+list fails the test: the pages and this table change together.
 
-HOME is the test's own folder, so `~/.mltrain` in the README is this test's, as it is a user's."""
+HOME is the test's own folder, so `~/.mltrain` in the pages is this test's, as it is a user's."""
 from __future__ import annotations
 
 import os
@@ -18,10 +21,15 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 from support import SCRIPTS, ci, require
 from train_support import write_digits
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+#: The tour pages: they repeat commands of the concept pages, and run last.
+TOURS = ("docs/index.md", "README.md")
 pytestmark = pytest.mark.slow
 
 # The built-in trainer, seconds instead of minutes: one epoch, small images; after the first run on the
@@ -114,13 +122,48 @@ COMMANDS = {
     "python my_app.py -m lr=0.1,0.01 hydra/launcher=mltrain": ("run", []),
     "python my_app.py -m lr=0.1,0.01 hydra/launcher=mltrain_slurm hydra.launcher.partition=debug "
     "hydra.launcher.timeout_min=30": ("run", []),
+    # the migration guides' worked examples
+    "mltrain job create --file prep-job.yml --set inputs.lr=0.05 --name prep --dry-run": ("run", []),
+    "mltrain job create --file prep-job.yml --name prep": ("run", []),
+    "mltrain runs show prep": ("run", []),
+    "python my_app.py -m lr=0.1,0.01 hydra/launcher=mltrain_slurm hydra.launcher.partition=debug "
+    "hydra.launcher.timeout_min=30 hydra.launcher.max_requeues=1 +hydra.launcher.submitit.comment=migrated": ("run", []),
+    "torchrun --nproc_per_node=2 my-proj/train.py --lr 0.1": ("run", []),
+    "mltrain job=script job.source_directory=./my-proj job.script=train.py distribution=pytorch "
+    "distribution.process_count_per_node=2 job.arguments=[--lr,0.1]": ("run", []),
+    "mltrain job=script job.source_directory=./my-proj job.script=train.py compute=slurm distribution=pytorch "
+    "distribution.node_count=2 distribution.process_count_per_node=4 --dry-run": ("run", []),
 }
 NEEDS_SLURM = ("compute=slurm", "mltrain_slurm", "long-job")
 
 
-def blocks():
-    """(language, text) of every fenced block, in order."""
-    return re.findall(r"```(\w*)\n(.*?)```", README.read_text(), re.S)
+def pages() -> list:
+    """The site's pages in the order of mkdocs.yml's navigation, the tour pages last."""
+    order = []
+
+    def walk(node):
+        if isinstance(node, str):
+            order.append(node)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+        elif isinstance(node, dict):
+            for value in node.values():
+                walk(value)
+
+    walk(yaml.safe_load((ROOT / "mkdocs.yml").read_text())["nav"])
+    found = [DOCS / p for p in order if (DOCS / p).is_file()]  # generated pages (reference/) have no file
+    concept = [p for p in found if str(p.relative_to(ROOT)) not in TOURS]
+    return concept + [ROOT / t for t in TOURS]
+
+
+def blocks(sources=None):
+    """(source, language, text) of every fenced block, page by page, in order."""
+    out = []
+    for page in sources or pages():
+        name = str(page.relative_to(ROOT))
+        out += [(name, lang, text) for lang, text in re.findall(r"```(\w*)\n(.*?)```", page.read_text(), re.S)]
+    return out
 
 
 def commands(text: str):
@@ -164,13 +207,16 @@ def test_every_readme_block_runs_as_printed(workspace):
     from slurm_support import cluster_problem
 
     slurm, mpi, horovod = cluster_problem(), mpi_problem(), horovod_problem()
-    unknown, skipped = [], []
-    for _, text in blocks():  # the printed files first: commands early in the README use them
+    unknown, skipped, ran, sources = [], [], {}, set()
+    printed = {}
+    for source, _, text in blocks():  # the printed files first: commands early in a page use them
         path, _ = header(text)
         if path:
+            assert printed.setdefault(path, text) == text, f"{path} is printed twice, differently ({source})"
             (workspace / path).parent.mkdir(parents=True, exist_ok=True)
             (workspace / path).write_text(text)
-    for lang, text in blocks():
+    for source, lang, text in blocks():
+        sources.add(source)
         path, named = header(text)
         if path:  # a printed file: run the command its header names
             todo = [(shlex.split(named), named)] if named else []
@@ -180,21 +226,24 @@ def test_every_readme_block_runs_as_printed(workspace):
             script = workspace / "readme_snippet.py"
             script.write_text(text)
             line = "python readme_snippet.py" if "import mltrain\n" in text else "mltrain job=script job.script=readme_snippet.py"
-            _run(line, workspace, "python block:\n" + text)
+            _run(line, workspace, f"python block of {source}:\n" + text)
             continue
         else:
             continue
         for tokens, line in todo:
             key = " ".join(tokens)
             if key not in COMMANDS:
-                unknown.append(key)
+                unknown.append(f"{source}: {key}")
                 continue
             mode, detail = COMMANDS[key]
             if mode == "skip":
                 skipped.append(key)
                 continue
+            if source in TOURS and ran.get(key, source) != source:
+                print(f"already run as printed in {ran[key]}: {key}")  # a tour repeats a page's command
+                continue
             needs = [(slurm, "MLTRAIN_REQUIRE_SLURM", "a Slurm cluster")
-                     if mode == "run" and any(n in key for n in NEEDS_SLURM) else None,
+                     if mode == "run" and "--dry-run" not in tokens and any(n in key for n in NEEDS_SLURM) else None,
                      (mpi, "MLTRAIN_REQUIRE_MPI", "MPI") if "distribution=mpi" in key else None,
                      (horovod, "MLTRAIN_REQUIRE_HOROVOD", "Horovod") if "horovod=true" in key else None]
             missing = [n for n in needs if n and n[0]]
@@ -206,12 +255,14 @@ def test_every_readme_block_runs_as_printed(workspace):
             extra = detail if mode == "run" else ["--dry-run"]
             line = line.split(" #", 1)[0].rstrip() + "".join(" " + shlex.quote(x) for x in extra)
             started = time.monotonic()
-            out = _run(line, workspace, key)
-            print(f"{time.monotonic() - started:6.1f}s  {key}")
+            out = _run(line, workspace, f"{source}: {key}")
+            print(f"{time.monotonic() - started:6.1f}s  {source}: {key}")
+            ran.setdefault(key, source)
             _check(key, out, workspace)
-    assert not unknown, "README commands this test does not know (add them to COMMANDS):\n" + "\n".join(unknown)
+    assert not unknown, "commands of the pages this test does not know (add them to COMMANDS):\n" + "\n".join(unknown)
     assert skipped and all(COMMANDS[k][0] == "skip" for k in skipped)
     assert (workspace / "model.pt").is_file(), "the Python API block downloads outputs/model.pt"
+    assert {"README.md", "docs/getting-started.md", "docs/migration/from-torchrun-torchx.md"} <= sources
 
 
 def _run(line: str, cwd: Path, what: str) -> str:
@@ -247,16 +298,33 @@ def _check(key: str, out: str, project: Path) -> None:
         assert "sum 3.0 lr 0.05" in out  # two ranks all-reduced, the experiment's arguments
     elif key == "mltrain job create --file train-job.yml":
         assert "sum 3.0 lr 0.1" in out  # the v2 file's two ranks all-reduced, its input as the argument
-    elif "--world-size,2]" in key:
-        assert "sum 3.0 lr 0.1" in out
+    elif "--world-size,2]" in key or key.startswith("torchrun ") or ("distribution.process_count_per_node=2" in key
+                                                                    and key.endswith("job.arguments=[--lr,0.1]")):
+        assert "sum 3.0 lr 0.1" in out  # two ranks all-reduced
+    elif key == "mltrain job create --file prep-job.yml --name prep":
+        assert "lr 0.01" in out
+        labels = project.parent / ".mltrain" / "runs" / "prep" / "outputs" / "labels" / "labels.txt"
+        assert labels.read_text().split() == [str(d) for d in range(10)]  # ./train's label folders
+    elif key.endswith("distribution.process_count_per_node=4 --dry-run"):
+        assert "#SBATCH --nodes=2" in out and "#SBATCH --ntasks-per-node=4" in out
+    elif "+hydra.launcher.submitit.comment=migrated" in key:
+        assert "training with lr=0.1" in out and "training with lr=0.01" in out
 
 
-def test_the_table_lists_only_what_the_readme_prints():
+def test_the_table_lists_only_what_the_pages_print():
     printed = set()
-    for lang, text in blocks():
+    for _, lang, text in blocks():
         path, named = header(text)
         if named:
             printed.add(" ".join(shlex.split(named)))
         elif lang == "bash":
             printed.update(" ".join(t) for t, _ in commands(text))
-    assert sorted(set(COMMANDS) - printed) == [], "COMMANDS lists commands the README no longer prints"
+    assert sorted(set(COMMANDS) - printed) == [], "COMMANDS lists commands no page prints"
+
+
+def test_every_page_with_code_is_run():
+    """Every Markdown page under docs/ is in the navigation, so its blocks are run; the README too."""
+    run = {str(p.relative_to(ROOT)) for p in pages()}
+    on_disk = {str(p.relative_to(ROOT)) for p in DOCS.rglob("*.md")}
+    assert on_disk - run == set(), "pages outside mkdocs.yml's nav: their blocks would not run"
+    assert "README.md" in run

@@ -1,7 +1,12 @@
-"""What the README promises and no other test touched, each with real processes: the SIGKILL after
-run.kill_grace_s, the port registry under concurrent claims and Slurm's port move on a collision,
-user config folders, local cancel and status, the azureml.core stand-in giving way to a real
-installation, and compute.gpus capping a non-trivial CUDA_VISIBLE_DEVICES."""
+"""What the README and the documentation site promise and no other test touched, each with real processes:
+the SIGKILL after run.kill_grace_s (docs/concepts/runs.md), the port registry under concurrent claims and
+Slurm's port move on a collision (docs/concepts/distribution.md, the rank environment; docs/concepts/slurm.md),
+user config folders (docs/concepts/configs.md), local cancel and status (docs/getting-started.md,
+docs/concepts/runs.md), the azureml.core stand-in giving way to a real installation
+(docs/concepts/script-jobs.md), compute.gpus capping a non-trivial CUDA_VISIBLE_DEVICES (docs/concepts/configs.md),
+the default job on the bundled sample (README.md, docs/concepts/trainer.md), model weights from the file given
+(docs/concepts/trainer.md),
+the big-source warning and every sweep member snapshotted before the first starts (docs/concepts/script-jobs.md)."""
 from __future__ import annotations
 
 import json
@@ -157,7 +162,7 @@ def test_compute_gpus_takes_the_first_n_of_the_visible_devices(home, project):
 
 @pytest.mark.slow
 def test_the_default_job_on_the_bundled_sample(home, project):
-    """The README's first command, shortened by overrides: the bundled digits, resnet18, a model directory."""
+    """The README's first command (and docs/getting-started.md's), shortened by overrides: the bundled digits, resnet18, a model directory."""
     r = run_mltrain("trainer.epochs=1", "data.image_size=16", cwd=project, timeout=300)
     assert r.rc == 0, r.out + r.err
     run = only_run(home)
