@@ -43,6 +43,10 @@ print("trained for", a.num_epochs, "epochs")
 @pytest.fixture
 def ws(project, home) -> Path:
     """A workspace: config.json (as Azure's portal downloads it) and the user's training script."""
+    return make_workspace(project)
+
+
+def make_workspace(project: Path) -> Path:
     (project / "config.json").write_text(json.dumps(CONFIG))
     (project / "pytorch_train.py").write_text(TRAIN)
     return project
