@@ -4,13 +4,15 @@ then SIGKILL for the whole group)."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
 import traceback
-from typing import Callable, List, Optional, Sequence
+from collections import deque
+from typing import Callable, Deque, List, Optional, Sequence
 
 POLL_S = 0.05
 TAIL_LINES = 15
@@ -47,15 +49,45 @@ def follow(path, offset: int) -> tuple:
     return chunk, offset + len(chunk)
 
 
-def copy_output(stream, log_path, on_chunk=None, on_line=None) -> None:
+class LogCopy:
+    """What copying a rank's output left behind: its last lines (kept in memory, so they survive a log
+    that could not be written) and the write error that stopped the log, if one did."""
+
+    def __init__(self, keep: int = TAIL_LINES) -> None:
+        self.last: Deque[str] = deque(maxlen=keep)
+        self.write_error: Optional[OSError] = None
+        self.log_path = ""
+
+    def problem(self) -> str:
+        """One clause for the run's error when the log could not be written, else ''."""
+        exc = self.write_error
+        if exc is None:
+            return ""
+        folder = os.path.dirname(self.log_path) or "."
+        try:
+            free = f", {shutil.disk_usage(folder).free} bytes free"
+        except OSError:
+            free = ""
+        return f"its log {self.log_path} could not be written ({exc.strerror}{free}); its last lines were kept in memory"
+
+    def tail(self) -> str:
+        return "\n".join(self.last)
+
+
+def copy_output(stream, log_path, on_chunk=None, on_line=None, copy: Optional[LogCopy] = None) -> LogCopy:
     """Copy a rank's output to its log as it comes, and hand it on in chunks or in whole lines.
 
     Chunks pass partial lines and '\r' redraws through (a live progress bar); the log keeps only
-    what each line ends as (no bar frames, no terminal escapes).
+    what each line ends as (no bar frames, no terminal escapes). A log that cannot be written (a full
+    disk) stops being written, never being read: the rank must not block on a pipe nobody empties,
+    and its last lines are kept in memory (the returned LogCopy) for the run's error.
     """
+    copy = copy if copy is not None else LogCopy()
+    copy.log_path = str(log_path)
     fd = stream.fileno()
     pending = b""
-    with open(log_path, "ab", buffering=0) as log:
+    log = _open_log(log_path, copy)
+    try:
         while True:
             chunk = os.read(fd, 65536)
             if not chunk:
@@ -65,14 +97,47 @@ def copy_output(stream, log_path, on_chunk=None, on_line=None) -> None:
             pending += chunk
             *lines, pending = pending.split(b"\n")
             for line in lines:
-                log.write(_final_frame(line) + b"\n")
+                log = _write_line(log, _final_frame(line), copy)
                 if on_line is not None:
                     on_line(line.decode("utf-8", "replace"))
         if pending:
-            log.write(_final_frame(pending) + b"\n")
+            log = _write_line(log, _final_frame(pending), copy)
             if on_line is not None:
                 on_line(pending.decode("utf-8", "replace"))
-    stream.close()
+    finally:
+        if log is not None:
+            try:
+                log.close()
+            except OSError:
+                pass
+        stream.close()
+    return copy
+
+
+def _open_log(log_path, copy: LogCopy):
+    try:
+        return open(log_path, "ab", buffering=0)
+    except OSError as exc:
+        copy.write_error = exc
+        return None
+
+
+def _write_line(log, line: bytes, copy: LogCopy):
+    """The line into the log while it takes lines; kept in memory either way. Returns the log, or None
+    once a write failed."""
+    copy.last.append(line.decode("utf-8", "replace"))
+    if log is None:
+        return None
+    try:
+        log.write(line + b"\n")
+        return log
+    except OSError as exc:
+        copy.write_error = exc
+        try:
+            log.close()
+        except OSError:
+            pass
+        return None
 
 
 def run_program(argv: List[str], cwd: str, env: dict, log_path, on_start=None, on_chunk=None, on_line=None) -> int:

@@ -68,8 +68,13 @@ class RunLog:
 
     def info(self, text: str, show: bool = False) -> None:
         stamp = time.strftime("%Y-%m-%d %H:%M:%S")
-        with self._lock, open(self.path, "a", encoding="utf-8") as f:
-            for line in text.splitlines() or [""]:
-                f.write(f"[{stamp}] {line}\n")
+        try:
+            with self._lock, open(self.path, "a", encoding="utf-8") as f:
+                for line in text.splitlines() or [""]:
+                    f.write(f"[{stamp}] {line}\n")
+        except OSError:
+            # A full disk: the launcher's log is a convenience; run.json (with its reserve) keeps the
+            # status and the error, and the console still says it.
+            pass
         if show and self.console is not None:
             self.console.status(text)

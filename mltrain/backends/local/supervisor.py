@@ -22,7 +22,7 @@ from typing import Any, Dict, List, Optional, Sequence
 from mltrain.backends.base import Outcome, Plan, bind, cancel_reason
 from mltrain.backends.local import guard as guard_mod
 from mltrain.ranks.contract import RankPlace, tf_config
-from mltrain.ranks.process import POLL_S, copy_output, describe_exit, stop_groups, tail
+from mltrain.ranks.process import POLL_S, LogCopy, copy_output, describe_exit, stop_groups, tail
 from mltrain.runs.console import Console, RunLog
 from mltrain.runs.record import RunRecord
 from mltrain.spec.status import CANCELED, COMPLETED, FAILED
@@ -35,6 +35,7 @@ class _Rank:
         self.log_path = log_path
         self.reader: Optional[threading.Thread] = None
         self.terminated = False
+        self.copy = LogCopy()
 
     @property
     def rank(self) -> int:
@@ -125,7 +126,7 @@ class LocalSupervisor:
         show = self.job.console == "all" or (self.job.console == "rank0" and rank.rank == 0)
         on_chunk, on_line = self.console.rank_output(rank.rank) if show else (None, None)
         assert rank.proc.stdout is not None
-        copy_output(rank.proc.stdout, rank.log_path, on_chunk=on_chunk, on_line=on_line)
+        copy_output(rank.proc.stdout, rank.log_path, on_chunk=on_chunk, on_line=on_line, copy=rank.copy)
 
     def _watch(self) -> Outcome:
         while True:
@@ -147,9 +148,11 @@ class LocalSupervisor:
         self._stop_all()
         if r.reader is not None:
             r.reader.join(timeout=5)
-        log_tail = tail(r.log_path)
-        message = f"rank {r.rank} {describe_exit(code)}"
-        detail = f"{message}; last lines of {r.log_path}:\n{log_tail}" if log_tail else message
+        problem = r.copy.problem()
+        log_tail = r.copy.tail() if problem else tail(r.log_path)
+        message = f"rank {r.rank} {describe_exit(code)}" + (f"; {problem}" if problem else "")
+        where = "its output" if problem else r.log_path
+        detail = f"{message}; last lines of {where}:\n{log_tail}" if log_tail else message
         self.log.info(detail)
         return Outcome(FAILED, error=detail, failed_rank=r.rank)
 
