@@ -52,6 +52,26 @@ def quote(value: str) -> str:
     return f"'{escaped}'"
 
 
+def override(key: str, value: Any) -> str:
+    """`key=value` in Hydra's override grammar for a plain value (string, number, bool, None, list, dict):
+    strings quoted, so spaces, commas, `$VAR` and brackets reach the job as written."""
+    return f"{key}={literal(value)}"
+
+
+def literal(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(literal(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{k}:{literal(v)}" for k, v in value.items()) + "}"  # keys: names, unquoted
+    return quote(str(value))
+
+
 def compose(request: JobRequest) -> Any:
     """The composed config (with its `hydra` node), as `mltrain` composes it for one run."""
     from hydra import compose as hydra_compose  # startup
