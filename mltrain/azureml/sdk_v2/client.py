@@ -1,0 +1,333 @@
+"""`azure.ai.ml.MLClient` on mltrain: the notebook's `MLClient(...)` or `MLClient.from_config(...)` gives
+this client when mltrain is selected (mltrain.azureml.sdk_v2.hook), and its `jobs` run here.
+
+    ml_client = MLClient(DefaultAzureCredential(), SUBSCRIPTION, RESOURCE_GROUP, WORKSPACE)  # no token asked
+    returned = ml_client.jobs.create_or_update(command_job, experiment_name="exp")
+    ml_client.jobs.stream(returned.name)            # rank 0's output to the end; a failed job raises
+
+Entities are azure-ai-ml's own (the user built them with its builders); what comes back is the submitted
+job entity with mltrain's run name, status and a `studio_url` on `mltrain ui`. Errors are azure-ai-ml's
+exception types carrying mltrain's one line.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Optional
+
+from mltrain.azureml.sdk_v2 import submit as submission
+from mltrain.config.paths import mltrain_home
+from mltrain.errors import MltrainError
+
+UI_URL_ENV = "MLTRAIN_UI_URL"
+TERMINAL = ("Completed", "Failed", "Canceled")
+
+
+def _azure() -> Any:
+    from mltrain.azureml.sdk_v2 import require_azure  # optional
+
+    return require_azure()
+
+
+class MLClient:
+    """Azure's workspace client, on mltrain: the credential is kept and never asked for a token."""
+
+    def __init__(self, credential: Any = None, subscription_id: Optional[str] = None,
+                 resource_group_name: Optional[str] = None, workspace_name: Optional[str] = None,
+                 registry_name: Optional[str] = None, **kwargs: Any) -> None:
+        self._credential = credential
+        self.subscription_id = subscription_id
+        self.resource_group_name = resource_group_name
+        self.workspace_name = workspace_name
+        self._registry_name = registry_name
+        self.jobs = JobOperations(self)
+        self.compute = ComputeOperations()
+
+    @classmethod
+    def from_config(cls, credential: Any = None, *, path: Optional[str] = None, file_name: Optional[str] = None,
+                    **kwargs: Any) -> MLClient:
+        """The workspace named by config.json (Azure's search: the folder given, `.azureml/`, the folders
+        above); with none found, a client of this machine's mltrain."""
+        found = _config_json(path, file_name)
+        values = json.loads(found.read_text(encoding="utf-8")) if found else {}
+        return cls(credential, values.get("subscription_id"), values.get("resource_group"),
+                   values.get("workspace_name"), **kwargs)
+
+    def create_or_update(self, entity: Any, **kwargs: Any) -> Any:
+        if type(entity).__name__ in ("Command", "Sweep", "CommandJob", "SweepJob", "PipelineJob"):
+            return self.jobs.create_or_update(entity, **kwargs)
+        raise MltrainError(f"MLClient.create_or_update({type(entity).__name__}): mltrain's client runs jobs "
+                           "(command, sweep, pipeline)")
+
+    def begin_create_or_update(self, entity: Any, **kwargs: Any) -> Any:
+        return _Done(self.create_or_update(entity, **kwargs))
+
+    def __repr__(self) -> str:
+        return f"MLClient(mltrain, workspace={self.workspace_name!r}, home={str(mltrain_home())!r})"
+
+
+def _config_json(path: Optional[str], file_name: Optional[str]) -> Optional[Path]:
+    names = [file_name] if file_name else ["config.json"]
+    start = Path(path or os.getcwd()).expanduser()
+    if start.is_file():
+        return start
+    for folder in (start, *start.parents):
+        for name in names:
+            for candidate in (folder / name, folder / ".azureml" / name):
+                if candidate.is_file():
+                    return candidate
+    return None
+
+
+class _Done:
+    """An LRO poller of an operation that has already happened (begin_cancel, begin_create_or_update)."""
+
+    def __init__(self, value: Any = None) -> None:
+        self._value = value
+
+    def result(self, timeout: Optional[float] = None) -> Any:
+        return self._value
+
+    def wait(self, timeout: Optional[float] = None) -> None:
+        return None
+
+    def done(self) -> bool:
+        return True
+
+    def status(self) -> str:
+        return "Succeeded"
+
+
+class JobOperations:
+    def __init__(self, client: MLClient) -> None:
+        self._client = client
+        self._entities: Dict[str, Any] = {}
+        self._submitted: Dict[str, submission.Submitted] = {}
+
+    # ------------------------------------------------------------------ submit
+    def create_or_update(self, job: Any, *, description: Optional[str] = None, compute: Optional[str] = None,
+                         tags: Optional[Dict[str, str]] = None, experiment_name: Optional[str] = None,
+                         skip_validation: bool = False, **kwargs: Any) -> Any:
+        azure = _azure()
+        try:
+            done = submission.submit(job, experiment_name=experiment_name, compute=compute)
+        except MltrainError as exc:
+            raise azure.ValidationException(message=str(exc), no_personal_data_message="mltrain refused the job",
+                                            target=azure.ErrorTarget.JOB) from None
+        entity = submission.job_entity(job)
+        entity.name = done.name
+        if description is not None:
+            entity.description = description
+        if tags:
+            entity.tags = {**(entity.tags or {}), **tags}
+        self._submitted[done.name] = done
+        self._entities[done.name] = entity
+        return self._with_state(entity, done.name)
+
+    # ------------------------------------------------------------------ look
+    def get(self, name: str) -> Any:
+        entity = self._entities.get(name)
+        if entity is None:
+            record = submission.find(name)
+            if record is not None:
+                entity = _azure().load_job(str(submission.sdk_root() / name / f"{name}.yml"))
+            else:
+                entity = self._plain_run(name)
+            entity.name = name
+        return self._with_state(entity, name)
+
+    def list(self, parent_job_name: Optional[str] = None, **kwargs: Any) -> Iterator[Any]:
+        """The jobs submitted through this client (newest first); with parent_job_name, a pipeline's steps."""
+        if parent_job_name is not None:
+            prefix = parent_job_name + "."
+            for run_dir in sorted((mltrain_home() / "runs").glob(prefix + "*")):
+                yield self.get(run_dir.name)
+            return
+        root = submission.sdk_root()
+        folders = sorted(root.glob(f"*/{submission.RECORD}"), key=lambda p: p.stat().st_mtime, reverse=True) \
+            if root.is_dir() else []
+        for path in folders:
+            yield self.get(path.parent.name)
+
+    def status(self, name: str) -> str:
+        record = submission.find(name)
+        if record is None or record["kind"] == "command":
+            return str(self._run(name, record).status)
+        outcome = submission.outcome(record)
+        if outcome is not None:
+            return str(outcome["status"])
+        pid = record.get("driver_pid")
+        return "Running" if pid is None or _alive(int(pid)) else "Failed"
+
+    # ------------------------------------------------------------------ follow
+    def stream(self, name: str) -> None:
+        """Rank 0's output (a sweep's or pipeline's: its engine's) until the job ends; a job that did not
+        complete raises azure-ai-ml's JobException, as Azure's stream does."""
+        azure = _azure()
+        record = submission.find(name)
+        print(f"RunId: {name}\nWeb View: {self._studio_url(name)}\n\nStreaming logs (mltrain):\n", flush=True)
+        if record is None or record["kind"] == "command":
+            from mltrain.errors import RunCanceled, RunFailed  # startup
+
+            try:
+                status = self._run(name, record).wait(show_output=True, raise_on_error=True)
+            except (RunFailed, RunCanceled) as exc:
+                raise _job_exception(azure, name, str(exc)) from None
+        else:
+            status = self._follow_driver(name, record)
+            if status != "Completed":
+                outcome = submission.outcome(record) or {}
+                raise _job_exception(azure, name, f"{record['kind']} {name} {status}: {outcome.get('error') or ''}")
+        print(f"\nExecution Summary\n=================\nRunId: {name}\nStatus: {status}\n", flush=True)
+
+    def _follow_driver(self, name: str, record: Dict[str, Any]) -> str:
+        log = Path(record["driver"]) / "driver.log"
+        offset = 0
+        while True:
+            ended = submission.outcome(record) is not None or self.status(name) in TERMINAL
+            if log.is_file():
+                with open(log, "rb") as handle:
+                    handle.seek(offset)
+                    chunk = handle.read()
+                offset += len(chunk)
+                if chunk:
+                    sys.stdout.write(chunk.decode("utf-8", "replace"))
+                    sys.stdout.flush()
+            if ended:
+                return self.status(name)
+            time.sleep(0.2)
+
+    # ------------------------------------------------------------------ act
+    def cancel(self, name: str, **kwargs: Any) -> None:
+        record = submission.find(name)
+        if record is None or record["kind"] == "command":
+            self._run(name, record).cancel()
+            return
+        pid = record.get("driver_pid")
+        if pid is None or submission.outcome(record) is not None or not _alive(int(pid)):
+            return
+        os.kill(int(pid), signal.SIGTERM)  # the driver cancels what it started, then writes its outcome
+        deadline = time.monotonic() + 60
+        while submission.outcome(record) is None and _alive(int(pid)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+
+    def begin_cancel(self, name: str, **kwargs: Any) -> _Done:
+        self.cancel(name)
+        return _Done()
+
+    def download(self, name: str, *, download_path: str = ".", output_name: Optional[str] = None,
+                 all: bool = False) -> None:
+        """A job's outputs (`output_name`: one named output; else its default artifacts, `all`: both) copied
+        under download_path as Azure lays them out: `named-outputs/NAME/`, `artifacts/`."""
+        import shutil  # startup
+
+        record = submission.find(name)
+        run_dir = Path(record["run_dir"]) if record and record.get("run_dir") else self._run(name, record).run_dir
+        target = Path(download_path)
+        outputs = run_dir / "outputs"
+        if output_name is not None:
+            source = outputs / output_name
+            if not source.exists():
+                known = sorted(p.name for p in outputs.iterdir()) if outputs.is_dir() else []
+                raise _azure().MlException(message=f"job {name} has no output '{output_name}' (outputs: "
+                                                   f"{', '.join(known) or 'none'})", no_personal_data_message="no output")
+            shutil.copytree(source, target / "named-outputs" / output_name, dirs_exist_ok=True)
+        if output_name is None or all:
+            shutil.copytree(run_dir / "logs", target / "artifacts" / "logs", dirs_exist_ok=True) \
+                if (run_dir / "logs").is_dir() else None
+            if outputs.is_dir():
+                shutil.copytree(outputs, target / "artifacts" / "outputs", dirs_exist_ok=True)
+
+    # ------------------------------------------------------------------ helpers
+    def _run(self, name: str, record: Optional[Dict[str, Any]]) -> Any:
+        from mltrain.handle import Run  # cycle
+
+        done = self._submitted.get(name)
+        if done is not None and done.run is not None:
+            return done.run
+        if record is not None and record.get("run_dir"):
+            return Run(record["run_dir"])
+        try:
+            return Run.get(name)
+        except MltrainError as exc:
+            raise _azure().ResourceNotFoundError(f"Job {name} not found ({exc})") from None
+
+    def _plain_run(self, name: str) -> Any:
+        """A run mltrain made without this client (`mltrain ...`, a pipeline's step), as a CommandJob."""
+        run = self._run(name, None)
+        doc = run.record
+        return _azure().CommandJob(name=name, display_name=name, experiment_name=doc.get("experiment_name"),
+                                   command=str(doc.get("command") or "mltrain"))
+
+    def _with_state(self, entity: Any, name: str) -> Any:
+        entity._status = self.status(name)
+        entity._mltrain_studio_url = self._studio_url(name)
+        try:
+            from azure.ai.ml.entities import JobService  # optional
+
+            entity.services = {"Studio": JobService(endpoint=entity._mltrain_studio_url)}
+        except Exception:  # noqa: BLE001 - an entity without services keeps Azure's own studio_url
+            pass
+        return entity
+
+    def _studio_url(self, name: str) -> str:
+        base = os.environ.get(UI_URL_ENV, "http://127.0.0.1:5000").rstrip("/")
+        return f"{base}/#/experiments?mltrain_run={name}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie child of this process has ended
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        return done == 0
+    except ChildProcessError:
+        return True
+
+
+def _job_exception(azure: Any, name: str, text: str) -> Exception:
+    return azure.JobException(message=f"Exception : job {name}: {text}", target=azure.ErrorTarget.JOB,
+                              no_personal_data_message="Exception raised on failed job.",
+                              error_category=azure.ErrorCategory.USER_ERROR)
+
+
+class ComputeOperations:
+    """Azure compute names as mltrain's compute options: `.mltrain/compute/NAME.yaml` (this folder's or
+    the nearest one above)."""
+
+    def get(self, name: str) -> Any:
+        azure = _azure()
+        folder = _compute_folder()
+        path = folder / f"{name}.yaml" if folder else None
+        if name in ("local", "slurm") or (path is not None and path.is_file()):
+            return azure.AmlCompute(name=name, description=f"mltrain compute {name}"
+                                                           + (f" ({path})" if path and path.is_file() else ""))
+        where = folder or Path(".mltrain") / "compute"
+        raise azure.ResourceNotFoundError(f"Compute {name} not found: mltrain maps compute names through "
+                                          f"{where}/{name}.yaml; add that file (e.g. `defaults: [slurm_schema, _self_]`)")
+
+    def list(self, **kwargs: Any) -> List[Any]:
+        folder = _compute_folder()
+        names = sorted(p.stem for p in folder.glob("*.yaml")) if folder else []
+        return [self.get(n) for n in names]
+
+    def begin_create_or_update(self, compute: Any, **kwargs: Any) -> _Done:
+        """A cluster is the user's own here: an existing mapping is returned, else the refusal names the file."""
+        return _Done(self.get(compute.name))
+
+
+def _compute_folder() -> Optional[Path]:
+    here = Path.cwd()
+    for folder in (here, *here.parents):
+        candidate = folder / ".mltrain" / "compute"
+        if candidate.is_dir() and (folder / ".mltrain").resolve() != mltrain_home().resolve():
+            return candidate
+    return None

@@ -1,0 +1,158 @@
+"""An azure-ai-ml job entity as the v2 job file it stands for, so that the YAML front end
+(mltrain.azureml.job_plan) checks and maps it: every field means what it means in a file, and every
+refusal is the same line.
+
+The shape comes from the entity's own `_to_dict()` (the SDK's YAML schema), with two things taken from
+the entity's attributes instead: local input and output paths (the dump prefixes them `azureml:`, which
+would name a registered asset) resolved against the folder the entity was built in, and the trial of a
+sweep, whose `${{inputs.X}}` are the search space's `${{search_space.X}}` when X is swept. Nothing here
+imports azure-ai-ml: the entity is read through its attributes.
+"""
+from __future__ import annotations
+
+import os
+import re
+from typing import Any, Dict, Optional, Tuple
+
+#: Fields of the dump that say nothing to a run here (empty mappings, the SDK's bookkeeping).
+_DROP = ("properties", "parameters", "status", "creation_context", "id", "services")
+#: A trial keeps what a sweep job file's `trial` holds.
+_TRIAL = ("command", "code", "environment", "environment_variables", "distribution", "resources")
+_LITERAL_CAST = {"integer": int, "number": float}
+_INPUT_REF = re.compile(r"\$\{\{\s*inputs\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+
+
+def job_entity(entity: Any) -> Any:
+    """A builder (`command(...)`, a node) as the job it submits; a job as itself."""
+    to_job = getattr(entity, "_to_job", None)
+    return to_job() if callable(to_job) and type(entity).__name__ in ("Command", "Sweep") else entity
+
+
+def kind_of(job: Any) -> str:
+    return str(getattr(job, "type", "") or "")
+
+
+def to_v2(job: Any, folder: str) -> Tuple[str, Dict[str, Any]]:
+    """(job type, the v2 job file's data) for a CommandJob, SweepJob or PipelineJob. A pipeline's steps
+    name their component files: the file a component was loaded from, or one written under `folder`."""
+    kind = kind_of(job)
+    data = _clean(dict(job._to_dict()))
+    base = _base(job)
+    _fix_io(data, job, base)
+    if kind == "sweep":
+        data["trial"] = _trial(data, job)
+    elif kind == "pipeline":
+        for name, node in (getattr(job, "jobs", None) or {}).items():
+            step = (data.get("jobs") or {}).get(name)
+            if isinstance(step, dict):
+                _fix_io(step, node, base)
+                if step.get("type") == "sweep":
+                    step["trial"] = _trial(step, node)
+                component = step.get("component")
+                if isinstance(component, dict):
+                    step["component"] = _component_file(component, getattr(node, "_component", None), folder, name)
+    return kind, data
+
+
+def _base(entity: Any) -> str:
+    return str(getattr(entity, "_base_path", None) or os.getcwd())
+
+
+def _clean(value: Any) -> Any:
+    """The dump without the SDK's bookkeeping and empty mappings (which a file would leave out)."""
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            if key in _DROP:
+                continue
+            item = _clean(item)
+            if item in ({}, None) and key not in ("inputs", "outputs"):
+                continue
+            out[str(key)] = item
+        return out
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    return value
+
+
+def _local(path: Any) -> Optional[str]:
+    """A path the user gave as a local file or folder (not `azureml:`, not a URL), else None."""
+    if not isinstance(path, str) or not path or path.startswith("azureml:") or "://" in path:
+        return None
+    if path.startswith("${{"):
+        return None
+    return path
+
+
+def _fix_io(data: Dict[str, Any], entity: Any, base: str) -> None:
+    """Local paths of the entity's inputs and outputs, absolute, in place of the dump's `azureml:` ones."""
+    for section in ("inputs", "outputs"):
+        given = getattr(entity, section, None) or {}
+        dumped = data.get(section)
+        if not isinstance(dumped, dict):
+            continue
+        for name, value in given.items():
+            value = getattr(value, "_data", value)  # a node's input wraps what it was given
+            if type(value).__name__ not in ("Input", "Output"):  # a binding (PipelineInput, NodeOutput) or a literal
+                continue
+            path = _local(getattr(value, "path", None))
+            spec = dumped.get(name)
+            if path is not None and isinstance(spec, dict):
+                spec["path"] = os.path.normpath(os.path.join(base, path))
+
+
+def _component_file(component: Dict[str, Any], entity: Any, folder: str, step: str) -> str:
+    """The component's own YAML file when it was loaded from one (its refusals then name that file's lines),
+    else its dump written as a component file. The dump writes literal defaults as text (`default: '2'`)."""
+    source = getattr(entity, "_source_path", None)
+    if source and str(source).endswith((".yml", ".yaml")) and os.path.isfile(str(source)):
+        return os.path.abspath(str(source))
+    import yaml  # startup
+
+    out = {k: v for k, v in component.items() if k != "$schema"}
+    if out.get("name") == "azureml_anonymous":
+        out["name"] = step
+    for spec in (out.get("inputs") or {}).values():
+        if isinstance(spec, dict) and isinstance(spec.get("default"), str):
+            spec["default"] = _literal(spec.get("type"), spec["default"])
+    path = os.path.join(folder, "components", f"{step}.yml")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as handle:
+        yaml.safe_dump(out, handle, sort_keys=False)
+    return path
+
+
+def _literal(kind: Any, text: str) -> Any:
+    if kind == "boolean":
+        return text.strip().lower() == "true"
+    cast = _LITERAL_CAST.get(str(kind))
+    if cast is None:
+        return text
+    try:
+        return cast(text)
+    except ValueError:
+        return text
+
+
+def _trial(data: Dict[str, Any], entity: Any) -> Dict[str, Any]:
+    """A sweep's trial as a sweep file writes it: a command whose swept inputs are `${{search_space.X}}`,
+    the other literal inputs of the trial's component given to the sweep as its inputs."""
+    raw = data.get("trial") or {}
+    swept = set((data.get("search_space") or {}).keys())
+    trial = {k: v for k, v in raw.items() if k in _TRIAL}
+    command = str(trial.get("command") or "")
+    trial["command"] = _INPUT_REF.sub(
+        lambda m: f"${{{{search_space.{m.group(1)}}}}}" if m.group(1) in swept else m.group(0), command)
+    inputs = data.setdefault("inputs", {})
+    given = getattr(entity, "inputs", None) or {}
+    for name, spec in (raw.get("inputs") or {}).items():
+        if name in swept or name in inputs:
+            continue
+        value = getattr(given.get(name), "_data", None)
+        if isinstance(value, (str, int, float, bool)):
+            inputs[name] = value
+        elif isinstance(spec, dict) and "default" in spec:
+            inputs[name] = _literal(spec.get("type"), str(spec["default"]))
+    if not inputs:
+        data.pop("inputs")
+    return trial

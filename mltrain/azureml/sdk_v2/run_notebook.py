@@ -1,0 +1,48 @@
+"""`python -m mltrain.azureml.sdk_v2.run_notebook SCRIPT.py|NOTEBOOK.ipynb [ARGS...]`: run a script, or a notebook's code
+cells in order in one namespace (IPython's `%` and `!` lines skipped), with mltrain selected for azure-ai-ml."""
+from __future__ import annotations
+
+import json
+import os
+import runpy
+import sys
+
+from mltrain.azureml.sdk_v2 import SELECT_ENV
+from mltrain.azureml.sdk_v2.hook import install
+
+USAGE = "usage: python -m mltrain.azureml.sdk_v2.run_notebook SCRIPT.py|NOTEBOOK.ipynb [ARGS...]"
+
+
+def cells(path: str) -> list:
+    with open(path, encoding="utf-8") as handle:
+        book = json.load(handle)
+    out = []
+    for cell in book.get("cells", []):
+        if cell.get("cell_type") != "code":
+            continue
+        source = cell.get("source", "")
+        text = "".join(source) if isinstance(source, list) else str(source)
+        out.append("\n".join(line for line in text.splitlines() if not line.lstrip().startswith(("%", "!"))))
+    return out
+
+
+def main(argv: list) -> int:
+    if not argv or argv[0] in ("-h", "--help"):
+        print(USAGE)
+        return 0 if argv else 2
+    path = argv[0]
+    os.environ[SELECT_ENV] = "1"  # the job's own processes see it too
+    install()
+    sys.argv = list(argv)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+    if not path.endswith(".ipynb"):
+        runpy.run_path(path, run_name="__main__")
+        return 0
+    namespace = {"__name__": "__main__", "__file__": os.path.abspath(path)}
+    for index, code in enumerate(cells(path)):
+        exec(compile(code, f"{path}[cell {index + 1}]", "exec"), namespace)  # noqa: S102 - running the notebook is the point
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
