@@ -472,3 +472,42 @@ def test_a_real_azureml_core_always_wins_over_the_stand_ins(tmp_path):
     out = subprocess.run([sys.executable, "-c", "import azureml.core; print(azureml.core.WHO)"], env=env,
                          capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "the real azureml-core"
+
+
+def test_datasets_datastores_run_history_and_widgets(ws, home):
+    (ws / "images").mkdir()
+    for i in range(3):
+        (ws / "images" / f"{i}.txt").write_text(str(i))
+    (ws / "count.py").write_text(
+        "import os, sys\nfrom azureml.core.run import Run\n"
+        "files = sorted(os.listdir(sys.argv[2]))\nprint('FILES', sys.argv[1], files)\n"
+        "Run.get_context().log('files', len(files))\n")
+    out = control(ws, """\
+from azureml.core import Dataset, Datastore, Environment, Experiment, ScriptRunConfig, Workspace
+from azureml.widgets import RunDetails
+
+ws = Workspace.from_config()
+datastore = ws.get_default_datastore()
+datastore.upload(src_dir='images', target_path='birds', overwrite=True, show_progress=True)
+dataset = Dataset.File.from_files(path=(datastore, 'birds'))
+dataset = dataset.register(ws, 'birds', create_new_version=True)
+env = Environment('local'); env.python.user_managed_dependencies = True
+experiment = Experiment(ws, 'data')
+for mode in ('download', 'mount'):
+    item = dataset.as_named_input('birds')
+    item = item.as_download() if mode == 'download' else item.as_mount()
+    src = ScriptRunConfig(source_directory='.', script='count.py', arguments=[mode, item], environment=env)
+    run = experiment.submit(src, tags={'mode': mode})
+    run.wait_for_completion()
+print("RUNS", [(r.get_tags()['mode'], r.get_status()) for r in experiment.get_runs()])
+print("AGAIN", Dataset.get_by_name(ws, 'birds').to_path())
+RunDetails(run).show()
+""")
+    assert "Uploaded 3 files" in out.stdout
+    assert "RUNS [('mount', 'Completed'), ('download', 'Completed')]" in out.stdout  # newest first
+    assert "AGAIN ['/0.txt', '/1.txt', '/2.txt']" in out.stdout
+    assert (ws / ".mltrain" / "data" / "birds.yaml").is_file()
+    table = out.stdout.split("AGAIN", 1)[1]
+    assert "Completed" in table and "files" in table and "3" in table
+    logs = sorted((home / "runs").glob("data_*/logs/rank_0.log"))
+    assert any("FILES download ['0.txt', '1.txt', '2.txt']" in p.read_text() for p in logs)
