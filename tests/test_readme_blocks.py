@@ -128,11 +128,13 @@ COMMANDS = {
     "mltrain runs show prep": ("run", []),
     "python my_app.py -m lr=0.1,0.01 hydra/launcher=mltrain_slurm hydra.launcher.partition=debug "
     "hydra.launcher.timeout_min=30 hydra.launcher.max_requeues=1 +hydra.launcher.submitit.comment=migrated": ("run", []),
-    "torchrun --nproc_per_node=2 my-proj/train.py --lr 0.1": ("run", []),
+    # the very abort the page describes: this script leaves its gloo group open, and torchrun's ranks can die
+    # in its teardown after the work is done (SIGABRT; 3 of 20 runs in docs/concepts/distribution.md)
+    "torchrun --nproc_per_node=2 my-proj/train.py --lr 0.1": ("skip", "printed for comparison: torchrun can abort it"),
     "mltrain job=script job.source_directory=./my-proj job.script=train.py distribution=pytorch "
     "distribution.process_count_per_node=2 job.arguments=[--lr,0.1]": ("run", []),
-    "mltrain job=script job.source_directory=./my-proj job.script=train.py compute=slurm distribution=pytorch "
-    "distribution.node_count=2 distribution.process_count_per_node=4 --dry-run": ("run", []),
+    "mltrain job=script job.source_directory=./my-proj job.script=train.py compute=slurm compute.partition=gpu "
+    "distribution=pytorch distribution.node_count=2 distribution.process_count_per_node=4 --dry-run": ("run", []),
 }
 NEEDS_SLURM = ("compute=slurm", "mltrain_slurm", "long-job")
 
@@ -298,13 +300,13 @@ def _check(key: str, out: str, project: Path) -> None:
         assert "sum 3.0 lr 0.05" in out  # two ranks all-reduced, the experiment's arguments
     elif key == "mltrain job create --file train-job.yml":
         assert "sum 3.0 lr 0.1" in out  # the v2 file's two ranks all-reduced, its input as the argument
-    elif "--world-size,2]" in key or key.startswith("torchrun ") or ("distribution.process_count_per_node=2" in key
+    elif "--world-size,2]" in key or ("distribution.process_count_per_node=2" in key
                                                                     and key.endswith("job.arguments=[--lr,0.1]")):
         assert "sum 3.0 lr 0.1" in out  # two ranks all-reduced
     elif key == "mltrain job create --file prep-job.yml --name prep":
         assert "lr 0.01" in out
         labels = project.parent / ".mltrain" / "runs" / "prep" / "outputs" / "labels" / "labels.txt"
-        assert labels.read_text().split() == [str(d) for d in range(10)]  # ./train's label folders
+        assert labels.read_text().split() == sorted(d.name for d in (project / "train").iterdir())  # ./train's label folders
     elif key.endswith("distribution.process_count_per_node=4 --dry-run"):
         assert "#SBATCH --nodes=2" in out and "#SBATCH --ntasks-per-node=4" in out
     elif "+hydra.launcher.submitit.comment=migrated" in key:
