@@ -5,10 +5,12 @@ builds, so they cannot drift from it.
   type, default, allowed values and meaning, read from the typed schemas (mltrain.spec.kinds.schemas(),
   mltrain.spec.schema, mltrain.spec.job_schemas), the validator's tables (mltrain.config.validate) and the
   comment above each field;
-- reference/cli.md: every `mltrain` command's help, as its own parser prints it.
+- reference/cli.md: every `mltrain` command's help, as its own parser prints it;
+- reference/python.md: the Python API (`mltrain.submit`, `mltrain.Run`, `mltrain.Model`, `mltrain.run`, the
+  errors) from its signatures and docstrings.
 
-The page texts come from plain functions (config_reference, cli_reference), which tests/test_docs_site.py
-also calls.
+The page texts come from plain functions (config_reference, cli_reference, python_reference), which
+tests/test_docs_site.py also calls.
 """
 from __future__ import annotations
 
@@ -199,13 +201,62 @@ def cli_reference() -> str:
     return "\n".join(out)
 
 
+# ---------------------------------------------------------------------------------------- Python API
+
+
+def _doc(obj: Any) -> List[str]:
+    doc = inspect.getdoc(obj) or ""
+    return [_cell(line) if line.strip() else "" for line in doc.splitlines()] + [""] if doc else []
+
+
+def _signature(name: str, obj: Any) -> str:
+    try:
+        text = str(inspect.signature(obj))  # annotations are strings (`from __future__ import annotations`)
+        return name + re.sub(r"(: |-> )'([^']*)'", r"\1\2", text)
+    except (TypeError, ValueError):
+        return name
+
+
+def python_reference() -> str:
+    import mltrain
+
+    out = [GENERATED, "# Python API", "",
+           "What `import mltrain` offers, from the signatures and docstrings in the code, collected each time the "
+           "site is built. [Script and command jobs](../concepts/script-jobs.md#python-api) shows them at work.", ""]
+    names = ["submit", "Run", "Model", "run", *sorted(n for n in mltrain._LAZY if n not in ("submit", "Run", "Model"))]
+    for name in names:
+        obj = getattr(mltrain, name)
+        if inspect.ismodule(obj):
+            out += [f"## `mltrain.{name}`", "", *_doc(obj)]
+            members = [(n, m) for n, m in vars(obj).items()
+                       if not n.startswith("_") and inspect.isfunction(m) and m.__module__ == obj.__name__]
+            for member, fn in members:
+                out += [f"### `mltrain.{name}.{member}`", "", "```python", _signature(member, fn), "```", "", *_doc(fn)]
+        elif inspect.isclass(obj):
+            out += [f"## `mltrain.{name}`", "", "```python", _signature(f"class {name}", obj), "```", "", *_doc(obj)]
+            if issubclass(obj, BaseException):
+                continue
+            for member, attr in vars(obj).items():
+                if member.startswith("_"):
+                    continue
+                if isinstance(attr, property):
+                    out += [f"### `{name}.{member}` (property)", "", *_doc(attr)]
+                elif isinstance(attr, (staticmethod, classmethod)) or inspect.isfunction(attr):
+                    fn = attr.__func__ if isinstance(attr, (staticmethod, classmethod)) else attr
+                    out += [f"### `{name}.{member}`", "", "```python", _signature(member, fn), "```", "", *_doc(fn)]
+        else:
+            out += [f"## `mltrain.{name}`", "", "```python", _signature(name, obj), "```", "", *_doc(obj)]
+    return "\n".join(out)
+
+
 # ------------------------------------------------------------------------------------------- hooks
 
 
 def on_files(files: Any, config: Any) -> Any:
     from mkdocs.structure.files import File
 
-    for uri, text in (("reference/config.md", config_reference()), ("reference/cli.md", cli_reference())):
+    for uri, text in (("reference/config.md", config_reference()), ("reference/cli.md", cli_reference()),
+                      ("reference/python.md", python_reference())):
         files.append(File.generated(config, uri, content=text))
     return files
 
@@ -213,6 +264,7 @@ def on_files(files: Any, config: Any) -> Any:
 def _main(argv: Optional[List[str]] = None) -> None:  # pragma: no cover - a look at the pages by hand
     print(config_reference())
     print(cli_reference())
+    print(python_reference())
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -85,6 +85,9 @@ def test_the_site_builds_strict_with_every_page(site):
     for command in ("mltrain runs resume", "mltrain models register", "mltrain env save", "mltrain job",
                     "mltrain ui", "--dry-run"):
         assert command in commands, f"{command} is missing from the commands reference"
+    python = _html(site, "reference/python.md").read_text()
+    for name in ("mltrain.submit", "Run.wait", "Run.cancel", "mltrain.Model", "mltrain.run.log", "RunFailed"):
+        assert name in python, f"{name} is missing from the Python API reference"
 
 
 def test_a_broken_link_or_anchor_fails_the_build(tmp_path):
