@@ -231,6 +231,8 @@ class JobOperations:
         outputs = run_dir / "outputs"
         if output_name is not None:
             source = outputs / output_name
+            if record is not None and record["kind"] == "pipeline":
+                source = _pipeline_output(record, run_dir, output_name) or source
             if not source.exists():
                 known = sorted(p.name for p in outputs.iterdir()) if outputs.is_dir() else []
                 raise _azure().MlException(message=f"job {name} has no output '{output_name}' (outputs: "
@@ -277,6 +279,19 @@ class JobOperations:
     def _studio_url(self, name: str) -> str:
         base = os.environ.get(UI_URL_ENV, "http://127.0.0.1:5000").rstrip("/")
         return f"{base}/#/experiments?mltrain_run={name}"
+
+
+def _pipeline_output(record: Dict[str, Any], run_dir: Path, output: str) -> Optional[Path]:
+    """Where a pipeline's output is: the output of the step bound to `${{parent.outputs.NAME}}`."""
+    import yaml  # startup
+
+    data = yaml.safe_load((submission.sdk_root() / record["name"] / f"{record['name']}.yml").read_text(encoding="utf-8"))
+    binding = f"${{{{parent.outputs.{output}}}}}"
+    for step, body in (data.get("jobs") or {}).items():
+        for port, value in ((body or {}).get("outputs") or {}).items():
+            if value == binding:
+                return run_dir.parent / f"{run_dir.name}.{step}" / "outputs" / str(port)
+    return None
 
 
 def _alive(pid: int) -> bool:

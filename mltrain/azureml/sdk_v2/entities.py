@@ -46,6 +46,7 @@ def to_v2(job: Any, folder: str) -> Tuple[str, Dict[str, Any]]:
             step = (data.get("jobs") or {}).get(name)
             if isinstance(step, dict):
                 _fix_io(step, node, base)
+                _bindings(step, data)
                 if step.get("type") == "sweep":
                     step["trial"] = _trial(step, node)
                 component = step.get("component")
@@ -99,6 +100,24 @@ def _fix_io(data: Dict[str, Any], entity: Any, base: str) -> None:
             spec = dumped.get(name)
             if path is not None and isinstance(spec, dict):
                 spec["path"] = os.path.normpath(os.path.join(base, path))
+
+
+def _bindings(step: Dict[str, Any], pipeline: Dict[str, Any]) -> None:
+    """A step's port bound to `${{parent...}}` as a file writes it: the binding itself (the dump writes
+    `{path: ${{parent.outputs.x}}, mode: upload}`; the mode belongs to the pipeline's output x)."""
+    for section in ("inputs", "outputs"):
+        ports = step.get(section)
+        if not isinstance(ports, dict):
+            continue
+        for port, spec in list(ports.items()):
+            path = spec.get("path") if isinstance(spec, dict) else None
+            if not (isinstance(path, str) and path.startswith("${{parent.")):
+                continue
+            ports[port] = path
+            target = re.match(r"^\$\{\{parent\.outputs\.([A-Za-z0-9_]+)\}\}$", path)
+            top = (pipeline.get("outputs") or {}).get(target.group(1)) if target else None
+            if isinstance(top, dict) and spec.get("mode") and not top.get("mode"):
+                top["mode"] = spec["mode"]
 
 
 def _component_file(component: Dict[str, Any], entity: Any, folder: str, step: str) -> str:

@@ -1,0 +1,264 @@
+"""Azure ML's v2 Python SDK (azure-ai-ml) on mltrain: scripts written as Azure's notebooks write them
+(`MLClient(...)`, `command(...)` with PyTorch distribution, `.sweep(...)` with Choice/Uniform and
+MedianStoppingPolicy, `@dsl.pipeline` over components loaded from YAML), run unmodified with
+MLTRAIN_AZUREML=1 in real processes: they stream, end Completed, and show in `mltrain runs list`. Without
+the variable azure-ai-ml is Azure's own. The Slurm variants are in test_azureml_sdk_v2_slurm.py: the same
+scripts, the compute names mapped to the cluster."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support import mltrain_exe, runs
+from test_azureml_v2 import COMPONENT, STEP, write
+
+pytest.importorskip("azure.ai.ml", reason="the azure extra: pip install 'mltrain[azure]'")
+pytestmark = pytest.mark.slow
+
+LOCAL = "defaults: [local_schema, _self_]\nmax_concurrent_jobs: 2\n"
+
+DDP = """\
+from azure.ai.ml import MLClient, command
+from azure.identity import DefaultAzureCredential
+
+ml_client = MLClient(DefaultAzureCredential(), "00000000-0000-0000-0000-000000000000", "rg", "ws")
+job = command(
+    code=".",
+    command="python allreduce.py --dist-url $AZ_BATCHAI_PYTORCH_INIT_METHOD --rank $RANK --world-size $WORLD_SIZE",
+    compute="gpu-cluster",
+    instance_count=1,
+    distribution={"type": "PyTorch", "process_count_per_instance": 2},
+    display_name="ddp-allreduce",
+)
+returned_job = ml_client.jobs.create_or_update(job, experiment_name="sdk-v2")
+print("NAME", returned_job.name, returned_job.status, returned_job.studio_url)
+ml_client.jobs.stream(returned_job.name)
+print("FINAL", ml_client.jobs.get(returned_job.name).status)
+print("LISTED", [j.name for j in ml_client.jobs.list()])
+"""
+
+TRIAL = """\
+import argparse, time, mlflow
+p = argparse.ArgumentParser()
+p.add_argument("--quality"); p.add_argument("--lr", type=float); p.add_argument("--epochs", type=int)
+a = p.parse_args()
+for step in range(a.epochs):
+    mlflow.log_metric("accuracy", (0.9 if a.quality == "good" else 0.1) * (step + 1) / a.epochs, step=step)
+    time.sleep(0.2)
+print("trial", a.quality, a.lr, a.epochs, flush=True)
+"""
+
+SWEEP = """\
+from azure.ai.ml import MLClient, command
+from azure.ai.ml.sweep import Choice, MedianStoppingPolicy, Uniform
+from azure.identity import DefaultAzureCredential
+
+ml_client = MLClient.from_config(credential=DefaultAzureCredential())
+job = command(
+    code="./src",
+    command="python trial.py --quality ${{inputs.quality}} --lr ${{inputs.lr}} --epochs ${{inputs.epochs}}",
+    inputs={"quality": "good", "lr": 0.01, "epochs": 3},
+    compute="gpu-cluster",
+    display_name="sweep-trial",
+)
+job_for_sweep = job(quality=Choice(values=["good", "bad"]), lr=Uniform(min_value=0.001, max_value=0.1))
+sweep_job = job_for_sweep.sweep(
+    compute="gpu-cluster",
+    sampling_algorithm="random",
+    primary_metric="accuracy",
+    goal="Maximize",
+    early_termination_policy=MedianStoppingPolicy(delay_evaluation=1, evaluation_interval=1),
+)
+sweep_job.set_limits(max_total_trials=4, max_concurrent_trials=2, timeout=600)
+returned = ml_client.create_or_update(sweep_job)
+print("NAME", returned.name, returned.status)
+ml_client.jobs.stream(returned.name)
+print("FINAL", ml_client.jobs.get(returned.name).status)
+"""
+
+PIPELINE = """\
+from azure.ai.ml import Input, MLClient, dsl, load_component
+from azure.identity import DefaultAzureCredential
+
+ml_client = MLClient(DefaultAzureCredential(), "00000000-0000-0000-0000-000000000000", "rg", "ws")
+prep = load_component(source="./pipe/prep.yml")
+train = load_component(source="./pipe/train.yml")
+score = load_component(source="./pipe/score.yml")
+
+
+@dsl.pipeline(default_compute="cpu-cluster", description="three components from YAML")
+def three_steps(raw):
+    a = prep(source=raw, factor=2)
+    b = train(source=a.outputs.result, mode="lower")
+    c = score(source=b.outputs.result)
+    c.outputs.result.mode = "upload"
+    return {"final": c.outputs.result}
+
+
+pipeline_job = three_steps(raw=Input(type="uri_folder", path="./pipe/raw"))
+returned = ml_client.jobs.create_or_update(pipeline_job, experiment_name="sdk-v2-pipeline")
+print("NAME", returned.name, returned.status)
+ml_client.jobs.stream(returned.name)
+print("FINAL", ml_client.jobs.get(returned.name).status)
+print("STEPS", sorted(j.name for j in ml_client.jobs.list(parent_job_name=returned.name)))
+ml_client.jobs.download(returned.name, output_name="final", download_path="./downloaded")
+"""
+
+
+def sdk_project(project: Path, compute: str = LOCAL) -> None:
+    """The scripts, their code, components (with a workspace environment `local-env`, as Azure requires
+    one) and the compute names the scripts use, mapped in the project's `.mltrain/`."""
+    write(project, "ddp_job.py", DDP)
+    write(project, "sweep_job.py", SWEEP)
+    write(project, "pipeline_job.py", PIPELINE)
+    write(project, "src/trial.py", TRIAL)
+    write(project, "pipe/src/step.py", STEP)
+    write(project, "pipe/raw/data.txt", "abc\n")
+    for name in ("prep", "train", "score"):
+        text = COMPONENT.format(name=name).replace("code: ./src\n", "code: ./src\nenvironment: azureml:local-env@latest\n")
+        write(project, f"pipe/{name}.yml", text)
+    write(project, ".mltrain/environment/local-env.yaml", "name: local-env\npython:\n  user_managed: true\n")
+    write(project, ".mltrain/compute/gpu-cluster.yaml", compute)
+    write(project, ".mltrain/compute/cpu-cluster.yaml", compute)
+    write(project, "config.json", json.dumps({"subscription_id": "0000", "resource_group": "rg", "workspace_name": "ws"}))
+
+
+def run_script(project: Path, script: str, *args: str, select: bool = True, timeout: float = 240):
+    env = {k: v for k, v in os.environ.items() if k != "MLTRAIN_AZUREML"}
+    if select:
+        env["MLTRAIN_AZUREML"] = "1"
+    return subprocess.run([sys.executable, script, *args], cwd=project, capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+def value(out: str, key: str) -> str:
+    return next(line.split(" ", 1)[1] for line in out.splitlines() if line.startswith(key + " "))
+
+
+def check_ddp(home: Path, project: Path) -> dict:
+    p = run_script(project, "ddp_job.py")
+    assert p.returncode == 0, p.stdout + p.stderr
+    name = value(p.stdout, "NAME").split()[0]
+    assert "allreduce rank=0 world=2 sum=3" in p.stdout and "Status: Completed" in p.stdout  # streamed, rank 0
+    assert value(p.stdout, "FINAL") == "Completed" and name in value(p.stdout, "LISTED")
+    run = next(r for r in runs(home) if r["id"] == name)
+    assert run["status"] == "Completed" and run["origin"]["front_end"] == "azureml-sdk-v2"
+    assert "allreduce rank=1 world=2 sum=3" in (Path(run["dir"]) / "logs" / "rank_1.log").read_text()
+    listed = subprocess.run(mltrain_exe() + ["runs", "list"], cwd=project, capture_output=True, text=True, timeout=60)
+    assert name in listed.stdout, listed.stdout + listed.stderr
+    return run
+
+
+def check_sweep(home: Path, project: Path) -> dict:
+    p = run_script(project, "sweep_job.py")
+    assert p.returncode == 0, p.stdout + p.stderr
+    name = value(p.stdout, "NAME").split()[0]
+    assert value(p.stdout, "FINAL") == "Completed" and "Status: Completed" in p.stdout
+    doc = json.loads((home / "runs" / "_sweeps" / name / "sweep.json").read_text())
+    members = doc["members"]
+    assert len(members) == 4
+    for m in members:
+        assert m["params"]["job.params.quality"] in ("good", "bad") and 0.001 <= m["params"]["job.params.lr"] <= 0.1
+    for m in members:  # a trial the median policy stopped is Canceled; one that ran has its quality's accuracy
+        assert m["status"] in ("Completed", "Canceled"), members
+        if m["status"] == "Completed" and m["best"] is not None:
+            assert m["best"] == pytest.approx(0.9 if m["params"]["job.params.quality"] == "good" else 0.1), members
+    assert any(m["best"] is not None for m in members), members
+    assert "trial good" in p.stdout  # the trials' output, streamed
+    return doc
+
+
+def check_pipeline(home: Path, project: Path) -> dict:
+    p = run_script(project, "pipeline_job.py")
+    assert p.returncode == 0, p.stdout + p.stderr
+    name = value(p.stdout, "NAME").split()[0]
+    assert value(p.stdout, "FINAL") == "Completed"
+    steps = {r["id"].rsplit(".", 1)[1]: r for r in runs(home) if r["id"].startswith(name + ".")}
+    assert set(steps) == {"a", "b", "c"} and all(s["status"] == "Completed" for s in steps.values())
+    assert value(p.stdout, "STEPS") == str(sorted(f"{name}.{s}" for s in "abc"))
+    assert (project / "downloaded" / "named-outputs" / "final" / "data.txt").read_text() == "ABC" * 8 + "\n"
+    return steps
+
+
+def test_distributed_pytorch_command_runs_unmodified(home, project):
+    sdk_project(project)
+    check_ddp(home, project)
+
+
+@pytest.mark.tracking  # the trials' mlflow.log_metric reach the sweep through the MLflow mirror
+def test_sweep_with_choice_uniform_and_median_stopping(home, project):
+    sdk_project(project)
+    check_sweep(home, project)
+
+
+def test_pipeline_of_three_yaml_components_with_a_pipeline_output(home, project):
+    sdk_project(project)
+    check_pipeline(home, project)
+
+
+def test_without_the_variable_azure_ai_ml_is_azures_own(home, project):
+    probe = "from azure.ai.ml import MLClient; print(MLClient.__module__)"
+    write(project, "probe.py", probe)
+    plain = run_script(project, "probe.py", select=False, timeout=120)
+    chosen = run_script(project, "probe.py", timeout=120)
+    assert plain.stdout.strip() == "azure.ai.ml._ml_client", plain.stdout + plain.stderr
+    assert chosen.stdout.strip() == "mltrain.azureml.sdk_v2.client", chosen.stdout + chosen.stderr
+
+
+REFUSALS = """\
+from azure.ai.ml import MLClient, command
+from azure.ai.ml.exceptions import ValidationException
+from azure.core.exceptions import ResourceNotFoundError
+from azure.identity import DefaultAzureCredential
+
+ml_client = MLClient(DefaultAzureCredential(), "s", "rg", "ws")
+try:
+    ml_client.jobs.create_or_update(command(command="echo hi", compute="no-such-cluster"))
+except ValidationException as exc:
+    print("REFUSED", str(exc).replace("\\n", " | "))
+try:
+    ml_client.compute.get("no-such-cluster")
+except ResourceNotFoundError as exc:
+    print("NOTFOUND", exc.message)
+print("COMPUTES", sorted(c.name for c in ml_client.compute.list()))
+job = ml_client.jobs.create_or_update(command(command="python -c 'import sys; print(\\"bye\\"); sys.exit(3)'"))
+try:
+    ml_client.jobs.stream(job.name)
+except Exception as exc:
+    print("RAISED", type(exc).__name__, "exited with code 3" in str(exc))
+"""
+
+
+def test_refusals_and_a_failed_job_raise_azures_exception_types(home, project):
+    sdk_project(project)
+    write(project, "refusals.py", REFUSALS)
+    p = run_script(project, "refusals.py")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "compute 'no-such-cluster' is not mapped here (known: cpu-cluster, gpu-cluster)" in value(p.stdout, "REFUSED")
+    assert " | " not in value(p.stdout, "REFUSED")  # one line
+    assert ".mltrain/compute/no-such-cluster.yaml" in value(p.stdout, "NOTFOUND")
+    assert value(p.stdout, "COMPUTES") == "['cpu-cluster', 'gpu-cluster']"
+    assert value(p.stdout, "RAISED") == "JobException True" and "bye" in p.stdout
+    assert [r["status"] for r in runs(home)] == ["Failed"]  # the refused job made no run
+
+
+def test_a_notebooks_code_cells_run_in_order_with_the_runner(home, project):
+    """`python -m mltrain.azureml.sdk_v2.run_notebook NOTEBOOK.ipynb` selects mltrain itself (no variable)."""
+    sdk_project(project)
+    cells = ["%pip install azure-ai-ml\nfrom azure.ai.ml import MLClient, command",
+             "ml_client = MLClient.from_config(credential=None)",
+             "job = ml_client.jobs.create_or_update(command(command='echo hello from a notebook'))\n"
+             "ml_client.jobs.stream(job.name)"]
+    book = {"cells": [{"cell_type": "markdown", "source": ["# title"]}]
+            + [{"cell_type": "code", "source": c.splitlines(True), "outputs": []} for c in cells],
+            "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    write(project, "nb.ipynb", json.dumps(book))
+    env = {k: v for k, v in os.environ.items() if k != "MLTRAIN_AZUREML"}
+    p = subprocess.run([sys.executable, "-m", "mltrain.azureml.sdk_v2.run_notebook", "nb.ipynb"], cwd=project,
+                       capture_output=True, text=True, timeout=120, env=env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "hello from a notebook" in p.stdout and "Status: Completed" in p.stdout
