@@ -8,6 +8,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+# the azure extra (azure-ai-ml, azure-identity) for tests/test_azureml_sdk_v2*.py; a no-op once installed
+.venv/bin/python -m pip install -q azure-ai-ml azure-identity
 
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   if ! command -v mpirun >/dev/null; then
