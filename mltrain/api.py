@@ -28,10 +28,11 @@ from mltrain.atomic import atomic_write
 from mltrain.backends.local.guard import unmarked
 from mltrain.config.paths import mltrain_home, user_conf_dirs
 from mltrain.errors import MltrainError
-from mltrain.handle import Run, wait_until
+from mltrain.handle import Run
 from mltrain.launch.orchestrate import create_run
 from mltrain.launch.request import JobRequest, freeze_request
 from mltrain.runs.console import Console
+from mltrain.runs.waiting import wait_until
 
 __all__ = ["JobRequest", "MultirunRequest", "Run", "submit", "submit_multirun", "submit_request"]
 

@@ -10,9 +10,8 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Union
+from typing import Any, Dict, List, Optional, Union
 
 from mltrain import backends
 from mltrain.backends.base import driver_alive
@@ -24,6 +23,7 @@ from mltrain.runs import mlflow_run
 from mltrain.runs.index import Row
 from mltrain.runs.metrics import read_metrics, summarize
 from mltrain.runs.record import RunRecord, find_run, iter_runs
+from mltrain.runs.waiting import wait_until
 from mltrain.spec.status import CANCELED, FAILED, TERMINAL
 
 
@@ -66,16 +66,6 @@ def refresh_rows(root: Path, rows: List[Row], unreadable: Optional[List[Path]] =
     refresh(records)
     fresh = {r.dir.name: Row.of(r.dir.name, r.doc) for r in records}
     return [fresh.get(row.folder, row) for row in rows if row.status in TERMINAL or row.folder in fresh]
-
-
-def wait_until(done: Callable[[], bool], timeout: Optional[float] = None, poll: float = 0.05) -> bool:
-    """Ask `done` every `poll` seconds until it is true (True) or `timeout` seconds have passed (False)."""
-    deadline = None if timeout is None else time.monotonic() + timeout
-    while not done():
-        if deadline is not None and time.monotonic() > deadline:
-            return False
-        time.sleep(poll)
-    return True
 
 
 class Run:
@@ -130,25 +120,24 @@ class Run:
 
     def wait(self, show_output: bool = False, raise_on_error: bool = True, timeout: Optional[float] = None) -> str:
         """Block until the run ends; with show_output, stream rank 0's log and status changes."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        offset, last_status = 0, None
+        seen: Dict[str, Any] = {"offset": 0, "status": None}
         poll = backend_of(RunRecord.load(self.run_dir)).wait_poll_s
         log_path = self.log_path(0)
-        while True:
+
+        def ended() -> bool:
             status = self.load().status  # read before the log, so nothing written before the end is missed
             if show_output:
-                if status != last_status:
+                if status != seen["status"]:
                     print(f"mltrain: {self.id}: {status}", flush=True)
-                    last_status = status
-                chunk, offset = follow(log_path, offset)
+                    seen["status"] = status
+                chunk, seen["offset"] = follow(log_path, seen["offset"])
                 if chunk:
                     sys.stdout.write(chunk.decode("utf-8", "replace"))
                     sys.stdout.flush()
-            if self._done(status):
-                break
-            if deadline is not None and time.monotonic() > deadline:
-                raise TimeoutError(f"run {self.id} still {status} after {timeout}s")
-            time.sleep(poll)
+            return self._done(status)
+
+        if not wait_until(ended, timeout, poll):
+            raise TimeoutError(f"run {self.id} still {self.load().status} after {timeout}s")
         record = RunRecord.load(self.run_dir)
         if raise_on_error and record.status in (FAILED, CANCELED):
             error = RunCanceled if record.status == CANCELED else RunFailed

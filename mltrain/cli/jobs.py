@@ -21,7 +21,7 @@ import yaml
 from mltrain.azureml import job_plan
 from mltrain.azureml.job_request import EMPTY_CODE, Request
 from mltrain.cli.main import main as mltrain_main
-from mltrain.config.paths import CONFIG_PATH_ENV, GENERATED_CONFIG_ENV
+from mltrain.config.paths import extra_config_dirs
 from mltrain.errors import MltrainError
 from mltrain.runs.console import Console
 
@@ -100,10 +100,6 @@ def _launch(plan, request, flags: List[str]) -> Optional[int]:
             if rel.startswith("azureml_job/"):
                 handle.write("# @package _global_\n")
             yaml.safe_dump(values, handle, sort_keys=False)
-    existing = os.environ.get(CONFIG_PATH_ENV)
-    # the generated files, then the repository's `.mltrain` nearest the job file (its computes, environments)
-    os.environ[CONFIG_PATH_ENV] = os.pathsep.join([folder, *plan.config_dirs] + ([existing] if existing else []))
-    os.environ[GENERATED_CONFIG_ENV] = folder
     console = Console()
     for note in plan.notes:
         console.status(f"azureml: {note}")
@@ -114,7 +110,9 @@ def _launch(plan, request, flags: List[str]) -> Optional[int]:
     user = list(request.overrides)
     mine = [o for o in plan.overrides if _key(o) not in {_key(u) for u in user}]
     extra = [f for f in flags if f in ("--detach", "--dry-run")]
-    mltrain_main(mine + user + extra)
+    # the generated files, then the repository's `.mltrain` nearest the job file (its computes, environments)
+    with extra_config_dirs([folder, *plan.config_dirs], generated=folder):
+        mltrain_main(mine + user + extra)
     return 0
 
 

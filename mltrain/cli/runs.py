@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -163,7 +164,12 @@ def _resume(args) -> int:
     if sweep is not None:  # a HyperDrive sweep goes on through `mltrain -m` with its own overrides
         from mltrain.cli.main import main as mltrain_main  # cycle
 
-        mltrain_main(sweep_resume.prepare(sweep, _root(args), args.detach))
+        again = sweep_resume.prepare(sweep, _root(args), args.detach)
+        # This command becomes the sweep's driver again, in the folder the sweep ran from: its overrides'
+        # relative paths and its `.mltrain/` are read from there, as the first command read them.
+        os.chdir(again.cwd)
+        with again.context():
+            mltrain_main(again.argv)
         return 0
     record = find_run(_root(args), args.run)
     if record.doc.pipeline:

@@ -32,6 +32,7 @@ from mltrain.launch.orchestrate import CancelOnSignal, create_run
 from mltrain.runs.console import Console
 from mltrain.runs.metrics import read_new
 from mltrain.runs.mlflow_run import logged_values
+from mltrain.runs.waiting import wait_until
 from mltrain.spec.schema import SweepConf
 from mltrain.spec.status import CANCELED, COMPLETED, FAILED
 from mltrain.sweeps import policies, results
@@ -99,21 +100,21 @@ class Controller:
         deadline = (time.time() + limit * 60 - self.spent) if limit else None
         self._say_plan()
         self._begin()
+        def step() -> bool:
+            """One look: stop, start and follow members; True once none is in flight and none is to come."""
+            if interrupt.is_set() and self.stop_reason is None:
+                self.interrupted = True
+                self._stop_all("the sweep was canceled")
+            if deadline is not None and time.time() >= deadline and self.stop_reason is None:
+                self._stop_all(f"sweep.max_duration_minutes ({self.settings.max_duration_minutes:g}) was reached")
+            while self.stop_reason is None and len(self.members) < self.total and self._in_flight() < self.concurrent:
+                self._launch_next()
+            if self._follow():
+                results.write(self)
+            return not self._in_flight() and (self.stop_reason is not None or len(self.members) >= self.total)
+
         with CancelOnSignal(interrupt):
-            while True:
-                if interrupt.is_set() and self.stop_reason is None:
-                    self.interrupted = True
-                    self._stop_all("the sweep was canceled")
-                if deadline is not None and time.time() >= deadline and self.stop_reason is None:
-                    self._stop_all(f"sweep.max_duration_minutes ({self.settings.max_duration_minutes:g}) was reached")
-                while self.stop_reason is None and len(self.members) < self.total and self._in_flight() < self.concurrent:
-                    self._launch_next()
-                changed = self._follow()
-                if changed:
-                    results.write(self)
-                if not self._in_flight() and (self.stop_reason is not None or len(self.members) >= self.total):
-                    break
-                time.sleep(POLL_S)
+            wait_until(step, poll=POLL_S)
         results.write(self, final=True)
         return self.members
 

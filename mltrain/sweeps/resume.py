@@ -18,6 +18,8 @@ first driver composed them; `pending()` tells mltrain.sweeps.run that this is a 
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import json
 import os
@@ -26,17 +28,19 @@ import shutil
 import threading
 import time
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any, Iterator, List, Optional
 
 from mltrain import backends
 from mltrain.atomic import atomic_write
 from mltrain.backends.base import Cancel
-from mltrain.config.paths import CONFIG_PATH_ENV, GENERATED_CONFIG_ENV
+from mltrain.config.paths import extra_config_dirs, generated_config_dir, request_config_dirs
 from mltrain.errors import MltrainError
 from mltrain.launch.orchestrate import complete_run
 from mltrain.runs.console import Console
 from mltrain.runs.record import RunRecord
+from mltrain.runs.waiting import wait_until
 from mltrain.spec.job import FrozenJob
 from mltrain.spec.status import CANCELED, COMPLETED, FAILED, TERMINAL
 from mltrain.spec.sweep_record import MemberRow, SweepDoc
@@ -49,7 +53,8 @@ NEEDED = ("multirun.yaml", "optuna.journal")
 CONFIG_PATH_FILE = "config_path.json"
 #: The copy of a folder of configs generated for the first command only (a v2 job file's).
 GENERATED_COPY = "generated_config"
-_pending: Optional[SweepDoc] = None
+#: The sweep a `runs resume SWEEP` command is resuming, for the sweeper it re-enters (this thread only).
+_RESUMING: contextvars.ContextVar[Optional[SweepDoc]] = contextvars.ContextVar("mltrain_resuming", default=None)
 
 
 def locate(ref: str, runs_root: Path) -> Optional[Path]:
@@ -61,10 +66,29 @@ def locate(ref: str, runs_root: Path) -> Optional[Path]:
     return None
 
 
-def prepare(where: Path, runs_root: Path, detach: bool) -> List[str]:
-    """The `mltrain` command line that resumes the sweep in `where`, after checking it can be resumed;
-    moves into the folder the sweep ran from (its user configs and relative paths are read from there)."""
-    global _pending
+@dataclass
+class Resumption:
+    """How to resume a sweep: the `mltrain -m` arguments it was run with, the config folders it was
+    composed with, the folder it ran from (relative paths in its overrides are read from there)."""
+
+    doc: SweepDoc
+    argv: List[str]
+    config_dirs: List[str]
+    cwd: str
+
+    @contextlib.contextmanager
+    def context(self) -> Iterator[None]:
+        """While the sweep is composed and run again: its config folders searched, the sweeper told."""
+        token = _RESUMING.set(self.doc)
+        try:
+            with extra_config_dirs(self.config_dirs):
+                yield
+        finally:
+            _RESUMING.reset(token)
+
+
+def prepare(where: Path, runs_root: Path, detach: bool) -> Resumption:
+    """What resumes the sweep in `where`, after checking it can be resumed."""
     from omegaconf import OmegaConf  # startup
 
     doc = results.load(str(where), runs_root)
@@ -88,22 +112,19 @@ def prepare(where: Path, runs_root: Path, detach: bool) -> List[str]:
     if not Path(cwd).is_dir():
         raise MltrainError(f"sweep {name} cannot be resumed: the folder it ran from, {cwd}, is gone")
     kept = where / CONFIG_PATH_FILE
-    if kept.is_file():
-        os.environ[CONFIG_PATH_ENV] = os.pathsep.join(json.loads(kept.read_text(encoding="utf-8")))
-    os.chdir(cwd)
-    _pending = doc
+    dirs = list(json.loads(kept.read_text(encoding="utf-8"))) if kept.is_file() else []
     quoted = str(where) if "'" in str(where) else f"'{where}'"
-    return ["-m", *task, *own, f"hydra.sweep.dir={quoted}"]
+    return Resumption(doc, ["-m", *task, *own, f"hydra.sweep.dir={quoted}"], dirs, cwd)
 
 
 def keep_config_path(sweep_dir: Path) -> None:
     """Record the config search path of a new sweep; a folder generated for this command only (`mltrain
     job create` removes it when it returns) is copied into the sweep's folder, its own paths made the
     copy's, and named there instead."""
-    entries = [e for e in os.environ.get(CONFIG_PATH_ENV, "").split(os.pathsep) if e]
+    entries = request_config_dirs()
     if not entries:
         return
-    generated = os.environ.get(GENERATED_CONFIG_ENV)
+    generated = generated_config_dir()
     kept = []
     for entry in entries:
         if generated and os.path.realpath(entry) == os.path.realpath(generated):
@@ -118,8 +139,8 @@ def keep_config_path(sweep_dir: Path) -> None:
 
 def pending() -> Optional[SweepDoc]:
     """The sweep being resumed by this command, once (None for every other `mltrain -m`)."""
-    global _pending
-    doc, _pending = _pending, None
+    doc = _RESUMING.get()
+    _RESUMING.set(None)
     return doc
 
 
@@ -285,14 +306,23 @@ class Resumed(Controller):
         member.console.status(f"{record.status}: followed again")
 
         def body() -> None:
-            asked = False
-            while record.status not in TERMINAL:
+            asked = []
+
+            def ended() -> bool:
+                if record.status in TERMINAL:
+                    return True
                 if member.cancel.is_set() and not asked:
-                    asked = True
+                    asked.append(True)
                     backend.cancel(record)
-                time.sleep(backend.wait_poll_s)
+                return False
+
+            def look() -> bool:
                 record.reload()
                 backends.refresh([record])
+                return ended()
+
+            if not ended():
+                wait_until(look, poll=backend.wait_poll_s)
             member.status = record.status
 
         member.thread = threading.Thread(target=body, name=f"sweep-member-{member.index}", daemon=True)

@@ -115,8 +115,8 @@ class PipelineRun(Run):
                             raise_on_error: bool = True) -> Any:
         from azureml.exceptions import ActivityFailedException
 
-        from mltrain.handle import wait_until  # submission
         from mltrain.ranks.process import follow  # submission
+        from mltrain.runs.waiting import wait_until  # submission
 
         offset = 0
         log = self._driver.log if self._driver is not None else None

@@ -52,8 +52,8 @@ class HyperDriveRun(Run):
 
     def wait_for_completion(self, show_output: bool = False, wait_post_processing: bool = False,
                             raise_on_error: bool = True) -> Dict[str, Any]:
-        from mltrain.handle import wait_until  # submission
         from mltrain.ranks.process import follow  # submission
+        from mltrain.runs.waiting import wait_until  # submission
 
         offset = 0
         log = self._driver.log if self._driver is not None else None
@@ -91,7 +91,7 @@ class HyperDriveRun(Run):
         if pid is None or self._driver.process.poll() is not None:
             return
         os.kill(pid, signal.SIGTERM)
-        from mltrain.handle import wait_until  # submission
+        from mltrain.runs.waiting import wait_until  # submission
 
         wait_until(lambda: self._driver.outcome() is not None, timeout=60, poll=0.1)
 
