@@ -511,3 +511,24 @@ RunDetails(run).show()
     assert "Completed" in table and "files" in table and "3" in table
     logs = sorted((home / "runs").glob("data_*/logs/rank_0.log"))
     assert any("FILES download ['0.txt', '1.txt', '2.txt']" in p.read_text() for p in logs)
+
+
+def test_a_built_environment_still_has_run_get_context(ws, home):
+    """An environment mltrain builds (a virtual environment of its own) gets the stand-ins on its path
+    too: the training script's `from azureml.core.run import Run` works there, as on Azure."""
+    (ws / "requirements.txt").write_text("six==1.16.0\n")
+    (ws / "uses_six.py").write_text(
+        "import six\nfrom azureml.core.run import Run\nrun = Run.get_context()\nrun.log('six', six.__version__)\n"
+        "import sys\nprint('PYTHON', sys.prefix)\n")
+    out = control(ws, """\
+from azureml.core import Environment, Experiment, ScriptRunConfig, Workspace
+
+ws = Workspace.from_config()
+env = Environment.from_pip_requirements(name='with-six', file_path='requirements.txt')
+run = Experiment(ws, 'built').submit(ScriptRunConfig(source_directory='.', script='uses_six.py', environment=env))
+run.wait_for_completion(show_output=True)
+print("METRICS", run.get_metrics())
+""", timeout=600)
+    assert "METRICS {'six': '1.16.0'}" in out.stdout
+    prefix = out.stdout.split("PYTHON ", 1)[1].split()[0]
+    assert prefix != sys.prefix  # the run's own environment, not mltrain's

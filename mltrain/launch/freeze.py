@@ -177,9 +177,12 @@ _RANK_SITE = str(_PACKAGE_DIR / "_rank_site")
 def _azureml_shim() -> List[str]:
     """Scripts doing `from azureml.core.run import Run` get mltrain's stand-in, unless the real one exists."""
     try:
-        real = importlib.util.find_spec("azureml.core") is not None
+        spec = importlib.util.find_spec("azureml.core")
     except ModuleNotFoundError:
-        real = False
+        spec = None
+    # The stand-ins themselves are on this interpreter's path (mltrain's .pth): finding them is not finding
+    # a real azureml-core, and a rank's own environment (a built venv) would not have them.
+    real = spec is not None and "_azureml_shim" not in str(spec.origin or "")
     return [] if real else [str(_PACKAGE_DIR / "_azureml_shim")]
 
 

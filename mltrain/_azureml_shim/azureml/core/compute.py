@@ -174,3 +174,10 @@ class ComputeInstance(ComputeTarget):
 
 
 __all__ = ["AmlCompute", "AmlComputeProvisioningConfiguration", "ComputeInstance", "ComputeTarget"]
+
+
+from azureml.core._refused import OTHER_COMPUTE, module_getattr  # noqa: E402
+
+__getattr__ = module_getattr("azureml.core.compute", {name: OTHER_COMPUTE for name in (
+    "DataFactoryCompute", "BatchCompute", "AdlaCompute", "DatabricksCompute", "AksCompute", "KubernetesCompute",
+    "HDInsightCompute", "RemoteCompute", "SynapseCompute")})

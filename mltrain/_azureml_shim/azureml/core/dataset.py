@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from azureml.core._refuse_unknown import RefuseUnknown
 from azureml.core.datastore import DataReference, Datastore, copy_tree
 from azureml.exceptions import UserErrorException
 
@@ -20,9 +21,32 @@ def _local(path: Any) -> str:
         return str(path[0].root / str(path[1]).lstrip("/"))
     text = str(path)
     if "://" in text and not text.startswith("file://"):
+        mapped = _mapped(text)
+        if mapped is not None:
+            return mapped
         raise UserErrorException(f"'{text}' is not on this machine: download it, or map its prefix to a folder in "
                                  ".mltrain/datastores.yaml and pass the datastore path")
     return os.path.abspath(text[len("file://"):] if text.startswith("file://") else text)
+
+
+def _mapped(uri: str) -> Optional[str]:
+    """A URI's local copy through the nearest `.mltrain/datastores.yaml` (the map v2 job files use):
+    the longest prefix it names wins."""
+    import yaml  # submission
+
+    here = Path.cwd()
+    for folder in (here, *here.parents):
+        table_file = folder / ".mltrain" / "datastores.yaml"
+        if not table_file.is_file():
+            continue
+        table = yaml.safe_load(table_file.read_text(encoding="utf-8")) or {}
+        best = max((str(p) for p in table if uri.startswith(str(p))), key=len, default=None)
+        if best is None:
+            return None
+        root = folder / os.path.expanduser(str(table[best]))
+        rest = uri[len(best):].lstrip("/")
+        return str((root / rest).resolve() if rest else root.resolve())
+    return None
 
 
 class DatasetConsumptionConfig:
@@ -39,7 +63,7 @@ class DatasetConsumptionConfig:
         return DatasetConsumptionConfig(self.name, self.dataset, "mount", path_on_compute)
 
 
-class FileDataset:
+class FileDataset(RefuseUnknown):
     def __init__(self, paths: List[str]) -> None:
         self._paths = paths
         self.name: Optional[str] = None

@@ -8,10 +8,11 @@ import shutil
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from azureml.core._refuse_unknown import RefuseUnknown
 from azureml.exceptions import UserErrorException
 
 
-class Datastore:
+class Datastore(RefuseUnknown):
     DEFAULT = "workspaceblobstore"
 
     def __init__(self, workspace: Any, name: Optional[str] = None) -> None:
@@ -106,7 +107,7 @@ def copy_tree(source: Path, target: Path, overwrite: bool, show_progress: bool) 
     return count
 
 
-class DataReference:
+class DataReference(RefuseUnknown):
     """A path in a datastore (azureml.data.data_reference.DataReference): the script receives its folder."""
 
     def __init__(self, datastore: Datastore, path_on_datastore: str = "", data_reference_name: Optional[str] = None,

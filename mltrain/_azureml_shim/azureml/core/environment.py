@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -22,6 +23,8 @@ from azureml.exceptions import UserErrorException
 DEFAULT_CPU_IMAGE = "mcr.microsoft.com/azureml/openmpi3.1.2-ubuntu18.04"
 DEFAULT_GPU_IMAGE = "mcr.microsoft.com/azureml/openmpi3.1.2-cuda10.1-cudnn7-ubuntu18.04"
 AZUREML_IMAGES = "mcr.microsoft.com/azureml/"
+#: Azure's current curated PyTorch families: (azureml-)acpt-pytorch-<torch>-cuda<cuda>
+ACPT = re.compile(r"(?i)^(?:azureml-)?acpt-pytorch-(\d+\.\d+)-cuda[\d.]+$")
 
 
 class CondaDependencies:
@@ -126,8 +129,13 @@ class Environment:
     def get(workspace: Any, name: str, version: Optional[str] = None, label: Optional[str] = None) -> Environment:
         from mltrain.environments.catalog import CURATED  # submission
 
-        if name in CURATED:
-            return Environment._from_curated(name, CURATED[name])
+        by_lower = {k.lower(): k for k in CURATED}
+        curated = by_lower.get(name.lower()) or by_lower.get(f"azureml-{name}".lower())
+        if curated is not None:  # Azure's names are matched without regard to case
+            return Environment._from_curated(curated, CURATED[curated])
+        family = ACPT.match(name)
+        if family is not None:
+            return Environment._acpt(name, family.group(1))
         saved = _registered(workspace).get(name)
         if saved is not None:
             return Environment.load_from_directory(str(saved))
@@ -149,6 +157,16 @@ class Environment:
             env.docker.enabled = True
             env.docker.base_image = image
         env._curated = _state(env)
+        return env
+
+    @staticmethod
+    def _acpt(name: str, torch: str) -> Environment:
+        """Azure's `acpt-pytorch-<torch>-cuda<cuda>` family (its Python 3.10 images carry that torch and a
+        matching torchvision): built on this host from those packages, as the catalog's acpt entry is."""
+        env = Environment(name)
+        env.version = "1"
+        env.environment_variables = {}
+        env.python.conda_dependencies = CondaDependencies.create(pip_packages=[f"torch=={torch}.*", "torchvision"])
         return env
 
     @staticmethod
@@ -276,6 +294,7 @@ class Environment:
         if self.python.user_managed_dependencies:
             interpreter = self.python.interpreter_path
             values["python"] = {"user_managed": True}
+            values["check"] = "warn"  # Azure never checks a user-managed environment's packages; mltrain says what differs
             if interpreter and interpreter != "python":
                 values["python"]["interpreter"] = interpreter
             return "current", values

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
+from azureml.core.environment import DEFAULT_CPU_IMAGE, DEFAULT_GPU_IMAGE, CondaDependencies
 from azureml.exceptions import RunConfigurationException
 
 
@@ -125,5 +126,37 @@ class RunConfiguration:
         unsupported("RunConfiguration.load", "build the RunConfiguration in Python")
 
 
-__all__ = ["DockerConfiguration", "MpiConfiguration", "PyTorchConfiguration", "RunConfiguration",
-           "TensorflowConfiguration"]
+class _Library:
+    """Databricks libraries: accepted where a run configuration names them, used by nothing here."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.args, self.kwargs = args, kwargs
+
+
+class JarLibrary(_Library):
+    pass
+
+
+class EggLibrary(_Library):
+    pass
+
+
+class PyPiLibrary(_Library):
+    pass
+
+
+class MavenLibrary(_Library):
+    pass
+
+
+class CranLibrary(_Library):
+    pass
+
+
+class RLibrary(_Library):
+    pass
+
+
+__all__ = ["DEFAULT_CPU_IMAGE", "DEFAULT_GPU_IMAGE", "CondaDependencies", "CranLibrary", "DockerConfiguration",
+           "EggLibrary", "JarLibrary", "MavenLibrary", "MpiConfiguration", "PyPiLibrary", "PyTorchConfiguration",
+           "RLibrary", "RunConfiguration", "TensorflowConfiguration"]

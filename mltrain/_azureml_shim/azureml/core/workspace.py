@@ -135,6 +135,10 @@ class Workspace:
         return Datastore(self, Datastore.DEFAULT)
 
     def set_default_datastore(self, name: str) -> None:
+        from azureml.core.datastore import Datastore
+
+        if name == Datastore.DEFAULT:
+            return
         from azureml.core._bridge import unsupported
 
         unsupported("Workspace.set_default_datastore", "the default datastore is workspaceblobstore; map other "

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from azureml.core._refuse_unknown import RefuseUnknown
 from azureml.core.dataset import DatasetConsumptionConfig, FileDataset
 from azureml.core.datastore import DataReference
 
 
-class OutputFileDatasetConfig:
+class OutputFileDatasetConfig(RefuseUnknown):
     """A step's output folder: the step whose arguments (or outputs) name it writes it; a step whose
     arguments name `.as_input()` (or the object itself, once another step wrote it) reads it."""
 

@@ -3,10 +3,11 @@ from __future__ import annotations
 
 from typing import Any, List, Optional
 
+from azureml.core._refuse_unknown import RefuseUnknown
 from azureml.exceptions import UserErrorException
 
 
-class PipelineData:
+class PipelineData(RefuseUnknown):
     """A folder one step writes and later steps read (Azure's intermediate data)."""
 
     def __init__(self, name: str, datastore: Any = None, output_name: Optional[str] = None,
@@ -58,3 +59,10 @@ class StepSequence:
         self.steps = list(steps or [])
         for before, after in zip(self.steps, self.steps[1:]):
             after.run_after(before)
+
+
+class TrainingOutput:
+    """What a HyperDriveStep or AutoMLStep publishes (metrics or the best model): refused with them."""
+
+    def __init__(self, type: str, iteration: Any = None, metric: Any = None, model_file: Any = None) -> None:
+        self.type, self.iteration, self.metric, self.model_file = type, iteration, metric, model_file

@@ -59,7 +59,9 @@ class Pipeline:
         from mltrain.errors import MltrainError  # submission
 
         steps, dirs = self._graph(dict(pipeline_parameters or {}))
-        name = f"v1_{experiment.name}".replace("-", "_")
+        import re
+
+        name = re.sub(r"[^\w-]", "_", experiment.name)  # the pipeline's runs are the experiment's
         run_id = f"{experiment.name}_{time.strftime('%Y%m%d_%H%M%S')}_{uuid.uuid4().hex[:6]}"
         conf = mltrain_home() / "v1_pipelines" / run_id
         (conf / "pipeline").mkdir(parents=True)
@@ -69,7 +71,7 @@ class Pipeline:
                 + yaml.safe_dump(doc, sort_keys=False))
         (conf / "pipeline" / f"{name}.yaml").write_text(text, encoding="utf-8")
         run_dir = mltrain_home() / "runs" / run_id
-        argv = [f"pipeline={name}", f"run.id={run_id}", f"experiment_name={experiment.name}"]
+        argv = [f"pipeline={name}", f"run.id={run_id}"]
         try:
             driver = submit_multirun(MultirunRequest(argv=tuple(argv), ready=str(run_dir / "run.json"),
                                                      config_dirs=(str(conf), *dirs), name=run_id))

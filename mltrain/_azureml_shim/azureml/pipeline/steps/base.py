@@ -56,11 +56,20 @@ class _Step:
     def _program(self) -> Dict[str, Any]:
         raise NotImplementedError
 
+    def _run_config(self) -> Any:
+        """The RunConfiguration: given, or a ScriptRunConfig's own."""
+        return getattr(self.runconfig, "run_config", self.runconfig)
+
     def _environment(self) -> Any:
-        return getattr(self.runconfig, "environment", None) if self.runconfig is not None else None
+        rc = self._run_config()
+        return getattr(rc, "environment", None) if rc is not None else None
 
     def _distribution(self) -> Any:
-        return self.runconfig.distribution() if self.runconfig is not None else None
+        given = getattr(self.runconfig, "distributed_job_config", None)
+        if given is not None:
+            return given
+        rc = self._run_config()
+        return rc.distribution() if rc is not None else None
 
 
 def _is_output(value: Any) -> bool:
@@ -151,8 +160,14 @@ class _StepData:
         from azureml.data import PipelineInput
         from azureml.pipeline.core.graph import PipelineParameter
 
+        if isinstance(item, tuple) and len(item) == 2 and type(item[1]).__name__ == "DataPathComputeBinding":
+            item = item[0]
         if isinstance(item, PipelineParameter):
-            return self.parameters.get(item.name, item.default_value)
+            chosen = self.parameters.get(item.name, item.default_value)
+            if getattr(chosen, "_mltrain_path", None) is None:
+                return chosen
+            self.inputs[item.name] = chosen._mltrain_path()  # a DataPath chosen at submit time
+            return "${inputs." + item.name + "}"
         data = item.output if isinstance(item, PipelineInput) else item
         if _is_output(data):
             if any(data is w for w in _written_by(self.step)):
@@ -222,8 +237,14 @@ class CommandStep(_Step):
                  outputs: Optional[List[Any]] = None, params: Optional[Dict[str, Any]] = None,
                  source_directory: Optional[str] = None, allow_reuse: bool = True, version: Optional[str] = None
                  ) -> None:
+        script_config = runconfig if hasattr(runconfig, "run_config") else None  # a ScriptRunConfig
+        if command is None and script_config is not None:
+            command = script_config.command
+            source_directory = source_directory or script_config.source_directory
+            compute_target = compute_target or script_config.run_config.target
         if command is None:
-            raise UserErrorException("CommandStep: command is required")
+            raise UserErrorException("CommandStep: command is required (or a ScriptRunConfig with command= as "
+                                     "runconfig)")
         super().__init__(name or "command", source_directory, None, compute_target, inputs, outputs, params,
                          allow_reuse, version, None, runconfig)
         self.command = command
