@@ -122,6 +122,9 @@ COMMANDS = {
     "python my_app.py -m lr=0.1,0.01 hydra/launcher=mltrain": ("run", []),
     "python my_app.py -m lr=0.1,0.01 hydra/launcher=mltrain_slurm hydra.launcher.partition=debug "
     "hydra.launcher.timeout_min=30": ("run", []),
+    # the Azure ML v1 SDK page: a workspace's config.json and seed 001's control code
+    "echo {\"subscription_id\": \"0000\", \"resource_group\": \"rg\", \"workspace_name\": \"birds\"} > config.json": ("run", []),
+    "python control.py": ("run", []),
     # the migration guides' worked examples
     "mltrain job create --file prep-job.yml --set inputs.lr=0.05 --name prep --dry-run": ("run", []),
     "mltrain job create --file prep-job.yml --name prep": ("run", []),
@@ -309,6 +312,8 @@ def _check(key: str, out: str, project: Path) -> None:
         assert labels.read_text().split() == sorted(d.name for d in (project / "train").iterdir())  # ./train's label folders
     elif key.endswith("distribution.process_count_per_node=4 --dry-run"):
         assert "#SBATCH --nodes=2" in out and "#SBATCH --ntasks-per-node=4" in out
+    elif key == "python control.py":  # the v1 seed: registered, downloaded and read back
+        assert "b'weights'" in out
     elif "+hydra.launcher.submitit.comment=migrated" in key:
         assert "training with lr=0.1" in out and "training with lr=0.01" in out
 
