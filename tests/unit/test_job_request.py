@@ -74,7 +74,8 @@ def test_the_estimator_passes_script_params_as_azure_does(tmp_path):
     job = est._job()
     assert job.arguments == ["--epochs", 3, "--data", "/d", "--verbose"]
     assert job.distribution.to_mltrain() == {"kind": "mpi", "node_count": 1, "process_count_per_node": 2}
-    assert job.environment.to_mltrain() == ("current", {"name": "pytorch-estimator", "python": {"user_managed": True}})
+    assert job.environment.to_mltrain() == ("current", {"name": "pytorch-estimator", "python": {"user_managed": True},
+                                                        "check": "warn"})
 
 
 def test_a_curated_environment_stays_the_curated_option_until_changed():
