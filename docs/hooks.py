@@ -97,7 +97,7 @@ def _rows(cls: type, prefix: str, rules: Dict[str, str], choices: Dict[str, Tupl
 def _table(cls: type, prefix: str, rules: Dict[str, str], choices: Dict[str, Tuple[str, ...]],
            skip: Tuple[str, ...] = ()) -> List[str]:
     doc = inspect.getdoc(cls)
-    own = doc if doc and cls.__doc__ else None  # a dataclass without a docstring gets a generated one
+    own = doc if doc and not doc.startswith(cls.__name__ + "(") else None  # a dataclass's generated one: none
     head = [own, ""] if own else []
     rows = [r for r in _rows(cls, prefix, rules, choices) if not any(r.startswith(f"| `{prefix}{s}`") for s in skip)]
     return head + ["| key | type | default | allowed | meaning |", "|---|---|---|---|---|", *rows, ""]
