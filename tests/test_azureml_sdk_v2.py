@@ -262,3 +262,50 @@ def test_a_notebooks_code_cells_run_in_order_with_the_runner(home, project):
                        capture_output=True, text=True, timeout=120, env=env)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "hello from a notebook" in p.stdout and "Status: Completed" in p.stdout
+
+
+ASSETS = """\
+from azure.ai.ml import Input, MLClient, command, load_component
+from azure.ai.ml.constants import AssetTypes
+from azure.ai.ml.entities import Data, Model
+from azure.core.exceptions import ResourceNotFoundError
+
+ml_client = MLClient.from_config(credential=None)
+data = ml_client.data.create_or_update(Data(path="./pipe/raw", type=AssetTypes.URI_FOLDER, name="raw-text"))
+print("DATA", data.name, data.version, str(ml_client.data.get("raw-text", label="latest").path).endswith("pipe/raw"))
+job = command(command="cat ${{inputs.raw}}/data.txt", inputs={"raw": Input(type="uri_folder", path="azureml:raw-text@latest")})
+job = ml_client.jobs.create_or_update(job)
+ml_client.jobs.stream(job.name)
+
+first = ml_client.models.create_or_update(Model(path="./pipe/src", type=AssetTypes.CUSTOM_MODEL, name="tiny"))
+second = ml_client.models.create_or_update(Model(path="./pipe/src", type=AssetTypes.CUSTOM_MODEL, name="tiny"))
+print("MODELS", first.version, second.version, ml_client.models.get("tiny", version="1").name,
+      sorted(m.name for m in ml_client.models.list()))
+ml_client.models.download("tiny", version="2", download_path="./model-copy")
+
+prep = ml_client.components.create_or_update(load_component(source="./pipe/prep.yml"))
+print("COMPONENT", prep.name, ml_client.components.get("prep").command.split()[1])
+print("ENVIRONMENT", ml_client.environments.get("AzureML-sklearn-1.5").name)
+try:
+    ml_client.environments.get("no-such-env")
+except ResourceNotFoundError:
+    print("ENVIRONMENT missing")
+
+slow = ml_client.jobs.create_or_update(command(command="python -c 'import time; time.sleep(120)'"))
+ml_client.jobs.begin_cancel(slow.name).result()
+print("CANCELED", ml_client.jobs.get(slow.name).status)
+"""
+
+
+def test_assets_and_cancel(home, project):
+    sdk_project(project)
+    write(project, "assets.py", ASSETS)
+    p = run_script(project, "assets.py")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert value(p.stdout, "DATA") == "raw-text 1 True" and "abc" in p.stdout  # the job read the data asset
+    assert value(p.stdout, "MODELS") == "1 2 tiny ['tiny']"
+    assert (project / "model-copy" / "tiny" / "step.py").is_file()
+    assert value(p.stdout, "COMPONENT") == "prep step.py"
+    assert (project / ".mltrain" / "components" / "prep.yml").is_file()
+    assert value(p.stdout, "ENVIRONMENT") == "AzureML-sklearn-1.5" and "ENVIRONMENT missing" in p.stdout
+    assert value(p.stdout, "CANCELED") == "Canceled"

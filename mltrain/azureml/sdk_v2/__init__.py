@@ -23,7 +23,7 @@ INSTALL = "azure-ai-ml is not installed: pip install 'mltrain[azure]' (azure-ai-
 def require_azure() -> Any:
     """azure-ai-ml's types mltrain's client hands back, or one MltrainError line saying what to install."""
     try:
-        from azure.ai.ml import load_job  # optional
+        from azure.ai.ml import load_component, load_job  # optional
         from azure.ai.ml.entities import AmlCompute, CommandJob  # optional
         from azure.ai.ml.exceptions import (  # optional
             ErrorCategory,
@@ -37,6 +37,7 @@ def require_azure() -> Any:
         from mltrain.errors import MltrainError  # startup
 
         raise MltrainError(INSTALL) from None
-    return SimpleNamespace(load_job=load_job, AmlCompute=AmlCompute, CommandJob=CommandJob, ErrorCategory=ErrorCategory,
-                           ErrorTarget=ErrorTarget, JobException=JobException, MlException=MlException,
-                           ValidationException=ValidationException, ResourceNotFoundError=ResourceNotFoundError)
+    return SimpleNamespace(load_job=load_job, load_component=load_component, AmlCompute=AmlCompute, CommandJob=CommandJob,
+                           ErrorCategory=ErrorCategory, ErrorTarget=ErrorTarget, JobException=JobException,
+                           MlException=MlException, ValidationException=ValidationException,
+                           ResourceNotFoundError=ResourceNotFoundError)

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional
 
+from mltrain.azureml.sdk_v2 import assets
 from mltrain.azureml.sdk_v2 import submit as submission
 from mltrain.config.paths import mltrain_home
 from mltrain.errors import MltrainError
@@ -46,6 +47,10 @@ class MLClient:
         self._registry_name = registry_name
         self.jobs = JobOperations(self)
         self.compute = ComputeOperations()
+        self.models = assets.ModelOperations()
+        self.data = assets.DataOperations()
+        self.components = assets.ComponentOperations()
+        self.environments = assets.EnvironmentOperations()
 
     @classmethod
     def from_config(cls, credential: Any = None, *, path: Optional[str] = None, file_name: Optional[str] = None,
@@ -58,10 +63,16 @@ class MLClient:
                    values.get("workspace_name"), **kwargs)
 
     def create_or_update(self, entity: Any, **kwargs: Any) -> Any:
-        if type(entity).__name__ in ("Command", "Sweep", "CommandJob", "SweepJob", "PipelineJob"):
+        kind = type(entity).__name__
+        if kind in ("Command", "Sweep", "CommandJob", "SweepJob", "PipelineJob"):
             return self.jobs.create_or_update(entity, **kwargs)
-        raise MltrainError(f"MLClient.create_or_update({type(entity).__name__}): mltrain's client runs jobs "
-                           "(command, sweep, pipeline)")
+        by_kind = {"Model": self.models, "Data": self.data, "Environment": self.environments}
+        operations = by_kind.get(kind) or (self.components if kind.endswith("Component") else None)
+        if operations is None:
+            raise _azure().ValidationException(
+                message=f"MLClient.create_or_update({kind}): mltrain's client makes jobs, models, data, components "
+                        "and environments", no_personal_data_message="unsupported entity")
+        return operations.create_or_update(entity, **kwargs)
 
     def begin_create_or_update(self, entity: Any, **kwargs: Any) -> Any:
         return _Done(self.create_or_update(entity, **kwargs))
@@ -205,7 +216,13 @@ class JobOperations:
     def cancel(self, name: str, **kwargs: Any) -> None:
         record = submission.find(name)
         if record is None or record["kind"] == "command":
-            self._run(name, record).cancel()
+            run = self._run(name, record)
+            # A driver signalled before it has started its run dies without recording Canceled (it sets its
+            # handler on starting): wait for it to start first.
+            deadline = time.monotonic() + 30
+            while run.status == "NotStarted" and time.monotonic() < deadline:
+                time.sleep(0.05)
+            run.cancel()
             return
         pid = record.get("driver_pid")
         if pid is None or submission.outcome(record) is not None or not _alive(int(pid)):

@@ -122,23 +122,44 @@ def _bindings(step: Dict[str, Any], pipeline: Dict[str, Any]) -> None:
 
 def _component_file(component: Dict[str, Any], entity: Any, folder: str, step: str) -> str:
     """The component's own YAML file when it was loaded from one (its refusals then name that file's lines),
-    else its dump written as a component file. The dump writes literal defaults as text (`default: '2'`)."""
+    else its dump written as a component file."""
     source = getattr(entity, "_source_path", None)
     if source and str(source).endswith((".yml", ".yaml")) and os.path.isfile(str(source)):
         return os.path.abspath(str(source))
-    import yaml  # startup
-
-    out = {k: v for k, v in component.items() if k != "$schema"}
-    if out.get("name") == "azureml_anonymous":
-        out["name"] = step
-    for spec in (out.get("inputs") or {}).values():
-        if isinstance(spec, dict) and isinstance(spec.get("default"), str):
-            spec["default"] = _literal(spec.get("type"), spec["default"])
     path = os.path.join(folder, "components", f"{step}.yml")
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w", encoding="utf-8") as handle:
-        yaml.safe_dump(out, handle, sort_keys=False)
+        handle.write(_component_yaml(component, step))
     return path
+
+
+def component_text(entity: Any) -> str:
+    """A component entity as a component file that stands alone (`code` absolute): its own file's data
+    when it was loaded from one, else the SDK's dump."""
+    import yaml  # startup
+
+    source = getattr(entity, "_source_path", None)
+    if source and str(source).endswith((".yml", ".yaml")) and os.path.isfile(str(source)):
+        with open(str(source), encoding="utf-8") as handle:
+            data = yaml.safe_load(handle) or {}
+        code = data.get("code")
+        if isinstance(code, str) and _local(code) is not None:
+            data["code"] = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(str(source))), code))
+        return f"# from {source}\n" + yaml.safe_dump(data, sort_keys=False)
+    return _component_yaml(_clean(dict(entity._to_dict())), str(entity.name))
+
+
+def _component_yaml(component: Dict[str, Any], name: str) -> str:
+    """The dump writes literal defaults as text (`default: '2'`); a file has numbers."""
+    import yaml  # startup
+
+    out = {k: v for k, v in component.items() if k != "$schema"}
+    if out.get("name") in (None, "azureml_anonymous"):
+        out["name"] = name
+    for spec in (out.get("inputs") or {}).values():
+        if isinstance(spec, dict) and isinstance(spec.get("default"), str):
+            spec["default"] = _literal(spec.get("type"), spec["default"])
+    return yaml.safe_dump(out, sort_keys=False)
 
 
 def _literal(kind: Any, text: str) -> Any:
