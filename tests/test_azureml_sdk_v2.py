@@ -150,6 +150,10 @@ def check_ddp(home: Path, project: Path) -> dict:
     assert "allreduce rank=1 world=2 sum=3" in (Path(run["dir"]) / "logs" / "rank_1.log").read_text()
     listed = subprocess.run(mltrain_exe() + ["runs", "list"], cwd=project, capture_output=True, text=True, timeout=60)
     assert name in listed.stdout, listed.stdout + listed.stderr
+    write(project, "later.py", f"from azure.ai.ml import MLClient\nj = MLClient.from_config(None).jobs.get({name!r})\n"
+                               "print('LATER', type(j).__name__, j.status)\n")
+    later = run_script(project, "later.py", timeout=120)  # another process finds the job by its name
+    assert value(later.stdout, "LATER") == "CommandJob Completed", later.stdout + later.stderr
     return run
 
 

@@ -145,7 +145,7 @@ class JobOperations:
         if entity is None:
             record = submission.find(name)
             if record is not None:
-                entity = _azure().load_job(str(submission.sdk_root() / name / f"{name}.yml"))
+                entity = _reloaded(record)
             else:
                 entity = self._plain_run(name)
             entity.name = name
@@ -294,8 +294,42 @@ class JobOperations:
         return entity
 
     def _studio_url(self, name: str) -> str:
+        """`mltrain ui`'s page of the run (MLflow's run page) once the mirror has copied it; before that, the
+        UI's experiments page filtered by the run's name."""
         base = os.environ.get(UI_URL_ENV, "http://127.0.0.1:5000").rstrip("/")
-        return f"{base}/#/experiments?mltrain_run={name}"
+        record = submission.find(name)
+        run_dir = Path(record["run_dir"]) if record and record.get("run_dir") else mltrain_home() / "runs" / name
+        try:
+            from mltrain.runs.record import RunRecord  # startup
+
+            mark = RunRecord.load(run_dir).doc.mlflow if (run_dir / "run.json").is_file() else None
+        except MltrainError:
+            mark = None
+        if mark is not None:
+            return f"{base}/#/runs/{mark.run_id}"
+        return f"{base}/#/experiments?searchFilter=attributes.run_name%3D%22{name}%22"
+
+
+def _reloaded(record: Dict[str, Any]) -> Any:
+    """A job submitted by another process, from its job file; a file Azure's own loader refuses (it asks
+    for fields mltrain does not need, such as a command job's environment) as a bare entity of its type."""
+    import yaml  # startup
+
+    name = record["name"]
+    file = submission.sdk_root() / name / f"{name}.yml"
+    try:
+        return _azure().load_job(str(file))
+    except Exception:  # noqa: BLE001 - any refusal of Azure's loader: the job still exists here
+        from azure.ai.ml.entities import CommandJob, PipelineJob  # optional
+        from azure.ai.ml.sweep import SweepJob  # optional
+
+        data = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
+        common = {"name": name, "display_name": data.get("display_name"), "experiment_name": data.get("experiment_name")}
+        if record["kind"] == "pipeline":
+            return PipelineJob(**common)
+        if record["kind"] == "sweep":
+            return SweepJob(**common)
+        return CommandJob(command=str(data.get("command") or ""), **common)
 
 
 def _pipeline_output(record: Dict[str, Any], run_dir: Path, output: str) -> Optional[Path]:
