@@ -211,6 +211,11 @@ def test_without_the_variable_azure_ai_ml_is_azures_own(home, project):
     chosen = run_script(project, "probe.py", timeout=120)
     assert plain.stdout.strip() == "azure.ai.ml._ml_client", plain.stdout + plain.stderr
     assert chosen.stdout.strip() == "mltrain.azureml.sdk_v2.client", chosen.stdout + chosen.stderr
+    # selected, without the SDK (site-packages taken off the path after start): one line saying what to install
+    write(project, "missing.py", "import sys\nsys.path[:] = [p for p in sys.path if 'site-packages' not in p]\n" + probe)
+    missing = run_script(project, "missing.py", timeout=120)
+    assert missing.returncode != 0 and missing.stderr.strip().splitlines()[-1] == (
+        "ModuleNotFoundError: azure-ai-ml is not installed: pip install 'mltrain[azure]' (azure-ai-ml and azure-identity)"), missing.stderr
 
 
 REFUSALS = """\
@@ -248,6 +253,7 @@ def test_refusals_and_a_failed_job_raise_azures_exception_types(home, project):
     assert value(p.stdout, "COMPUTES") == "['cpu-cluster', 'gpu-cluster']"
     assert value(p.stdout, "RAISED") == "JobException True" and "bye" in p.stdout
     assert [r["status"] for r in runs(home)] == ["Failed"]  # the refused job made no run
+    assert len(list((home / "azureml_sdk").iterdir())) == 1  # and left no job file
 
 
 def test_a_notebooks_code_cells_run_in_order_with_the_runner(home, project):

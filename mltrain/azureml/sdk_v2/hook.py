@@ -13,7 +13,7 @@ import os
 import sys
 from typing import Any, Optional, Sequence
 
-from mltrain.azureml.sdk_v2 import SELECT_ENV
+from mltrain.azureml.sdk_v2 import INSTALL, SELECT_ENV
 
 TARGET = "azure.ai.ml"
 
@@ -55,10 +55,12 @@ class _Loader(importlib.abc.Loader):
 
 class _Finder(importlib.abc.MetaPathFinder):
     def find_spec(self, fullname: str, path: Optional[Sequence[str]], target: Any = None) -> Any:
-        if fullname != TARGET:
+        if fullname not in ("azure", "azure.ai", TARGET):
             return None
         spec = importlib.machinery.PathFinder.find_spec(fullname, path)
-        if spec is None or spec.loader is None:
+        if spec is None:  # selected, but the SDK is not there: say what to install, in one line
+            raise ModuleNotFoundError(INSTALL, name=fullname)
+        if fullname != TARGET or spec.loader is None:
             return spec
         spec.loader = _Loader(spec.loader)
         return spec

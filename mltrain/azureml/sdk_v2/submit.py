@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import time
 import uuid
 from dataclasses import dataclass
@@ -56,13 +57,22 @@ def submit(entity: Any, experiment_name: Optional[str] = None, compute: Optional
         job.compute = compute
     name = str(getattr(job, "name", None) or new_name(job))
     folder = sdk_root() / name
-    folder.mkdir(parents=True, exist_ok=True)
-    kind, data = to_v2(job, str(folder))
-    data["name"] = name
     experiment = experiment_name or getattr(job, "experiment_name", None)
-    file = folder / f"{name}.yml"
-    text = f"# the {type(entity).__name__} entity of azure-ai-ml, as a v2 job file (mltrain)\n"
-    file.write_text(text + yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        _, data = to_v2(job, str(folder))
+        data["name"] = name
+        file = folder / f"{name}.yml"
+        text = f"# the {type(entity).__name__} entity of azure-ai-ml, as a v2 job file (mltrain)\n"
+        file.write_text(text + yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+        return _queue(entity, name, folder, file, experiment)
+    except BaseException:
+        if not (folder / RECORD).is_file():  # refused before anything was queued: nothing is left of it
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
+
+
+def _queue(entity: Any, name: str, folder: Path, file: Path, experiment: Optional[str]) -> Submitted:
     plan = job_plan.plan(Request(file=str(file), name=name, experiment_name=experiment))
     generated = folder / "config"
     _write_files(plan.files, generated)
