@@ -18,6 +18,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,14 +46,57 @@ def submit_request(request: JobRequest, console: Optional[Console] = None) -> Ru
     if request.origin:
         record.update(origin=dict(request.origin))
     log = Path(job.run_dir) / "logs" / "driver.log"
-    with open(log, "ab") as out:
-        # Its own session: a Ctrl-C in the caller's terminal is not the run's cancel (run.cancel() is).
-        # A run submitted from a rank of another run outlives that run's driver: the guard's mark is not passed.
-        driver = subprocess.Popen([sys.executable, "-m", "mltrain.launch.driver", job.run_dir], stdout=out,
-                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-                                  env=unmarked(dict(os.environ)))
+    driver = _fork_driver(job.run_dir, log) if threading.active_count() == 1 else _spawn_driver(job.run_dir, log)
     record.update(driver_pid=driver.pid)  # a cancel asks the driver, never this process
     return Run(job.run_dir, driver)
+
+
+# The driver runs in its own session: a Ctrl-C in the caller's terminal is not the run's cancel
+# (run.cancel() is). A run submitted from a rank of another run outlives that run's driver: the guard's
+# mark is not passed on.
+
+def _spawn_driver(run_dir: str, log: Path) -> Any:
+    with open(log, "ab") as out:
+        return subprocess.Popen([sys.executable, "-m", "mltrain.launch.driver", run_dir], stdout=out,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                                env=unmarked(dict(os.environ)))
+
+
+def _fork_driver(run_dir: str, log: Path) -> Any:
+    """The driver as a fork of this process: what the caller has imported (Hydra, mltrain) is the
+    driver's at once, about half a second less than a new interpreter (benchmarks/bench_azureml_v1.py).
+    Only from a single-threaded process (a fork copies one thread; a lock another thread held would stay
+    held), so a notebook kernel, whose threads serve Jupyter, gets a new interpreter instead."""
+    from mltrain.launch.driver import drive  # submission
+    from mltrain.ranks.process import ForkedChild  # submission
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid:
+        return ForkedChild(pid)
+    code = 1
+    try:  # the child: never back into the caller's code, whatever happens
+        os.setsid()
+        fd = os.open(str(log), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        kept = unmarked(dict(os.environ))
+        os.environ.clear()
+        os.environ.update(kept)
+        code = drive(run_dir)
+    except BaseException:  # noqa: B036 - reported in the driver's log, then the child ends
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
 
 
 def submit(job: Optional[str] = None, overrides: Sequence[str] = (), cwd: Optional[str] = None,
