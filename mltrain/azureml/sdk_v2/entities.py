@@ -86,7 +86,8 @@ def _local(path: Any) -> Optional[str]:
 
 
 def _fix_io(data: Dict[str, Any], entity: Any, base: str) -> None:
-    """Local paths of the entity's inputs and outputs, absolute, in place of the dump's `azureml:` ones."""
+    """Inputs and outputs as the entity holds them: a path as the user wrote it (a local one absolute; the
+    dump prefixes every path `azureml:`), a literal as given (the dump writes False as 0)."""
     for section in ("inputs", "outputs"):
         given = getattr(entity, section, None) or {}
         dumped = data.get(section)
@@ -94,12 +95,17 @@ def _fix_io(data: Dict[str, Any], entity: Any, base: str) -> None:
             continue
         for name, value in given.items():
             value = getattr(value, "_data", value)  # a node's input wraps what it was given
-            if type(value).__name__ not in ("Input", "Output"):  # a binding (PipelineInput, NodeOutput) or a literal
-                continue
-            path = _local(getattr(value, "path", None))
             spec = dumped.get(name)
-            if path is not None and isinstance(spec, dict):
-                spec["path"] = os.path.normpath(os.path.join(base, path))
+            if isinstance(value, (bool, int, float, str)) and not isinstance(spec, dict) and name in dumped:
+                dumped[name] = value
+                continue
+            if type(value).__name__ not in ("Input", "Output") or not isinstance(spec, dict):
+                continue  # a binding (PipelineInput, NodeOutput), a search space, or nothing given
+            path = getattr(value, "path", None)
+            if not isinstance(path, str) or not path:
+                continue
+            local = _local(path)
+            spec["path"] = os.path.normpath(os.path.join(base, local)) if local is not None else path
 
 
 def _bindings(step: Dict[str, Any], pipeline: Dict[str, Any]) -> None:
@@ -174,10 +180,15 @@ def _literal(kind: Any, text: str) -> Any:
         return text
 
 
-def _trial(data: Dict[str, Any], entity: Any) -> Dict[str, Any]:
-    """A sweep's trial as a sweep file writes it: a command whose swept inputs are `${{search_space.X}}`,
-    the other literal inputs of the trial's component given to the sweep as its inputs."""
+def _trial(data: Dict[str, Any], entity: Any) -> Any:
+    """A sweep's trial as a sweep file writes it: the component file it was loaded from, or a command whose
+    swept inputs are `${{search_space.X}}`, the other literal inputs of the trial's component given to the
+    sweep as its inputs."""
     raw = data.get("trial") or {}
+    component = getattr(entity, "trial", None)
+    source = getattr(component, "_source_path", None)
+    if source and str(source).endswith((".yml", ".yaml")) and os.path.isfile(str(source)):
+        return os.path.abspath(str(source))  # a component file: its inputs named in the search space are swept
     swept = set((data.get("search_space") or {}).keys())
     trial = {k: v for k, v in raw.items() if k in _TRIAL}
     command = str(trial.get("command") or "")
