@@ -1,8 +1,9 @@
 """Every code block of the README and of the documentation site (docs/, the pages in the order of
 mkdocs.yml's navigation), run as printed, in a user's project folder that holds the files they print
 (`# my-proj/train.py`, `# .mltrain/...` headers) and the data folders they name. The concept pages run
-first, in the navigation's order, then the two tour pages (the site's home page and the README): a tour
-command that a page has already run is not run twice (it is the same command line, printed in two places).
+first, in the navigation's order, then the two tour pages (the site's home page and the README); a command
+line an earlier page has already run is not run again (the tours repeat many; a page's own repeats, such as a
+pipeline run twice to show its reuse, all run).
 Three kinds of change only, each listed in COMMANDS with its reason: training made short by overrides
 appended to the command, a dry run for what this machine cannot run (GPUs, a GPU partition, a container
 runtime), and the set-up and test commands, which are the test command itself. A command COMMANDS does not
@@ -244,8 +245,8 @@ def test_every_readme_block_runs_as_printed(workspace):
             if mode == "skip":
                 skipped.append(key)
                 continue
-            if source in TOURS and ran.get(key, source) != source:
-                print(f"already run as printed in {ran[key]}: {key}")  # a tour repeats a page's command
+            if ran.get(key, source) != source:  # the same line printed on an earlier page (a tour repeats many)
+                print(f"already run as printed in {ran[key]}: {key}")
                 continue
             needs = [(slurm, "MLTRAIN_REQUIRE_SLURM", "a Slurm cluster")
                      if mode == "run" and "--dry-run" not in tokens and any(n in key for n in NEEDS_SLURM) else None,
