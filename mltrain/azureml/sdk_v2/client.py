@@ -192,7 +192,7 @@ class JobOperations:
             status = self._follow_driver(name, record)
             if status != "Completed":
                 outcome = submission.outcome(record) or {}
-                raise _job_exception(azure, name, f"{record['kind']} {name} {status}: {outcome.get('error') or ''}")
+                raise _job_exception(azure, name, str(outcome.get("error") or f"{record['kind']} {name} {status}"))
         print(f"\nExecution Summary\n=================\nRunId: {name}\nStatus: {status}\n", flush=True)
 
     def _follow_driver(self, name: str, record: Dict[str, Any]) -> str:
