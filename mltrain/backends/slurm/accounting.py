@@ -149,3 +149,27 @@ def partition(name: Optional[str]) -> Optional[Partition]:
     if name is not None:
         return found.get(name)
     return next((p for p in found.values() if p.default), None)
+
+
+#: Slurm's own default MaxArraySize (array indices 0 to 1000).
+DEFAULT_MAX_ARRAY_SIZE = 1001
+
+
+def parse_max_array_size(text: str) -> Optional[int]:
+    """MaxArraySize from `scontrol show config` output (`MaxArraySize            = 1001`); None when absent."""
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip() == "MaxArraySize" and value.strip().isdigit():
+            return int(value.strip())
+    return None
+
+
+def max_array_size() -> int:
+    """How many tasks one job array may have on this cluster (its indices run from 0 to MaxArraySize - 1);
+    Slurm's default when the controller cannot say (the submission would then tell)."""
+    try:
+        proc = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True, timeout=QUERY_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired):
+        return DEFAULT_MAX_ARRAY_SIZE
+    found = parse_max_array_size(proc.stdout) if proc.returncode == 0 else None
+    return found if found and found > 0 else DEFAULT_MAX_ARRAY_SIZE

@@ -112,7 +112,8 @@ class SlurmBackend(Backend):
             for plan, record, console, job_id in zip(plans, records, consoles, ids):
                 if record.status in TERMINAL:
                     continue
-                record.update(detached=True)
+                if not record.doc.detached:  # driver.submit writes it with the job id
+                    record.update(detached=True)
                 console.status(f"detached: run {plan.job.run_id} is Slurm job {job_id}; follow it with "
                                f"`mltrain runs status|logs|cancel {plan.job.run_id}`")
             return [r.status if r.status in TERMINAL else QUEUED for r in records]

@@ -7,14 +7,15 @@ line come after its last one. A sweep's members are prefixed `[#N]`, whole line 
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import threading
 import time
 from pathlib import Path
-from typing import Callable, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from mltrain.backends.base import Plan, cancel_reason, prepare_environment
+from mltrain.backends.base import Plan, cancel_reason
 from mltrain.backends.slurm import accounting
 from mltrain.backends.slurm.rank import SlurmRank
 from mltrain.backends.slurm.submission import make_executor
@@ -26,7 +27,7 @@ from mltrain.runs.record import RunRecord
 from mltrain.spec.job import FrozenJob
 from mltrain.spec.records import SlurmJob
 from mltrain.spec.schema import SlurmComputeConf, compute_as
-from mltrain.spec.status import CANCELED, COMPLETED, FAILED, QUEUED, RUNNING, TERMINAL
+from mltrain.spec.status import CANCELED, COMPLETED, FAILED, PREPARING, QUEUED, RUNNING, TERMINAL
 
 #: How often the driver looks at the ranks' reports and logs (cheap: a few small files).
 TICK_S = 0.1
@@ -35,7 +36,12 @@ SAFETY_POLLS = 5
 
 
 def submit(plans: List[Plan], records: List[RunRecord], consoles: List[Console]) -> List[str]:
-    """Prepare and submit every run; returns their Slurm job ids in the same order."""
+    """Prepare and submit every run; returns their Slurm job ids in the same order.
+
+    A sweep is one job array, or several where it has more members than the cluster's MaxArraySize
+    (`scontrol show config`): each array then holds at most that many, members keep their order and their
+    sweep indices, and compute.array_parallelism stays one limit across them (each array waits, with
+    `afterany`, for the one before it, which runs at most that many tasks at once)."""
 
     jobs = [p.job for p in plans]
     compute = compute_as(jobs[0].compute, SlurmComputeConf)
@@ -44,19 +50,115 @@ def submit(plans: List[Plan], records: List[RunRecord], consoles: List[Console])
     folder = Path(sweep_dir) / "submitit" if sweep_dir else Path(plans[0].details["folder"])
     params = dict(plans[0].details["executor"])
     params["slurm_array_parallelism"] = compute.array_parallelism
-    executor = make_executor(params, folder, compute.max_requeues)
-    for job, record, console in zip(jobs, records, consoles):
-        prepare_environment(job, record, RunLog(record.log_path(), console))
+    listings = prepare(jobs, records, consoles)
     if len(jobs) == 1:
-        submitted = [executor.submit(SlurmRank(jobs[0].run_dir))]
+        submitted = [make_executor(params, folder, compute.max_requeues).submit(SlurmRank(jobs[0].run_dir))]
     else:
-        with executor.batch():
-            submitted = [executor.submit(SlurmRank(job.run_dir)) for job in jobs]
+        submitted = []
+        previous: Optional[str] = None
+        for chunk in array_chunks(len(jobs), accounting.max_array_size()):
+            chunk_params = params if previous is None or not compute.array_parallelism else after_array(params, previous)
+            executor = make_executor(chunk_params, folder, compute.max_requeues)
+            with executor.batch():
+                part = [executor.submit(SlurmRank(jobs[i].run_dir)) for i in chunk]
+            submitted += part
+            previous = str(part[0].job_id).split("_")[0]
     ids = [str(s.job_id) for s in submitted]
-    for record, console, job_id in zip(records, consoles, ids):
-        record.set_status(QUEUED, slurm=SlurmJob(str(job_id), str(folder)))
+    for job, record, console, job_id in zip(jobs, records, consoles, ids):
+        # one write: the job, and for a detached run that its driver leaves now
+        fields: Dict[str, Any] = {"slurm": SlurmJob(str(job_id), str(folder)), **with_packages(record, listings)}
+        if job.detach:
+            fields["detached"] = True
+        record.set_status(QUEUED, **fields)
         RunLog(record.log_path(), console).info(f"{QUEUED}: submitted as Slurm job {job_id}", show=True)
     return ids
+
+
+def array_chunks(members: int, max_array_size: int) -> List[range]:
+    """The members' positions, split into job arrays of at most `max_array_size` tasks (submitit numbers
+    each array's tasks from 0, and Slurm wants every index below MaxArraySize)."""
+    size = max(1, max_array_size)
+    return [range(start, min(members, start + size)) for start in range(0, members, size)]
+
+
+def after_array(params: Dict[str, Any], array_job_id: str) -> Dict[str, Any]:
+    """Executor parameters that also wait for every task of an earlier array to end (whatever its end)."""
+    extra = dict(params.get("slurm_additional_parameters") or {})
+    dependency = f"afterany:{array_job_id}"
+    extra["dependency"] = f"{extra['dependency']},{dependency}" if extra.get("dependency") else dependency
+    return {**params, "slurm_additional_parameters": extra}
+
+
+class _Listing(threading.Thread):
+    """The packages of one interpreter, listed in the background while the members are prepared and
+    submitted (a listing is a Python process of its own)."""
+
+    def __init__(self, interpreter: str) -> None:
+        super().__init__(daemon=True)
+        self.interpreter = interpreter
+        self.packages: Optional[List[str]] = None
+
+    def run(self) -> None:
+        from mltrain.environments import materialize  # startup
+
+        self.packages = materialize.record_packages(self.interpreter)
+
+
+def prepare(jobs: List[FrozenJob], records: List[RunRecord], consoles: List[Console]) -> Dict[str, _Listing]:
+    """Preparing, for every member: each distinct environment is made ready once (a sweep's members share
+    theirs; what doing so logged goes to every member's log) and each member's run.json takes the status
+    and the environment in one write. The interpreters' packages are listed once each, in the background;
+    returns those listings by interpreter, for the Queued write. What base.prepare_environment does for one
+    run, without its three writes and a thread per member."""
+    from mltrain.environments import materialize  # startup
+    from mltrain.environments.spec import EnvironmentSpec  # startup
+
+    made: Dict[str, Tuple[Dict[str, Any], List[str]]] = {}
+    listings: Dict[str, _Listing] = {}
+    for job, record, console in zip(jobs, records, consoles):
+        log = RunLog(record.log_path(), console)
+        if not job.environment:
+            record.set_status(PREPARING)
+            log.info(PREPARING, show=True)
+            continue
+        key = json.dumps(job.environment, sort_keys=True, default=str)
+        if key in made:
+            record.set_status(PREPARING, environment=dict(made[key][0]))
+            log.info(PREPARING, show=True)
+            for text in made[key][1]:
+                log.info(text, show=True)
+            continue
+        record.set_status(PREPARING)
+        log.info(PREPARING, show=True)
+        said: List[str] = []
+
+        def say(text: str, log: RunLog = log, said: List[str] = said) -> None:
+            said.append(text)
+            log.info(text, show=True)
+
+        spec = EnvironmentSpec(**job.environment["spec"])
+        info = materialize.materialize(spec, job.environment["containerized"], job.environment.get("check", "error"), say)
+        made[key] = (info, said)
+        record.update(environment=dict(info))
+        interpreter = str(info["interpreter"])
+        if not job.environment["containerized"] and interpreter not in listings:
+            listings[interpreter] = _Listing(interpreter)
+            listings[interpreter].start()
+    return listings
+
+
+def with_packages(record: RunRecord, listings: Dict[str, _Listing]) -> Dict[str, Any]:
+    """The Queued write's fields for the record's environment: its interpreter's packages once listed."""
+    env = record.doc.environment or {}
+    listing = listings.get(str(env.get("interpreter")))
+    if listing is None:
+        return {}
+    listing.join(LISTING_WAIT_S)
+    return {"environment": {**env, "packages": listing.packages}} if listing.packages is not None else {}
+
+
+#: How long the Queued write waits for a package listing (itself bounded by materialize's timeout).
+LISTING_WAIT_S = 60.0
 
 
 def final_status(record: RunRecord, job: accounting.JobState) -> Tuple[str, Optional[str], Optional[int]]:

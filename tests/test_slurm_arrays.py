@@ -1,0 +1,64 @@
+"""A sweep larger than the cluster's MaxArraySize, on the real test cluster: MaxArraySize is lowered to 5
+for the test (slurm.conf, `scontrol reconfigure`) and put back after it, so a 12-member sweep becomes
+arrays of 5, 5 and 2 that keep every member's index, and compute.array_parallelism=3 holds across them."""
+from __future__ import annotations
+
+import os
+import subprocess
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+from slurm_support import require_cluster
+from support import run_mltrain, runs
+
+pytestmark = pytest.mark.slurm
+
+
+def _max_array_size() -> str:
+    out = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True, timeout=30).stdout
+    return next(line.split("=", 1)[1].strip() for line in out.splitlines() if line.startswith("MaxArraySize"))
+
+
+@pytest.fixture
+def small_arrays():
+    require_cluster()
+    conf = Path(os.environ["SLURM_CONF"])
+    original = conf.read_text()
+    conf.write_text(original + "MaxArraySize=5\n")  # the last value of a key wins
+    try:
+        subprocess.run(["scontrol", "reconfigure"], check=True, timeout=60)
+        assert _max_array_size() == "5"
+        yield
+    finally:
+        conf.write_text(original)
+        subprocess.run(["scontrol", "reconfigure"], check=False, timeout=60)
+    assert _max_array_size() == "1001"
+
+
+def _span(job_id: str) -> tuple:
+    out = subprocess.run(["sacct", "-j", job_id, "-X", "-n", "-P", "-o", "Start,End"], capture_output=True,
+                         text=True, timeout=30).stdout.split("\n")[0]
+    start, end = out.split("|")
+    return datetime.fromisoformat(start).timestamp(), datetime.fromisoformat(end).timestamp()
+
+
+def test_a_sweep_past_max_array_size_is_split_and_keeps_one_parallelism(home, tmp_path, small_arrays):
+    r = run_mltrain("-m", "job=command", 'job.command="sleep 1"', "compute=slurm", "compute.poll_s=0.3",
+                    "compute.array_parallelism=3", "+job.params.i=range(0,12)", cwd=tmp_path, timeout=240)
+    assert r.rc == 0, r.out[-3000:] + r.err
+    members = sorted(runs(home), key=lambda run: run["sweep"]["index"])
+    assert [m["sweep"]["index"] for m in members] == list(range(12))
+    assert all(m["status"] == "Completed" for m in members)
+    for m in members:  # member k ran with its own value
+        assert f"+job.params.i={m['sweep']['index']}" in m["overrides"]
+    arrays: dict = {}  # array job id -> [(task, sweep index)]
+    for m in members:
+        array, task = m["slurm"]["job_id"].split("_")
+        arrays.setdefault(array, []).append((int(task), m["sweep"]["index"]))
+    order = sorted(arrays, key=int)
+    assert [sorted(arrays[a]) for a in order] == [
+        [(t, t) for t in range(5)], [(t, 5 + t) for t in range(5)], [(0, 10), (1, 11)]]
+    spans = {a: [_span(f"{a}_{t}") for t, _ in arrays[a]] for a in order}
+    for earlier, later in zip(order, order[1:]):  # an array starts once the one before it has ended
+        assert min(s for s, _ in spans[later]) >= max(e for _, e in spans[earlier])

@@ -1,0 +1,39 @@
+"""Sweeps past the cluster's MaxArraySize: the limit read from recorded `scontrol show config` output,
+the members dealt into arrays in order, and array_parallelism kept one limit across them."""
+from pathlib import Path
+
+from mltrain.backends.slurm.accounting import DEFAULT_MAX_ARRAY_SIZE, parse_max_array_size
+from mltrain.backends.slurm.driver import after_array, array_chunks
+
+RECORDED = Path(__file__).parent.parent / "data" / "slurm" / "scontrol_show_config_22.05.txt"
+
+
+def test_max_array_size_is_read_from_scontrol_show_config():
+    text = RECORDED.read_text()
+    assert parse_max_array_size(text) == 1001 == DEFAULT_MAX_ARRAY_SIZE
+    small = text.replace("MaxArraySize            = 1001", "MaxArraySize            = 101")
+    assert parse_max_array_size(small) == 101
+    # MaxJobCount and MaxArraySize share a prefix of words, not a key
+    assert parse_max_array_size("MaxJobCount             = 10000\n") is None
+    assert parse_max_array_size("") is None
+
+
+def test_members_are_dealt_into_arrays_in_order_and_keep_their_positions():
+    chunks = array_chunks(250, 101)
+    assert [len(c) for c in chunks] == [101, 101, 48]
+    assert [i for c in chunks for i in c] == list(range(250))  # member k is still member k
+    assert array_chunks(100, 1001) == [range(0, 100)]
+    assert array_chunks(1001, 1001) == [range(0, 1001)]
+    assert [len(c) for c in array_chunks(1002, 1001)] == [1001, 1]
+    assert array_chunks(3, 0) == [range(0, 1), range(1, 2), range(2, 3)]  # never an empty array
+
+
+def test_a_later_array_waits_for_the_one_before_it_keeping_other_dependencies():
+    params = {"nodes": 1, "slurm_array_parallelism": 8}
+    later = after_array(params, "41")
+    assert later["slurm_additional_parameters"] == {"dependency": "afterany:41"}
+    assert params == {"nodes": 1, "slurm_array_parallelism": 8}  # the first array's parameters are untouched
+    step = {"slurm_additional_parameters": {"dependency": "afterok:7:8", "kill_on_invalid_dep": "yes"}}
+    assert after_array(step, "42")["slurm_additional_parameters"] == {
+        "dependency": "afterok:7:8,afterany:42", "kill_on_invalid_dep": "yes"}
+    assert step["slurm_additional_parameters"]["dependency"] == "afterok:7:8"
