@@ -19,6 +19,7 @@ import os
 import subprocess
 import sys
 import threading
+import traceback
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,8 +31,10 @@ from mltrain.backends.local.guard import unmarked
 from mltrain.config.paths import mltrain_home, user_conf_dirs
 from mltrain.errors import MltrainError
 from mltrain.handle import Run
+from mltrain.launch.driver import drive
 from mltrain.launch.orchestrate import create_run
 from mltrain.launch.request import JobRequest, freeze_request
+from mltrain.ranks.process import ForkedChild
 from mltrain.runs.console import Console
 from mltrain.runs.waiting import wait_until
 
@@ -67,9 +70,6 @@ def _fork_driver(run_dir: str, log: Path) -> Any:
     driver's at once, about half a second less than a new interpreter (benchmarks/bench_azureml_v1.py).
     Only from a single-threaded process (a fork copies one thread; a lock another thread held would stay
     held), so a notebook kernel, whose threads serve Jupyter, gets a new interpreter instead."""
-    from mltrain.launch.driver import drive  # submission
-    from mltrain.ranks.process import ForkedChild  # submission
-
     sys.stdout.flush()
     sys.stderr.flush()
     pid = os.fork()
@@ -88,8 +88,6 @@ def _fork_driver(run_dir: str, log: Path) -> Any:
         os.environ.update(kept)
         code = drive(run_dir)
     except BaseException:  # noqa: B036 - reported in the driver's log, then the child ends
-        import traceback
-
         traceback.print_exc()
     finally:
         try:

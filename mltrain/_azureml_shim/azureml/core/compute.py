@@ -180,4 +180,4 @@ from azureml.core._refused import OTHER_COMPUTE, module_getattr  # noqa: E402
 
 __getattr__ = module_getattr("azureml.core.compute", {name: OTHER_COMPUTE for name in (
     "DataFactoryCompute", "BatchCompute", "AdlaCompute", "DatabricksCompute", "AksCompute", "KubernetesCompute",
-    "HDInsightCompute", "RemoteCompute", "SynapseCompute")})
+    "HDInsightCompute", "RemoteCompute", "SynapseCompute", "KustoCompute")})

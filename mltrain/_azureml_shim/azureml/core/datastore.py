@@ -61,7 +61,7 @@ class Datastore(RefuseUnknown):
                show_progress: bool = True) -> DataReference:
         target = self.root / (target_path or "")
         copy_tree(Path(src_dir), target, overwrite, show_progress)
-        return DataReference(self, target_path or "")
+        return DataReference(self, path_on_datastore=target_path or "")
 
     def upload_files(self, files: List[str], relative_root: Optional[str] = None, target_path: Optional[str] = None,
                      overwrite: bool = False, show_progress: bool = True) -> DataReference:
@@ -76,16 +76,16 @@ class Datastore(RefuseUnknown):
             shutil.copyfile(source, out)
             if show_progress:
                 print(f"Uploaded {source}")
-        return DataReference(self, target_path or "")
+        return DataReference(self, path_on_datastore=target_path or "")
 
     def path(self, path: Optional[str] = None, data_reference_name: Optional[str] = None) -> DataReference:
-        return DataReference(self, path or "", data_reference_name)
+        return DataReference(self, data_reference_name, path or "")
 
     def as_mount(self) -> DataReference:
-        return DataReference(self, "")
+        return DataReference(self)
 
     def as_download(self, path_on_compute: Optional[str] = None) -> DataReference:
-        return DataReference(self, "")
+        return DataReference(self)
 
     def __repr__(self) -> str:
         return f"Datastore(name={self.name!r}, folder={str(self.root)!r})"
@@ -110,21 +110,22 @@ def copy_tree(source: Path, target: Path, overwrite: bool, show_progress: bool) 
 class DataReference(RefuseUnknown):
     """A path in a datastore (azureml.data.data_reference.DataReference): the script receives its folder."""
 
-    def __init__(self, datastore: Datastore, path_on_datastore: str = "", data_reference_name: Optional[str] = None,
-                 mode: str = "mount") -> None:
+    def __init__(self, datastore: Datastore, data_reference_name: Optional[str] = None,
+                 path_on_datastore: Optional[str] = None, mode: str = "mount", path_on_compute: Optional[str] = None,
+                 overwrite: bool = False) -> None:  # Azure's order
         self.datastore = datastore
-        self.path_on_datastore = path_on_datastore
+        self.path_on_datastore = path_on_datastore or ""
         self.data_reference_name = data_reference_name or datastore.name
         self.mode = mode
 
     def as_mount(self) -> DataReference:
-        return DataReference(self.datastore, self.path_on_datastore, self.data_reference_name, "mount")
+        return DataReference(self.datastore, self.data_reference_name, self.path_on_datastore, "mount")
 
     def as_download(self, path_on_compute: Optional[str] = None, overwrite: bool = False) -> DataReference:
-        return DataReference(self.datastore, self.path_on_datastore, self.data_reference_name, "download")
+        return DataReference(self.datastore, self.data_reference_name, self.path_on_datastore, "download")
 
     def path(self, path: Optional[str] = None, data_reference_name: Optional[str] = None) -> DataReference:
-        return DataReference(self.datastore, os.path.join(self.path_on_datastore, path or ""), data_reference_name)
+        return DataReference(self.datastore, data_reference_name, os.path.join(self.path_on_datastore, path or ""))
 
     def _mltrain_path(self) -> str:
         return str(self.datastore.root / self.path_on_datastore)

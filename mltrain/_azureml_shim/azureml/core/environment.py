@@ -111,6 +111,15 @@ class DockerSection:
         self.base_image_registry = None
 
 
+class SparkSection:
+    """Spark settings: kept, used by nothing here (mltrain runs no Spark)."""
+
+    def __init__(self) -> None:
+        self.repositories: List[str] = []
+        self.packages: List[Any] = []
+        self.precache_packages = True
+
+
 class Environment:
     """An Azure ML environment; `name` starting with `AzureML` is reserved for curated ones."""
 
@@ -119,6 +128,8 @@ class Environment:
         self.version: Optional[str] = None
         self.python = PythonSection()
         self.docker = DockerSection()
+        self.spark = SparkSection()
+        self.r: Any = None
         self.environment_variables: Dict[str, str] = {"EXAMPLE_ENV_VAR": "EXAMPLE_VALUE"}
         self.pip_requirements: Optional[str] = None
         self.inferencing_stack_version: Optional[str] = None

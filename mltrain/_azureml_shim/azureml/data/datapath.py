@@ -19,7 +19,7 @@ class DataPath:
                               ) -> Any:
         from azureml.core.datastore import DataReference
 
-        return DataReference(self.datastore, self.path_on_datastore, data_reference_name)
+        return DataReference(self.datastore, data_reference_name, self.path_on_datastore)
 
 
 class DataPathComputeBinding:

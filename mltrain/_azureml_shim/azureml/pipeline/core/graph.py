@@ -66,3 +66,9 @@ class TrainingOutput:
 
     def __init__(self, type: str, iteration: Any = None, metric: Any = None, model_file: Any = None) -> None:
         self.type, self.iteration, self.metric, self.model_file = type, iteration, metric, model_file
+
+
+from azureml.core._refused import module_getattr  # noqa: E402
+
+__getattr__ = module_getattr("azureml.pipeline.core.graph", {
+    name: "write the step as a PythonScriptStep or CommandStep" for name in ("InputPortDef", "OutputPortDef")})

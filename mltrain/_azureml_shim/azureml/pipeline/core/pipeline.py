@@ -184,6 +184,6 @@ class StepRun(Run):
         from azureml.core.datastore import DataReference, Datastore
 
         folder = Path(str(self._dir)) / "outputs" / name
-        ref = DataReference(Datastore(None, "step_outputs"), str(folder))
+        ref = DataReference(Datastore(None, "step_outputs"), name, str(folder))
         ref._mltrain_path = lambda: str(folder)  # type: ignore[method-assign]
         return ref
