@@ -87,6 +87,7 @@ def client():
     from mlflow.tracking.registry import UnsupportedModelRegistryStoreURIException  # heavy
 
     with locked():
+        _create_aside(MlflowClient)
         try:
             c = MlflowClient(tracking_uri=uri(), registry_uri=uri())
         except UnsupportedModelRegistryStoreURIException as exc:
@@ -99,3 +100,21 @@ def client():
         c.search_experiments(max_results=1)
     _client = c
     return c
+
+
+def _create_aside(client_class) -> None:
+    """A new embedded store is made whole under another name and renamed into place (called under the
+    lock): a process killed while MLflow creates the schema (its Alembic migrations, seconds of DDL)
+    leaves a file named `.mlflow.db.building-PID`, never a half-made mlflow.db that every later command
+    fails on (`table _alembic_tmp_... already exists`)."""
+    path = sqlite_path()
+    if path is None or path.exists():
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for left in path.parent.glob(f".{path.name}.building-*"):  # a creator killed earlier: its work is redone
+        left.unlink(missing_ok=True)
+    building = path.with_name(f".{path.name}.building-{os.getpid()}")
+    aside = client_class(tracking_uri=f"sqlite:///{building}", registry_uri=f"sqlite:///{building}")
+    aside.search_registered_models(max_results=1)
+    aside.search_experiments(max_results=1)
+    os.replace(building, path)
