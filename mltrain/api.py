@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -31,7 +32,7 @@ from mltrain.backends.local.guard import unmarked
 from mltrain.config.paths import mltrain_home, user_conf_dirs
 from mltrain.errors import MltrainError
 from mltrain.handle import Run
-from mltrain.launch.driver import drive
+from mltrain.launch.driver import drive, listen
 from mltrain.launch.orchestrate import create_run
 from mltrain.launch.request import JobRequest, freeze_request
 from mltrain.ranks.process import ForkedChild
@@ -59,10 +60,16 @@ def submit_request(request: JobRequest, console: Optional[Console] = None) -> Ru
 # mark is not passed on.
 
 def _spawn_driver(run_dir: str, log: Path) -> Any:
-    with open(log, "ab") as out:
-        return subprocess.Popen([sys.executable, "-m", "mltrain.launch.driver", run_dir], stdout=out,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-                                env=unmarked(dict(os.environ)))
+    # Started with SIGTERM and SIGINT blocked (a signal mask survives exec): a cancel sent while the new
+    # interpreter starts waits until the driver listens (mltrain.launch.driver.listen), never kills it.
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+    try:
+        with open(log, "ab") as out:
+            return subprocess.Popen([sys.executable, "-m", "mltrain.launch.driver", run_dir], stdout=out,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                                    env=unmarked(dict(os.environ)))
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
 
 def _fork_driver(run_dir: str, log: Path) -> Any:
@@ -72,11 +79,14 @@ def _fork_driver(run_dir: str, log: Path) -> Any:
     held), so a notebook kernel, whose threads serve Jupyter, gets a new interpreter instead."""
     sys.stdout.flush()
     sys.stderr.flush()
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})  # see _spawn_driver
     pid = os.fork()
     if pid:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         return ForkedChild(pid)
     code = 1
     try:  # the child: never back into the caller's code, whatever happens
+        canceled = listen()  # first: a cancel sent the instant the driver exists is the run's cancel
         os.setsid()
         fd = os.open(str(log), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         null = os.open(os.devnull, os.O_RDONLY)
@@ -86,7 +96,7 @@ def _fork_driver(run_dir: str, log: Path) -> Any:
         kept = unmarked(dict(os.environ))
         os.environ.clear()
         os.environ.update(kept)
-        code = drive(run_dir)
+        code = drive(run_dir, canceled)
     except BaseException:  # noqa: B036 - reported in the driver's log, then the child ends
         traceback.print_exc()
     finally:

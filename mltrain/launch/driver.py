@@ -1,4 +1,5 @@
-"""The driver of a run submitted through the Python API: `python -m mltrain.launch.driver RUN_DIR`.
+"""The driver of a run submitted through the Python API: `python -m mltrain.launch.driver RUN_DIR` (or a
+fork of the submitting process, mltrain.api).
 
 `mltrain.submit` (and the Azure ML SDK stand-ins) compose, validate, freeze and create the run in the
 caller's process, so every mistake is raised there as one MltrainError. What is left, running the
@@ -7,29 +8,51 @@ notebook that submitted it (a control script that submits and exits leaves its r
 the frozen job from the run folder, so nothing passes through argv or the environment but the folder.
 A failure before the backend takes over is written to run.json as the run's error (typed, read back
 by the handle), never left for anyone to parse from a log.
+
+A cancel (SIGTERM, from `run.cancel()`) can come the instant the driver exists: `listen()` takes it
+before anything else, and the run then ends Canceled, never 'driver lost'.
 """
 from __future__ import annotations
 
+import signal
 import sys
-
-from mltrain.backends.base import failure_text
-from mltrain.errors import MltrainError
-from mltrain.launch.orchestrate import execute
-from mltrain.runs.console import Console
-from mltrain.runs.lifecycle import finish
-from mltrain.runs.record import RunRecord
-from mltrain.spec.job import FrozenJob
-from mltrain.spec.status import FAILED, TERMINAL
+import threading
+from types import FrameType
+from typing import Optional
 
 
-def drive(run_dir: str) -> int:
+def listen() -> threading.Event:
+    """SIGTERM/SIGINT from now on set the returned event (the run's cancel) instead of ending the driver."""
+    canceled = threading.Event()
+
+    def handle(signum: int, frame: Optional[FrameType]) -> None:
+        canceled.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, handle)
+    # a driver started with them blocked (mltrain.api) takes any that came while it started, now
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
+    return canceled
+
+
+def drive(run_dir: str, canceled: Optional[threading.Event] = None) -> int:
+    canceled = canceled if canceled is not None else listen()
+    from mltrain.backends.base import failure_text  # startup (after listen(): a cancel is never missed)
+    from mltrain.errors import MltrainError  # startup
+    from mltrain.launch.orchestrate import execute  # startup
+    from mltrain.runs.console import Console  # startup
+    from mltrain.runs.lifecycle import finish  # startup
+    from mltrain.runs.record import RunRecord  # startup
+    from mltrain.spec.job import FrozenJob  # startup
+    from mltrain.spec.status import FAILED, TERMINAL  # startup
+
     record = RunRecord.load(run_dir)
     if record.status in TERMINAL:  # canceled before this process started: nothing to run
         return 0
     console = Console()
     try:
         job = FrozenJob.load(run_dir)
-        result = execute([job], [record], [console])[0]
+        result = execute([job], [record], [console], cancel=canceled)[0]
     except MltrainError as exc:
         finish(record, FAILED, error=str(exc), console=console)
         return exc.exit_code
@@ -40,11 +63,12 @@ def drive(run_dir: str) -> int:
 
 
 if __name__ == "__main__":
-    from mltrain.ranks.script_main import exit_code_of
+    early = listen()
+    from mltrain.ranks.script_main import exit_code_of  # startup
     from mltrain.ranks.script_main import finish as exit_now
 
     try:
-        code = drive(sys.argv[1])
+        code = drive(sys.argv[1], early)
     except SystemExit as exc:
         code = exit_code_of(exc)  # type: ignore[no-untyped-call]  # a rank-side module kept free of annotations
     exit_now(code, collect=False)  # type: ignore[no-untyped-call]

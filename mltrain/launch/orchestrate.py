@@ -113,15 +113,20 @@ def consoles_for(jobs: List[FrozenJob]) -> List[Console]:
     return [Console(prefix=f"[#{job.sweep_index}] ") for job in jobs]
 
 
-def execute(jobs: List[FrozenJob], records: List[RunRecord], consoles: List[Console]) -> List[RunResult]:
-    """Hand the runs to their backend (one backend per sweep: its members differ in values only)."""
+def execute(jobs: List[FrozenJob], records: List[RunRecord], consoles: List[Console],
+            cancel: Optional[threading.Event] = None) -> List[RunResult]:
+    """Hand the runs to their backend (one backend per sweep: its members differ in values only).
+    `cancel`: an event a caller's own signal handler may already have set (a driver canceled as it started)."""
     backend = backends.get(jobs[0].backend)
-    cancel = threading.Event()
+    cancel = cancel if cancel is not None else threading.Event()
     with CancelOnSignal(cancel) as guard:
         share = max(1, min(backend.concurrency(jobs[0].compute) or 1, len(jobs)))
         statuses = backend.launch([backend.plan(job, share) for job in jobs], records, consoles, cancel)
     results = [RunResult(job, status, record.doc.error) for job, status, record in zip(jobs, statuses, records)]
-    mlflow_run.mirror_later(job.run_dir for job in jobs)  # MLflow's copy of the runs, made after this command
+    # MLflow's copy of the runs that ended, made after this command. A detached run still queued is mirrored
+    # by the look that sees it end (mltrain.handle): mirroring 100 queued members at once was seconds of
+    # CPU competing with the members' own start and the next command.
+    mlflow_run.mirror_later(job.run_dir for job, status in zip(jobs, statuses) if status in TERMINAL)
     if guard.signum is not None:
         for r in results:
             if r.status not in TERMINAL:

@@ -90,10 +90,11 @@ def compose(request: JobRequest) -> Any:
         GlobalHydra.instance().clear()
     try:
         url = builtin_search_url()
-        init = (initialize_config_module(url[len("pkg://"):], version_base="1.3") if url.startswith("pkg://")
-                else initialize_config_dir(url, version_base="1.3"))
-        with extra_config_dirs(request.config_dirs), init:
-            return hydra_compose(config_name="mltrain", overrides=overrides, return_hydra_config=True)
+        with extra_config_dirs(request.config_dirs):  # Hydra builds the search path as it initializes
+            init = (initialize_config_module(url[len("pkg://"):], version_base="1.3") if url.startswith("pkg://")
+                    else initialize_config_dir(url, version_base="1.3"))
+            with init:
+                return hydra_compose(config_name="mltrain", overrides=overrides, return_hydra_config=True)
     except (HydraException, OmegaConfBaseException) as exc:
         from hydra.errors import ConfigCompositionException  # startup
 

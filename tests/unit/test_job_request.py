@@ -86,3 +86,17 @@ def test_a_curated_environment_stays_the_curated_option_until_changed():
     env.python.user_managed_dependencies = True
     option, values = env.to_mltrain()
     assert option == "current" and values["python"] == {"user_managed": True}
+
+
+def test_a_requests_config_folders_are_searched(tmp_path, monkeypatch):
+    """A front end's own config folders (a v1 workspace's .mltrain, found from anywhere) reach the search path."""
+    monkeypatch.setenv("MLTRAIN_HOME", str(tmp_path / "home"))
+    conf = tmp_path / "ws" / ".mltrain" / "compute"
+    conf.mkdir(parents=True)
+    (conf / "gpu-cluster.yaml").write_text("defaults: [local_schema, _self_]\nmax_concurrent_jobs: 3\n")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    job = freeze_request(JobRequest(job="command", overrides=("job.command=true", "compute=gpu-cluster"),
+                                    config_dirs=(str(conf.parent),)))
+    assert job.compute.max_concurrent_jobs == 3
