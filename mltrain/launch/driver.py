@@ -37,7 +37,8 @@ def listen() -> threading.Event:
 
 def drive(run_dir: str, canceled: Optional[threading.Event] = None) -> int:
     canceled = canceled if canceled is not None else listen()
-    from mltrain.backends.base import failure_text  # startup (after listen(): a cancel is never missed)
+    # imported after listen(): a cancel during these imports is not missed
+    from mltrain.backends.base import failure_text  # startup
     from mltrain.errors import MltrainError  # startup
     from mltrain.launch.orchestrate import execute  # startup
     from mltrain.runs.console import Console  # startup
