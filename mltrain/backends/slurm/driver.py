@@ -91,17 +91,34 @@ def after_array(params: Dict[str, Any], array_job_id: str) -> Dict[str, Any]:
 
 class _Listing(threading.Thread):
     """The packages of one interpreter, listed in the background while the members are prepared and
-    submitted (a listing is a Python process of its own)."""
+    submitted (a listing is a Python process of its own). A member's Queued write takes them when the
+    listing is done by then; the listing writes them to the members it was too late for."""
 
     def __init__(self, interpreter: str) -> None:
         super().__init__(daemon=True)
         self.interpreter = interpreter
         self.packages: Optional[List[str]] = None
+        self.done = False
+        self.late: List[RunRecord] = []
+        self.lock = threading.Lock()
 
     def run(self) -> None:
         from mltrain.environments import materialize  # startup
 
-        self.packages = materialize.record_packages(self.interpreter)
+        packages = materialize.record_packages(self.interpreter)
+        with self.lock:
+            self.packages, self.done, late = packages, True, list(self.late)
+        if packages is not None:
+            for record in late:
+                record.update(environment={**(record.doc.environment or {}), "packages": packages})
+
+    def take(self, record: RunRecord) -> Dict[str, Any]:
+        """The fields a member's next write adds for its packages: now, or later by the listing itself."""
+        with self.lock:
+            if not self.done:
+                self.late.append(record)
+                return {}
+        return {"environment": {**(record.doc.environment or {}), "packages": self.packages}} if self.packages else {}
 
 
 def prepare(jobs: List[FrozenJob], records: List[RunRecord], consoles: List[Console]) -> Dict[str, _Listing]:
@@ -148,17 +165,9 @@ def prepare(jobs: List[FrozenJob], records: List[RunRecord], consoles: List[Cons
 
 
 def with_packages(record: RunRecord, listings: Dict[str, _Listing]) -> Dict[str, Any]:
-    """The Queued write's fields for the record's environment: its interpreter's packages once listed."""
-    env = record.doc.environment or {}
-    listing = listings.get(str(env.get("interpreter")))
-    if listing is None:
-        return {}
-    listing.join(LISTING_WAIT_S)
-    return {"environment": {**env, "packages": listing.packages}} if listing.packages is not None else {}
-
-
-#: How long the Queued write waits for a package listing (itself bounded by materialize's timeout).
-LISTING_WAIT_S = 60.0
+    """The Queued write's fields for the record's environment: its interpreter's packages if listed by now."""
+    listing = listings.get(str((record.doc.environment or {}).get("interpreter")))
+    return listing.take(record) if listing is not None else {}
 
 
 def final_status(record: RunRecord, job: accounting.JobState) -> Tuple[str, Optional[str], Optional[int]]:
