@@ -168,7 +168,7 @@ def test_every_concept_page_is_two_clicks_from_home(site):
     for page in one:
         two |= _links(site, page)
     pages = [p for p in _nav_pages() if p.startswith(("concepts/", "migration/", "reference/"))
-             or p in ("getting-started.md", "azureml-v1-sdk.md", "faults.md", "benchmarks.md", "architecture.md")]
+             or p in ("getting-started.md", "azureml-v1-sdk.md", "azureml-v2-sdk.md", "faults.md", "benchmarks.md", "architecture.md")]
     assert len(pages) >= 20
     far = [p for p in pages if _html(site, p).resolve() not in two]
     assert not far, f"more than two clicks from the home page: {far}"

@@ -12,6 +12,7 @@ list fails the test: the pages and this table change together.
 HOME is the test's own folder, so `~/.mltrain` in the pages is this test's, as it is a user's."""
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shlex
@@ -126,6 +127,12 @@ COMMANDS = {
     # the Azure ML v1 SDK page: a workspace's config.json and seed 001's control code
     "echo {\"subscription_id\": \"0000\", \"resource_group\": \"rg\", \"workspace_name\": \"birds\"} > config.json": ("run", []),
     "python control.py": ("run", []),
+    # the Azure ML v2 SDK page (azure-ai-ml through mltrain's client)
+    "pip install mltrain[azure]": ("skip", "set-up: the test extra has azure-ai-ml and azure-identity"),
+    "MLTRAIN_AZUREML=1 python my_notebook_as_script.py": ("skip", "stands for a script of your own: sdk_job.py on the page is one, run"),
+    "MLTRAIN_AZUREML=1 jupyter lab": ("skip", "a notebook server, interactive"),
+    "python -m mltrain.azureml.sdk_v2.run_notebook my_notebook.ipynb": ("skip", "stands for a notebook of your own"),
+    "MLTRAIN_AZUREML=1 python sdk_job.py": ("run", []),
     # the migration guides' worked examples
     "mltrain job create --file prep-job.yml --set inputs.lr=0.05 --name prep --dry-run": ("run", []),
     "mltrain job create --file prep-job.yml --name prep": ("run", []),
@@ -213,6 +220,7 @@ def test_every_readme_block_runs_as_printed(workspace):
     from slurm_support import cluster_problem
 
     slurm, mpi, horovod = cluster_problem(), mpi_problem(), horovod_problem()
+    azure = None if _importable("azure.ai.ml") else "no azure-ai-ml: pip install 'mltrain[azure]' (scripts/test.sh does)"
     unknown, skipped, ran, sources = [], [], {}, set()
     printed = {}
     for source, _, text in blocks():  # the printed files first: commands early in a page use them
@@ -251,7 +259,8 @@ def test_every_readme_block_runs_as_printed(workspace):
             needs = [(slurm, "MLTRAIN_REQUIRE_SLURM", "a Slurm cluster")
                      if mode == "run" and "--dry-run" not in tokens and any(n in key for n in NEEDS_SLURM) else None,
                      (mpi, "MLTRAIN_REQUIRE_MPI", "MPI") if "distribution=mpi" in key else None,
-                     (horovod, "MLTRAIN_REQUIRE_HOROVOD", "Horovod") if "horovod=true" in key else None]
+                     (horovod, "MLTRAIN_REQUIRE_HOROVOD", "Horovod") if "horovod=true" in key else None,
+                     (azure, "MLTRAIN_REQUIRE_AZURE", "azure-ai-ml") if "MLTRAIN_AZUREML=1" in key else None]
             missing = [n for n in needs if n and n[0]]
             if missing and not (ci() or any(os.environ.get(n[1]) == "1" for n in missing)):
                 print(f"not run here ({missing[0][0]}): {key}")  # on a laptop: the rest still runs
@@ -269,6 +278,13 @@ def test_every_readme_block_runs_as_printed(workspace):
     assert skipped and all(COMMANDS[k][0] == "skip" for k in skipped)
     assert (workspace / "model.pt").is_file(), "the Python API block downloads outputs/model.pt"
     assert {"README.md", "docs/getting-started.md", "docs/migration/from-torchrun-torchx.md"} <= sources
+
+
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # its parent package is missing
+        return False
 
 
 def _run(line: str, cwd: Path, what: str) -> str:
@@ -313,6 +329,8 @@ def _check(key: str, out: str, project: Path) -> None:
         assert labels.read_text().split() == sorted(d.name for d in (project / "train").iterdir())  # ./train's label folders
     elif key.endswith("distribution.process_count_per_node=4 --dry-run"):
         assert "#SBATCH --nodes=2" in out and "#SBATCH --ntasks-per-node=4" in out
+    elif key == "MLTRAIN_AZUREML=1 python sdk_job.py":  # two ranks, a job made with azure-ai-ml
+        assert "rank 0 of 2" in out and "Completed" in out
     elif key == "python control.py":  # the v1 seed: registered, downloaded and read back
         assert "b'weights'" in out
     elif "+hydra.launcher.submitit.comment=migrated" in key:
