@@ -35,7 +35,7 @@ from mltrain.handle import Run
 from mltrain.launch.driver import drive, listen
 from mltrain.launch.orchestrate import create_run
 from mltrain.launch.request import JobRequest, freeze_request
-from mltrain.ranks.process import ForkedChild
+from mltrain.ranks.process import ForkedChild, follow
 from mltrain.runs.console import Console
 from mltrain.runs.waiting import wait_until
 
@@ -149,6 +149,22 @@ class MultirunDriver:
     @property
     def log(self) -> Path:
         return self.folder / "driver.log"
+
+    def wait(self, show_output: bool = False, timeout: Optional[float] = None) -> bool:
+        """Until the driver has ended (its outcome written), its log streamed with show_output; False on timeout."""
+        offset = [0]
+
+        def ended() -> bool:
+            if show_output:
+                chunk, offset[0] = follow(self.log, offset[0])
+                if chunk:
+                    sys.stdout.write(chunk.decode("utf-8", "replace"))
+                    sys.stdout.flush()
+            return self.outcome() is not None
+
+        done = wait_until(ended, timeout=timeout, poll=0.2)
+        ended()  # the last lines
+        return done
 
 
 def submit_multirun(request: MultirunRequest, timeout: float = 300.0) -> MultirunDriver:

@@ -2,6 +2,7 @@
 `mltrain`, reading run records and metrics, and the CI switch that turns a missing cluster into a failure."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -111,3 +112,20 @@ def until(check, limit_s: float, what: str, every_s: float = 0.1):
             return value
         time.sleep(every_s)
     raise AssertionError(f"{what} within {limit_s}s")
+
+
+@contextlib.contextmanager
+def tmpfs(mount: Path, size: str):
+    """A real tmpfs of `size` mounted at `mount` (made here), unmounted whatever happens; skips where
+    mounting needs a root this process is not."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    mount.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount)], capture_output=True,
+                       text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)

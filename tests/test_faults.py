@@ -13,7 +13,7 @@ import time
 
 import pytest
 from slurm_support import require_cluster, sacct_settles
-from support import mltrain_exe, only_run, run_mltrain, runs, until
+from support import mltrain_exe, only_run, run_mltrain, runs, tmpfs, until
 
 import mltrain
 
@@ -122,17 +122,8 @@ def test_a_rank_started_as_the_driver_died_before_naming_it_to_its_guard_is_stop
 def small_disk(tmp_path):
     """A 180 MiB tmpfs: room for the first epoch's checkpoint and best weights of a resnet18 (about
     135 MB), not for the second epoch's checkpoint (90 MB more). Unmounted whatever happens."""
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=180m", "tmpfs", str(mount)], capture_output=True, text=True)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.strip()}")
-    try:
+    with tmpfs(tmp_path / "disk", "180m") as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 @pytest.mark.slow

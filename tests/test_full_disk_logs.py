@@ -4,12 +4,10 @@ the script's own error reaches the console and the run's error. A real tmpfs, re
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import time
 
 import pytest
-from support import run_mltrain
+from support import run_mltrain, tmpfs
 
 CHATTY = """\
 import sys
@@ -23,17 +21,8 @@ raise ValueError("the script's own error, after {lines} lines")
 @pytest.fixture
 def tiny_disk(tmp_path):
     """A 3 MiB tmpfs for run.root, unmounted whatever happens."""
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
-    mount = tmp_path / "tiny"
-    mount.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mount)], capture_output=True, text=True)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.strip()}")
-    try:
+    with tmpfs(tmp_path / "tiny", "3m") as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 @pytest.mark.parametrize("lines", [40_000, 400_000])

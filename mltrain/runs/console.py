@@ -8,6 +8,20 @@ from pathlib import Path
 from typing import BinaryIO, Callable, Optional, TextIO, Tuple
 
 
+class Silent:
+    """A stream that keeps nothing: the console of a front end that prints nothing when it submits (Azure's
+    SDKs), whose runs' own logs keep every line."""
+
+    def write(self, text: str) -> int:
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+
 class Console:
     def __init__(self, prefix: str = "", stream: Optional[TextIO] = None) -> None:
         self.prefix = prefix

@@ -25,7 +25,7 @@ from mltrain.azureml.job_request import EMPTY_CODE, GROUP, Request
 from mltrain.azureml.sdk_v2.entities import job_entity, to_v2
 from mltrain.config.paths import extra_config_dirs, mltrain_home
 from mltrain.launch.request import JobRequest
-from mltrain.runs.console import Console
+from mltrain.runs.console import Console, Silent
 
 FRONT_END = "azureml-sdk-v2"
 RECORD = "job.json"
@@ -83,7 +83,7 @@ def _queue(entity: Any, name: str, folder: Path, file: Path, experiment: Optiona
         # before it sets the request's folders: set them around the whole call too.
         with extra_config_dirs(dirs):
             run = submit_request(JobRequest(overrides=tuple(plan.overrides), config_dirs=dirs, origin=origin),
-                                 console=Console(stream=_Quiet()))
+                                 console=Console(stream=Silent()))
         _record(folder, name, "command", run_dir=str(run.run_dir))
         return Submitted(name, "command", folder, run=run)
     runs = mltrain_home() / "runs"
@@ -138,15 +138,4 @@ def outcome(record: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     return None
 
 
-class _Quiet:
-    """Azure's create_or_update prints nothing; the run's own log keeps these lines."""
-
-    def write(self, text: str) -> int:
-        return len(text)
-
-    def flush(self) -> None:
-        pass
-
-    def isatty(self) -> bool:
-        return False
 

@@ -122,30 +122,17 @@ def submit(job: V1Job, experiment: Any, origin: Dict[str, Any], tags: Optional[D
 
     from mltrain.api import submit_request  # submission
     from mltrain.errors import MltrainError  # submission
-    from mltrain.runs.console import Console  # submission
+    from mltrain.runs.console import Console, Silent  # submission
 
     req = request(job, experiment, origin)
     try:
-        handle = submit_request(req, console=Console(stream=_Quiet()))
+        handle = submit_request(req, console=Console(stream=Silent()))  # Azure's submit prints nothing
     except MltrainError as exc:
         raise UserErrorException(str(exc)) from None
     run = Run(experiment, _handle=handle)
     if tags:
         run.set_tags(dict(tags))
     return run
-
-
-class _Quiet:
-    """Azure's submit prints nothing; the run's own log keeps these lines."""
-
-    def write(self, text: str) -> int:
-        return len(text)
-
-    def flush(self) -> None:
-        pass
-
-    def isatty(self) -> bool:
-        return False
 
 
 def check_arguments(arguments: Sequence[Any]) -> List[Any]:

@@ -117,27 +117,13 @@ class PipelineRun(Run):
                             raise_on_error: bool = True) -> Any:
         from azureml.exceptions import ActivityFailedException
 
-        from mltrain.ranks.process import follow  # submission
         from mltrain.runs.waiting import wait_until  # submission
 
-        offset = 0
-        log = self._driver.log if self._driver is not None else None
-
-        def ended() -> bool:
-            nonlocal offset
-            if show_output and log is not None:
-                import sys
-
-                chunk, offset = follow(log, offset)
-                if chunk:
-                    sys.stdout.write(chunk.decode("utf-8", "replace"))
-                    sys.stdout.flush()
-            if self._driver is not None and self._driver.outcome() is None:
-                return False
-            return self.get_status() in ("Completed", "Failed", "Canceled")
-
-        wait_until(ended, timeout=timeout_seconds, poll=0.2)
-        ended()
+        if self._driver is not None:
+            self._driver.wait(show_output, timeout=timeout_seconds)
+        else:  # a pipeline run found again later: its record says when it ended
+            wait_until(lambda: self.get_status() in ("Completed", "Failed", "Canceled"), timeout=timeout_seconds,
+                       poll=0.2)
         status = self.get_status()
         if raise_on_error and status in ("Failed", "Canceled"):
             error = (self._driver.outcome() or {}).get("error") if self._driver is not None else None

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sys
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional
 
@@ -52,25 +51,12 @@ class HyperDriveRun(Run):
 
     def wait_for_completion(self, show_output: bool = False, wait_post_processing: bool = False,
                             raise_on_error: bool = True) -> Dict[str, Any]:
-        from mltrain.ranks.process import follow  # submission
         from mltrain.runs.waiting import wait_until  # submission
 
-        offset = 0
-        log = self._driver.log if self._driver is not None else None
-
-        def ended() -> bool:
-            nonlocal offset
-            if show_output and log is not None:
-                chunk, offset = follow(log, offset)
-                if chunk:
-                    sys.stdout.write(chunk.decode("utf-8", "replace"))
-                    sys.stdout.flush()
-            if self._driver is not None:
-                return self._driver.outcome() is not None
-            return (self._doc() or {}).get("status") in ("Completed", "Failed", "Canceled")
-
-        wait_until(ended, poll=0.2)
-        ended()
+        if self._driver is not None:
+            self._driver.wait(show_output)
+        else:  # a sweep found again later: its sweep.json says when it ended
+            wait_until(lambda: (self._doc() or {}).get("status") in ("Completed", "Failed", "Canceled"), poll=0.2)
         outcome = self._outcome() or {}
         status = self.get_status()
         if raise_on_error and status in ("Failed", "Canceled"):
