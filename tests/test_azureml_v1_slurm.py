@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from horovod_support import require_horovod
 from slurm_support import require_cluster, sacct_settles
 from test_azureml_v1 import (
     PIPELINE,
@@ -70,3 +71,35 @@ def test_seed_000_mpistep_pipeline_on_slurm_is_reused_the_second_time(ws, home):
     out = control(ws, PIPELINE, timeout=400)
     train = check_pipeline_twice(out, home)
     assert train["backend"] == "slurm" and train["slurm"]["job_id"]
+
+
+def test_seed_002_estimators_on_slurm_single_node_and_horovod(ws, home):
+    require_horovod()
+    require_cluster()
+    (ws / ".mltrain" / "compute").mkdir(parents=True)
+    (ws / ".mltrain" / "compute" / "gpu-cluster.yaml").write_text(SLURM)
+    out = control(ws, """\
+from azureml.core import Workspace, Experiment
+from azureml.core.compute import ComputeTarget
+from azureml.train.dnn import PyTorch
+
+ws = Workspace.from_config()
+compute_target = ComputeTarget(workspace=ws, name='gpu-cluster')
+script_params = {'--num_epochs': 2, '--output_dir': './outputs'}
+pt_est = PyTorch(source_directory='.', script_params=script_params, compute_target=compute_target,
+                 entry_script='pytorch_train.py', use_gpu=False)
+run = Experiment(ws, name='estimator').submit(pt_est)
+print("SINGLE", run.wait_for_completion(show_output=True)['status'], run.id)
+estimator = PyTorch(source_directory='.', compute_target=compute_target, script_params={'--epochs': 1},
+                    entry_script='hvd_mnist.py', node_count=1, process_count_per_node=2,
+                    distributed_backend='mpi', use_gpu=False)
+run = Experiment(ws, name='estimator').submit(estimator)
+print("HOROVOD", run.wait_for_completion()['status'], run.id)
+""", timeout=600)
+    single = out.stdout.split("SINGLE ", 1)[1].split()
+    horovod = out.stdout.split("HOROVOD ", 1)[1].split()
+    assert single[0] == "Completed" and horovod[0] == "Completed", out.stdout[-3000:]
+    for run_id in (single[1], horovod[1]):
+        record = run_json(home, run_id)
+        assert record["backend"] == "slurm" and sacct_settles(record["slurm"]["job_id"]) == "COMPLETED"
+    assert run_json(home, horovod[1])["world"]["world_size"] == 2
