@@ -287,15 +287,21 @@ class PipelineRun:
         marks, looked = None, 0.0
         while True:
             # Slurm runs the graph; the driver only reports it. Its ranks' reports and run.json files are
-            # watched every REPORT_POLL_S (a stat each), and the scheduler asked (sacct: 0.1 s of a
-            # 2-core machine that the steps need) when one changed or every SLURM_POLL_S otherwise: a
-            # step's end is seen within REPORT_POLL_S, and a failure the ranks could not report within
-            # SLURM_POLL_S.
+            # watched every REPORT_POLL_S (a stat each). A step whose files changed is looked at then (its
+            # ranks' reports end it without sacct; a step they say runs asks sacct for itself only), and
+            # every step every SLURM_POLL_S (one sacct for all: 0.1 s of a 2-core machine that the steps
+            # need): a step's end is seen within REPORT_POLL_S, a failure the ranks could not report
+            # within SLURM_POLL_S, and a settled step's own run.json write asks nothing about the others.
             now_marks = self._marks()
-            if now_marks == marks and time.monotonic() - looked < SLURM_POLL_S and not interrupt.is_set():
+            due = time.monotonic() - looked >= SLURM_POLL_S or interrupt.is_set()
+            if now_marks == marks and not due:
                 time.sleep(REPORT_POLL_S)
                 continue
-            marks, looked = now_marks, time.monotonic()
+            changed = {name for i, name in enumerate(self.runs)
+                       if marks is None or now_marks[2 * i:2 * i + 2] != marks[2 * i:2 * i + 2]}
+            marks = now_marks
+            if due:
+                looked = time.monotonic()
             if interrupt.is_set() and not canceled:
                 canceled = True
                 self.console.status("the pipeline was canceled: canceling every queued or running step")
@@ -306,7 +312,7 @@ class PipelineRun:
             records = [sr.record for sr in self.runs.values()]
             for r in records:
                 r.reload()
-            refresh(records)
+            refresh(records if due else [sr.record for name, sr in self.runs.items() if name in changed])
             precord.settle_graph(self.root, {n: sr.record for n, sr in self.runs.items()},
                          {n: sr.step.parents for n, sr in self.runs.items()})
             if not self.settings.continue_on_step_failure and not canceled:
