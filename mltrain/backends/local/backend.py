@@ -37,6 +37,9 @@ from mltrain.spec.status import CANCELED, FAILED, QUEUED, RUNNING, TERMINAL
 
 class LocalBackend(Backend):
     name = "local"
+    # A look at a local run is a stat and a small JSON read: a waiting handle (Run.wait, the SDKs'
+    # wait_for_completion) sees the end within 50 ms, as the command that ran it would.
+    wait_poll_s = 0.05
 
     def check(self, cfg: Any) -> Optional[str]:
         from mltrain.config.validate import visible_gpus  # startup
