@@ -86,6 +86,13 @@ def compose(request: JobRequest) -> Any:
     setup_globals()  # the `now` and `hydra` resolvers
     overrides = list(request.all_overrides())
     _refuse_sweeps(overrides)
+    from hydra.core.singleton import Singleton  # startup
+
+    # Hydra's singletons (the global Hydra, JobRuntime, HydraConfig, the ConfigStore) as the caller had them,
+    # put back afterwards: composing here must change nothing for a Hydra app in the same process (the
+    # launcher conformance suites run after in-process submissions in the test run; hydra-submitit-launcher
+    # carries the same state across processes with these two calls).
+    saved = Singleton.get_state()
     if GlobalHydra.instance().is_initialized():  # a caller's own Hydra app or an earlier compose
         GlobalHydra.instance().clear()
     try:
@@ -104,6 +111,7 @@ def compose(request: JobRequest) -> Any:
         raise MltrainError(inside_preset or one_line(exc)) from None
     finally:
         GlobalHydra.instance().clear()
+        Singleton.set_state(saved)
 
 
 def _refuse_sweeps(overrides: Sequence[str]) -> None:
@@ -123,16 +131,18 @@ def _refuse_sweeps(overrides: Sequence[str]) -> None:
 def freeze_request(request: JobRequest) -> FrozenJob:
     """Compose, validate and freeze one run. Raises MltrainError with the CLI's one line."""
     from hydra.core.hydra_config import HydraConfig  # startup
+    from hydra.core.singleton import Singleton  # startup
     from omegaconf.errors import OmegaConfBaseException  # startup
 
     from mltrain.launch.freeze import freeze  # startup
 
     cfg = compose(request)
+    saved = Singleton.get_state()  # the caller's HydraConfig, put back (see compose)
     HydraConfig.instance().set_config(cfg)  # `${hydra:...}` in a preset resolves as under the CLI
     try:
         job = freeze(cfg, str(cfg.run.root))
     except OmegaConfBaseException as exc:
         raise MltrainError(one_line(exc)) from None
     finally:
-        HydraConfig.instance().cfg = None
+        Singleton.set_state(saved)
     return dataclasses.replace(job, sweep_dir=None, sweep_index=None)

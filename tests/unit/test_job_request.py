@@ -100,3 +100,15 @@ def test_a_requests_config_folders_are_searched(tmp_path, monkeypatch):
     job = freeze_request(JobRequest(job="command", overrides=("job.command=true", "compute=gpu-cluster"),
                                     config_dirs=(str(conf.parent),)))
     assert job.compute.max_concurrent_jobs == 3
+
+
+def test_composing_a_request_leaves_the_callers_hydra_state_as_it_was(tmp_path, monkeypatch):
+    """A Hydra app that submits from its task keeps its own HydraConfig and JobRuntime (the launcher
+    conformance suites, run in the same process after in-process submissions, hold the rest)."""
+    from hydra.core.singleton import Singleton
+
+    monkeypatch.setenv("MLTRAIN_HOME", str(tmp_path))
+    before = Singleton.get_state()
+    freeze_request(JobRequest(job="command", overrides=("job.command=true",)))
+    after = Singleton.get_state()
+    assert after["instances"].keys() == before["instances"].keys()
