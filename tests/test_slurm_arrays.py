@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from datetime import datetime
 from pathlib import Path
 
@@ -37,9 +38,17 @@ def small_arrays():
 
 
 def _span(job_id: str) -> tuple:
-    out = subprocess.run(["sacct", "-j", job_id, "-X", "-n", "-P", "-o", "Start,End"], capture_output=True,
-                         text=True, timeout=30).stdout.split("\n")[0]
-    start, end = out.split("|")
+    """(start, end) of an array task as accounting records it. mltrain reports a run Completed from its
+    ranks' own reports, which can be a moment before slurmdbd has the task's end: asked until it has."""
+    deadline = time.monotonic() + 60
+    while True:
+        out = subprocess.run(["sacct", "-j", job_id, "-X", "-n", "-P", "-o", "Start,End"], capture_output=True,
+                             text=True, timeout=30).stdout.split("\n")[0]
+        parts = out.split("|")
+        if len(parts) == 2 and all(p[:1].isdigit() for p in parts) or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    start, end = parts
     return datetime.fromisoformat(start).timestamp(), datetime.fromisoformat(end).timestamp()
 
 
