@@ -50,7 +50,7 @@ def site(tmp_path_factory) -> Path:
     return out
 
 
-def _nav_pages() -> list[str]:
+def nav_pages() -> list[str]:
     pages: list[str] = []
 
     def walk(node):
@@ -74,7 +74,7 @@ def _html(site: Path, page: str) -> Path:
 
 
 def test_the_site_builds_strict_with_every_page(site):
-    for page in _nav_pages():
+    for page in nav_pages():
         assert _html(site, page).is_file(), f"{page} was not built"
     assert (site / "search" / "search_index.json").is_file(), "the search index"
     reference = _html(site, "reference/config.md").read_text()
@@ -167,7 +167,7 @@ def test_every_concept_page_is_two_clicks_from_home(site):
     two = set(one)
     for page in one:
         two |= _links(site, page)
-    pages = [p for p in _nav_pages() if p.startswith(("concepts/", "migration/", "reference/"))
+    pages = [p for p in nav_pages() if p.startswith(("concepts/", "migration/", "reference/"))
              or p in ("getting-started.md", "azureml-v1-sdk.md", "azureml-v2-sdk.md", "faults.md", "benchmarks.md", "architecture.md")]
     assert len(pages) >= 20
     far = [p for p in pages if _html(site, p).resolve() not in two]

@@ -23,7 +23,6 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 from support import SCRIPTS, ci, require
 from train_support import write_digits
 
@@ -152,19 +151,9 @@ NEEDS_SLURM = ("compute=slurm", "mltrain_slurm", "long-job")
 
 def pages() -> list:
     """The site's pages in the order of mkdocs.yml's navigation, the tour pages last."""
-    order = []
+    from test_docs_site import nav_pages
 
-    def walk(node):
-        if isinstance(node, str):
-            order.append(node)
-        elif isinstance(node, list):
-            for item in node:
-                walk(item)
-        elif isinstance(node, dict):
-            for value in node.values():
-                walk(value)
-
-    walk(yaml.safe_load((ROOT / "mkdocs.yml").read_text())["nav"])
+    order = nav_pages()
     found = [DOCS / p for p in order if (DOCS / p).is_file()]  # generated pages (reference/) have no file
     concept = [p for p in found if str(p.relative_to(ROOT)) not in TOURS]
     return concept + [ROOT / t for t in TOURS]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import shlex
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from azureml.exceptions import ComputeTargetException, UserErrorException
 
@@ -133,7 +133,3 @@ def submit(job: V1Job, experiment: Any, origin: Dict[str, Any], tags: Optional[D
     if tags:
         run.set_tags(dict(tags))
     return run
-
-
-def check_arguments(arguments: Sequence[Any]) -> List[Any]:
-    return list(arguments or [])

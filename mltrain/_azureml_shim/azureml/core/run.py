@@ -15,13 +15,15 @@ import time
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional
 
+from azureml.core._refuse_unknown import RefuseUnknown
+
 from mltrain import script_metrics as _metrics
 
 #: mltrain's statuses are Azure's (NotStarted, Queued, Preparing, Running, Finalizing, Completed, Failed, Canceled)
 TERMINAL = ("Completed", "Failed", "Canceled")
 
 
-class Run:
+class Run(RefuseUnknown):
     """A run of an experiment: `Run(experiment, run_id)`, `Run.get_context()`, or what submit returns."""
 
     def __init__(self, experiment: Any = None, run_id: Optional[str] = None, outputs: Any = None,
@@ -310,12 +312,6 @@ class Run:
         except Exception:  # noqa: BLE001 - a repr must not raise
             return "Unknown"
 
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        from azureml.core._bridge import unsupported
-
-        unsupported(f"Run.{name}", "see the list of supported calls in mltrain's Azure ML v1 page")
 
 
 def _utc(ts: Optional[float]) -> Optional[str]:
