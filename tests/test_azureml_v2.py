@@ -285,11 +285,13 @@ def test_pipeline_of_component_files_runs_then_reuses_every_step(home, project):
 
 def test_component_input_checks_name_the_step_and_input(home, project):
     _pipeline_project(project)
-    bad = (project / "pipe" / "pipeline.yml").read_text().replace("      mode: lower", "      mode: sideways")
+    # (a value outside a component's `enum` is passed on, as Azure does: tests/test_azureml_v2_azure_files.py)
+    bad = (project / "pipe" / "pipeline.yml").read_text().replace("      mode: lower", "      mode: lower\n"
+                                                                  "      factor: 11")
     write(project, "pipe/bad.yml", bad)
     r = create(project, "pipe/bad.yml")
     assert r.rc == 2 and r.err.count("\n") == 1
-    assert "bad.yml:26 jobs.train.inputs.mode: step train input mode: 'sideways' is not one of upper, lower" in r.err
+    assert "bad.yml:27 jobs.train.inputs.factor: step train input factor: 11 is above its max 10" in r.err
     assert leftovers(home) == []
 
 

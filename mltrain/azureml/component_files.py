@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 from mltrain.azureml import command_job, references
 from mltrain.azureml.builtin_components import lookup
@@ -94,6 +94,8 @@ def bind(comp: Component, jf: JobFile, where: Sequence[Any], inputs_node: Any, o
     for key, value in (step or {}).items():
         if key in ("compute", "resources", "distribution", "environment_variables", "limits", "environment"):
             body[key] = value
+    if step and step.get("compute") is not None:  # an unmapped name is the step's line, not the component's
+        references.compute(jf, where + ("compute",), step["compute"])
     if "compute" not in body and inherited.get("compute") is not None:
         body["compute"] = inherited["compute"]
     sub_ctx = command_job.Context(ctx.dry_run, ctx.on_cluster, ctx.job_name, ctx.in_pipeline)
@@ -109,7 +111,8 @@ def bind(comp: Component, jf: JobFile, where: Sequence[Any], inputs_node: Any, o
             job.command = re.sub(r"\$\{\{\s*inputs\." + re.escape(name) + r"\s*\}\}", f"${{{{search_space.{name}}}}}",
                                  job.command)
             continue
-        job.inputs[name] = _checked(jf, where + ("inputs", name), step_name, name, spec, given.get(name), comp)
+        job.inputs[name] = _checked(jf, where + ("inputs", name), step_name, name, spec, given.get(name), comp,
+                                    job.notes)
     outs = parse_outputs(jf, where + ("outputs",), outputs_node, ctx.dry_run, ctx.job_name, ctx.in_pipeline)
     for name in outs:
         if name not in comp.outputs:
@@ -125,8 +128,10 @@ def bind(comp: Component, jf: JobFile, where: Sequence[Any], inputs_node: Any, o
 
 
 def _checked(jf: JobFile, where: tuple, step: Any, name: str, spec: Dict[str, Any], given: Optional[Input],
-             comp: Component) -> Optional[Input]:
-    """A step's value for one component input, checked against the component's declaration."""
+             comp: Component, notes: List[str]) -> Optional[Input]:
+    """A step's value for one component input, checked against the component's declaration. Where
+    Azure passes a value on without enforcing the declaration (an `enum`; 'True'/'False' written as
+    text for a boolean), so does mltrain, and `notes` says so once."""
     kind = str(spec.get("type"))
     label = f"step {step} input {name}"
     if given is None:
@@ -151,10 +156,18 @@ def _checked(jf: JobFile, where: tuple, step: Any, name: str, spec: Dict[str, An
         have = "number"
     if kind == "string":
         value, have = str(value), "string"
+    if kind == "boolean" and have == "string" and str(value).lower() in ("true", "false"):
+        # Azure's loader takes the text and the command receives it as written
+        notes.append(f"{label}: {value!r} is text where component {comp.name} declares a boolean; passed on as "
+                     "written, as Azure does")
+        have = "boolean"
     if have != kind:
         raise jf.error(where, f"{label}: {value!r} is not of type {kind}")
-    if spec.get("enum") is not None and value not in spec["enum"]:
-        raise jf.error(where, f"{label}: {value!r} is not one of {', '.join(map(str, spec['enum']))}")
+    enum = spec.get("enum")
+    if enum is not None and value not in enum and str(value) not in [str(e) for e in enum]:
+        # Azure neither loads nor runs a component's enum as a check (its own Designer samples rely on it)
+        notes.append(f"{label}: {value!r} is outside the enum of component {comp.name} "
+                     f"({', '.join(map(str, enum))}); passed on as Azure does")
     if spec.get("min") is not None and value < spec["min"]:
         raise jf.error(where, f"{label}: {value} is below its min {spec['min']}")
     if spec.get("max") is not None and value > spec["max"]:

@@ -1,6 +1,8 @@
 """An `https` input with no local mapping, downloaded once into a content-addressed cache
 (`$MLTRAIN_HOME/cache/downloads/sha256-<digest>/<file name>`), as Azure downloads a web file input.
-An index by URL avoids a second download; a dry run downloads nothing."""
+An index by URL avoids a second download. A dry run downloads too: its plan names the file the run
+will read (the pipeline engine checks that a step's input exists), and a URL that cannot be fetched is
+refused before anything runs, as the run itself would refuse it."""
 from __future__ import annotations
 
 import hashlib
@@ -23,15 +25,13 @@ def _cache() -> Path:
     return mltrain_home() / "cache" / "downloads"
 
 
-def fetch(url: str, dry_run: bool, on_error: Callable[[str], Exception]) -> str:
+def fetch(url: str, on_error: Callable[[str], Exception]) -> str:
     cache = _cache()
     index = cache / "index.json"
     known = json.loads(index.read_text()) if index.is_file() else {}
     name = os.path.basename(urlparse(url).path) or "download"
     if url in known and (cache / known[url] / name).is_file():
         return str(cache / known[url] / name)
-    if dry_run:
-        return f"{cache}/sha256-<digest>/{name} (downloaded when the job starts)"
     import urllib.request  # startup
 
     cache.mkdir(parents=True, exist_ok=True)

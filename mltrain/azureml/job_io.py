@@ -92,7 +92,7 @@ def parse_inputs(jf: JobFile, path: Sequence[Any], node: Any, dry_run: bool, in_
         if bound is not None and in_pipeline:
             out[name] = Input(name, kind, binding=bound, mode=mode)
             continue
-        local = references.data_path(jf, where + ("path",), spec["path"], dry_run)
+        local = references.data_path(jf, where + ("path",), spec["path"])
         out[name] = Input(name, kind, path=local, mode=mode)
     return out
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Tuple
 
 from mltrain.azureml import expressions, references
-from mltrain.azureml.v2_schema import STEP, check_fields
+from mltrain.azureml.v2_schema import STEP, check_fields, refuse_azure_only
 from mltrain.azureml.yaml_lines import JobFile, load
 
 STEP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
@@ -43,6 +43,8 @@ def flatten(jf: JobFile, jobs: Dict[str, Any], parent_inputs: Dict[str, Any], pr
         where = ("jobs", step)
         if not STEP_NAME.match(str(step)):
             raise jf.error(where, "a job name takes letters, digits, _ and -")
+        if isinstance(body, dict):
+            refuse_azure_only(jf, where, body.get("type"))
         # this level's own `${{parent.jobs.j}}` first, then the parent's values (already in the engine's names)
         body = _renamed(dict(check_fields(jf, where, body, STEP)), prefix)
         body = bind_parent_inputs(jf, where, body, parent_inputs)
@@ -88,7 +90,27 @@ def bind_parent_inputs(jf: JobFile, where: tuple, body: Dict[str, Any], parent: 
     out = dict(body)
     if inputs:
         out["inputs"] = inputs
+    bound = expressions.binding(out.get("compute"))
+    if bound is not None:
+        out["compute"] = _bound_compute(jf, where + ("compute",), bound, parent)
     return out
+
+
+def _bound_compute(jf: JobFile, where: tuple, bound: str, parent: Dict[str, Any]) -> Any:
+    """`compute: ${{parent.inputs.x}}`: the compute name the parent's input x holds (Azure promotes a
+    step's compute to a pipeline input this way), then mapped like a written one."""
+    name = bound.split(".", 1)[1] if bound.startswith("inputs.") else None
+    if name is None:
+        raise jf.error(where, f"${{{{parent.{bound}}}}}: a compute binds a pipeline input (parent.inputs.X)")
+    if name not in parent:
+        raise jf.error(where, f"${{{{parent.inputs.{name}}}}}: the pipeline has no input '{name}' "
+                              f"(inputs: {', '.join(parent) or 'none'})")
+    value = parent[name]
+    if isinstance(value, dict):  # {type: string, default: ...} or {value: ...}
+        value = value.get("value", value.get("default"))
+    if not isinstance(value, str) or not value or expressions.binding(value) is not None:
+        raise jf.error(where, f"${{{{parent.inputs.{name}}}}} holds no compute name (got {value!r})")
+    return value
 
 
 def _component(jf: JobFile, where: tuple, body: Dict[str, Any]) -> Tuple[JobFile, Dict[str, Any]]:

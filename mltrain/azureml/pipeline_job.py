@@ -48,7 +48,7 @@ def plan(jf: JobFile, request: Request, ctx: command_job.Context, name: Optional
     flat, aliases = flatten(jf, raw_jobs, data.get("inputs") or {})
     for fs in flat:
         step, where, body, file = fs.name, fs.where, fs.body, fs.file
-        kind = v2_schema.job_type(file, {"type": body.get("type", "command")}) if "type" in body else "command"
+        kind = v2_schema.job_type(file, body, where=where) if "type" in body else "command"
         if kind not in STEP_TYPES:
             raise file.error(where + ("type",), f"'{kind}' is not one of {', '.join(STEP_TYPES)}")
         if kind == "sweep":  # a step whose run is a sweep; its outputs are its best trial's

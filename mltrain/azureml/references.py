@@ -33,6 +33,9 @@ AZUREML_BASE_IMAGES = ("mcr.microsoft.com/azureml/",)
 #: Docker Hub's official Python images: a CPython, which the host already is.
 PYTHON_IMAGE = re.compile(r"^(?:docker\.io/)?(?:library/)?python(?::([0-9][^-]*|latest).*)?$")
 DATASTORES_FILE = "datastores.yaml"
+#: An environment's fields, inline or in its own file (reference-yaml-environment).
+ENVIRONMENT_FIELDS = ("name", "version", "image", "conda_file", "build", "description", "tags", "os_type",
+                      "inference_config", "$schema", "datastore", "properties", "intellectual_property")
 
 
 def config_dirs(jf: JobFile) -> List[Path]:
@@ -107,11 +110,12 @@ def environment(jf: JobFile, path: Sequence[Any], value: Any, on_cluster: bool) 
     path = tuple(path)
     if value is None:
         return Environment(notes=["no environment given: the job runs in mltrain's own interpreter"])
+    if isinstance(value, str) and value.startswith("file:"):
+        return _environment_file(jf, path, value, on_cluster)
     if isinstance(value, str):
         return _named(jf, path, value)
 
-    spec = check_fields(jf, path, value, ("name", "version", "image", "conda_file", "build", "description",
-                                          "tags", "os_type", "inference_config", "$schema", "datastore"))
+    spec = check_fields(jf, path, value, ENVIRONMENT_FIELDS)
     if spec.get("build"):
         raise jf.error(path + ("build",), "a Docker build context needs a container build service (Azure builds "
                                           "it); build the image yourself and name it in `image`")
@@ -139,6 +143,18 @@ def environment(jf: JobFile, path: Sequence[Any], value: Any, on_cluster: bool) 
                                           "environment or a conda_file")
     out.values.setdefault("docker", {})["base_image"] = image
     return out
+
+
+def _environment_file(jf: JobFile, path: tuple, value: str, on_cluster: bool) -> Environment:
+    """`environment: file:./env.yml`: Azure's environment YAML in its own file, read as if written
+    inline; its `conda_file` and `build` are relative to that file, and its errors name its lines."""
+    file = Path(jf.folder) / value[len("file:"):]
+    if not file.is_file():
+        raise jf.error(path, f"environment file '{value}' does not exist (relative to {jf.folder})")
+    env = load(str(file))
+    if not isinstance(env.data, dict):
+        raise env.error((), "an environment file is a mapping of fields (image, conda_file, ...)")
+    return environment(env, (), env.data, on_cluster)
 
 
 def _named(jf: JobFile, path: tuple, value: str) -> Environment:
@@ -190,21 +206,21 @@ def _conda_environment(jf: JobFile, path: tuple, conda: Any, notes: List[str]) -
 # ----------------------------------------------------------------------------------------- data
 
 
-def data_path(jf: JobFile, path: Sequence[Any], uri: Any, dry_run: bool = False) -> str:
+def data_path(jf: JobFile, path: Sequence[Any], uri: Any) -> str:
     """The local file or folder an input's `path` stands for; one line when it has none."""
     path = tuple(path)
     value = str(uri)
     dirs = config_dirs(jf)
     name = asset_name(value)
     if name is not None and not value.startswith("azureml://datastores/"):
-        return _data_asset(jf, path, value, name, dirs, dry_run)
+        return _data_asset(jf, path, value, name, dirs)
     if "://" in value and not value.startswith("file://"):
         local = _mapped(value, dirs)
         if local is not None:
             return local
         if value.startswith(("https://", "http://")):
 
-            return fetch(value, dry_run=dry_run, on_error=lambda why: jf.error(path, why))
+            return fetch(value, on_error=lambda why: jf.error(path, why))
         where = dirs[0] if dirs else Path.cwd() / ".mltrain"
         raise jf.error(path, f"'{value}' has no local copy: map a prefix of it to a folder in "
                              f"{where / DATASTORES_FILE} (e.g. '{_prefix_hint(value)}': /data/...)")
@@ -237,7 +253,7 @@ def _prefix_hint(uri: str) -> str:
     return match.group(1) if match else uri
 
 
-def _data_asset(jf: JobFile, path: tuple, value: str, name: str, dirs: Sequence[Path], dry_run: bool) -> str:
+def _data_asset(jf: JobFile, path: tuple, value: str, name: str, dirs: Sequence[Path]) -> str:
 
     for base in dirs:
         for suffix in (".yaml", ".yml"):
@@ -246,7 +262,7 @@ def _data_asset(jf: JobFile, path: tuple, value: str, name: str, dirs: Sequence[
                 asset = load(str(file))
                 if not isinstance(asset.data, dict) or "path" not in asset.data:
                     raise asset.error(("path",), "a data asset file needs `path` (a local path or a mapped URI)")
-                return data_path(asset, ("path",), asset.data["path"], dry_run)
+                return data_path(asset, ("path",), asset.data["path"])
     where = dirs[0] if dirs else Path.cwd() / ".mltrain"
     raise jf.error(path, f"data asset '{value}' is not registered here: add {where}/data/{name}.yaml with "
                          "`path: <local folder or file>` (Azure's data asset YAML)")

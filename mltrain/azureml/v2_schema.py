@@ -137,13 +137,20 @@ def text(jf: JobFile, path: Sequence[Any], value: Any) -> str:
     return value
 
 
-def job_type(jf: JobFile, data: Mapping[str, Any], default: str = "command") -> str:
-    """The job's `type`, or one line saying why mltrain does not run it."""
+def job_type(jf: JobFile, data: Mapping[str, Any], default: str = "command", where: Sequence[Any] = ()) -> str:
+    """The job's `type` (a top-level job's, or a pipeline node's at `where`), or one line saying why
+    mltrain does not run it."""
     kind = data.get("type", default)
-    if kind in AZURE_ONLY_TYPES:
-        raise jf.error(("type",), f"'{kind}' jobs run only in Azure ML: {AZURE_ONLY_TYPES[kind]}; mltrain runs "
-                                  f"{', '.join(RUNS)} jobs")
-    return one_of(jf, ("type",), kind, RUNS)
+    refuse_azure_only(jf, where, kind)
+    return one_of(jf, tuple(where) + ("type",), kind, RUNS)
+
+
+def refuse_azure_only(jf: JobFile, where: Sequence[Any], kind: Any) -> None:
+    """The same line for an Azure-only type at the top and as a pipeline node (checked before the
+    node's fields, which are that type's and would otherwise read as unknown fields of a command)."""
+    if isinstance(kind, str) and kind in AZURE_ONLY_TYPES:
+        raise jf.error(tuple(where) + ("type",), f"'{kind}' jobs run only in Azure ML: {AZURE_ONLY_TYPES[kind]}; "
+                                                 f"mltrain runs {', '.join(RUNS)} jobs")
 
 
 def azure_only(data: Mapping[str, Any]) -> Dict[str, Any]:

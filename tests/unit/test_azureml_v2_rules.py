@@ -216,8 +216,6 @@ jobs:
     ("      epochs: 11\n", "job.yml:8 jobs.fit.inputs.epochs: step fit input epochs: 11 is above its max 10"),
     ("      epochs: 0\n", "jobs.fit.inputs.epochs: step fit input epochs: 0 is below its min 1"),
     ("      epochs: two\n", "jobs.fit.inputs.epochs: step fit input epochs: 'two' is not of type integer"),
-    ("      epochs: 2\n      schedule: linear\n",
-     "jobs.fit.inputs.schedule: step fit input schedule: 'linear' is not one of step, cosine"),
     ("      epochs: 2\n      lr: 0.1\n", "jobs.fit.inputs.lr: component train has no input 'lr'"),
     ("      epochs: 2\n      data: 3\n", "jobs.fit.inputs.data: step fit input data: component train declares uri_folder"),
 ])
@@ -227,6 +225,17 @@ def test_component_inputs_are_checked_as_azure_checks_them(tmp_path, extra, expe
                         "      data: {type: uri_folder, path: ./src}\n" + extra) if "data: 3" not in extra else \
         STEP.replace("      data: {type: uri_folder, path: ./src}\n", extra)
     assert expected in refusal(tmp_path, text)
+
+
+def test_a_value_outside_a_components_enum_is_passed_on_and_noted(tmp_path):
+    """Azure's loader and service pass it on (its Designer samples rely on that): so does mltrain."""
+    (tmp_path / "c.yml").write_text(COMPONENT.replace("--epochs ${{inputs.epochs}}",
+                                                      "--epochs ${{inputs.epochs}} --schedule ${{inputs.schedule}}"))
+    p = plan(tmp_path, STEP + "      epochs: 2\n      schedule: linear\n")
+    assert "--schedule linear" in p.files["azureml_job/job__fit.yaml"]["job"]["command"]
+    assert [n for n in p.notes if "outside the enum" in n] == [
+        "step fit input schedule: 'linear' is outside the enum of component train (step, cosine); passed on as "
+        "Azure does"]
 
 
 def test_component_defaults_and_optional_inputs_fill_the_command(tmp_path):
