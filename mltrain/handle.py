@@ -37,11 +37,11 @@ def backend_of(record: RunRecord) -> Any:
 
 def refresh(records: List[RunRecord]) -> None:
     """Bring runs that have not ended up to date (mltrain.backends.refresh). The command that started
-    a run mirrors it into MLflow when it returns; a detached run (or a pipeline's step) has no such
+    a run mirrors it into MLflow before it returns; a detached run (or a pipeline's step) has no such
     command, so the look that sees it end does."""
     ended = backends.refresh(records, backend_of)
     if ended:
-        mlflow_run.mirror_later(str(r.dir) for r in ended if not driver_alive(r))
+        mlflow_run.mirror_now(str(r.dir) for r in ended if not driver_alive(r))
 
 
 def list_runs(root: Path, unreadable: Optional[List[Path]] = None) -> List[RunRecord]:

@@ -9,6 +9,7 @@ from typing import Dict, List, Optional, Tuple
 
 from mltrain.errors import MltrainError
 from mltrain.models.registry import Model
+from mltrain.runs import mlflow_run
 
 
 def _pairs(values: Optional[List[str]], what: str) -> Dict[str, str]:
@@ -100,4 +101,5 @@ def main(argv: List[str]) -> int:
     p.add_argument("--exist-ok", action="store_true", help="overwrite files already in DIR")
     p.set_defaults(func=_download)
     args = parser.parse_args(argv)
+    mlflow_run.catch_up()  # a run whose command was killed while mirroring it: its MLflow run first
     return args.func(args)

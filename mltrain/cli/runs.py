@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, List
 
 from mltrain.config.paths import mltrain_home
 from mltrain.errors import MltrainError, first_line
-from mltrain.runs import index
+from mltrain.runs import index, mlflow_run
 from mltrain.runs.metrics import last_and_best, read_metrics
 from mltrain.runs.record import find_run
 from mltrain.spec.status import QUEUED, TERMINAL, exit_code
@@ -230,9 +230,9 @@ def _compare(args) -> int:
 
 
 def _sync(args) -> int:
-    from mltrain import tracking  # startup
     from mltrain.handle import Run, list_runs  # startup
     from mltrain.models import mlflow_store as store  # startup
+    from mltrain.tracking import mirroring as tracking  # startup
 
     store.require_mlflow()
     if args.runs:
@@ -330,4 +330,5 @@ def main(argv: List[str]) -> int:
     p.add_argument("runs", nargs="*", metavar="RUN")
     p.set_defaults(func=_sync)
     args = parser.parse_args(argv)
+    mlflow_run.catch_up()  # a run whose command was killed while mirroring it: its MLflow run first
     return args.func(args)

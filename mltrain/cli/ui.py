@@ -25,6 +25,7 @@ from mltrain.cli import runs
 from mltrain.config.paths import mltrain_home
 from mltrain.errors import MltrainError
 from mltrain.models import mlflow_store as store
+from mltrain.runs import mlflow_run
 
 INSTALL = "pip install 'mltrain[ui]'"
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
@@ -115,6 +116,7 @@ def main(argv: List[str]) -> int:
     if args.host not in LOCAL_HOSTS:
         print(f"mltrain: warning: MLflow's UI has no authentication: anyone who can reach {args.host}:{args.port} "
               "sees and can change every run and model", file=sys.stderr)
+    mlflow_run.catch_up()  # the mirrors of killed commands, even with --no-sync
     if not args.no_sync:
         runs.main(["sync"] + (["--root", args.root] if args.root else []))
     home = mltrain_home()

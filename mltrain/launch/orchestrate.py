@@ -123,10 +123,10 @@ def execute(jobs: List[FrozenJob], records: List[RunRecord], consoles: List[Cons
         share = max(1, min(backend.concurrency(jobs[0].compute) or 1, len(jobs)))
         statuses = backend.launch([backend.plan(job, share) for job in jobs], records, consoles, cancel)
     results = [RunResult(job, status, record.doc.error) for job, status, record in zip(jobs, statuses, records)]
-    # MLflow's copy of the runs that ended, made after this command. A detached run still queued is mirrored
+    # MLflow's copy of the runs that ended, made before this command returns. A detached run still queued is mirrored
     # by the look that sees it end (mltrain.handle): mirroring 100 queued members at once was seconds of
     # CPU competing with the members' own start and the next command.
-    mlflow_run.mirror_later(job.run_dir for job, status in zip(jobs, statuses) if status in TERMINAL)
+    mlflow_run.mirror_now(job.run_dir for job, status in zip(jobs, statuses) if status in TERMINAL)
     if guard.signum is not None:
         for r in results:
             if r.status not in TERMINAL:

@@ -10,12 +10,16 @@ import fcntl
 import logging
 import os
 import re
+import shutil
+import sqlite3
+import time
 import warnings
 from pathlib import Path
 from typing import Iterator, Optional
 
 from mltrain.config.paths import mltrain_home
 from mltrain.errors import MltrainError
+from mltrain.runs import mlflow_run
 
 URI_ENV = "MLTRAIN_TRACKING_URI"
 INSTALL = "pip install 'mltrain[registry]'"
@@ -118,3 +122,37 @@ def _create_aside(client_class) -> None:
     aside.search_registered_models(max_results=1)
     aside.search_experiments(max_results=1)
     os.replace(building, path)
+
+
+def create_from_template() -> bool:
+    """Whether the embedded store exists, made now if not from the run template (mltrain.runs.mlflow_run:
+    MLflow's whole schema at this MLflow's revision, made once per machine by MLflow itself), its one run
+    removed: a copy and a rename, no MLflow import. False where there is no template yet (MLflow makes
+    the store then). Under the lock, built aside and renamed into place as _create_aside does."""
+    path = sqlite_path()
+    if path is None:
+        return False
+    if path.exists():
+        return True
+    template = mlflow_run.template_dir() / "template.db"
+    if not template.is_file():
+        return False
+    with locked():
+        if path.exists():
+            return True
+        path.parent.mkdir(parents=True, exist_ok=True)
+        building = path.with_name(f".{path.name}.building-{os.getpid()}")
+        shutil.copyfile(template, building)
+        con = sqlite3.connect(str(building))
+        try:
+            with con:
+                for table in ("latest_metrics", "metrics", "params", "tags", "runs"):
+                    con.execute(f"DELETE FROM {table} WHERE run_uuid = ?", (mlflow_run.RUN_ID,))
+                # MLflow's Default experiment (id 0) keeps its artifacts where mltrain's experiments do
+                now = int(time.time() * 1000)
+                con.execute("UPDATE experiments SET artifact_location = ?, creation_time = ?, last_update_time = ? "
+                            "WHERE experiment_id = 0", (f"{artifact_root()}/0", now, now))
+        finally:
+            con.close()
+        os.replace(building, path)
+    return True

@@ -190,7 +190,7 @@ def _source(model_path: Union[str, Path], run: Optional[str], runs_root) -> tupl
 def _mlflow_run(record: Any) -> Optional[str]:
     """The MLflow run of the registering run, or None when tracking is off (MLTRAIN_TRACKING=off). Only a
     run the mirror has not made in MLflow yet needs mltrain.tracking, kept off the direct path."""
-    from mltrain import tracking  # startup
+    from mltrain.tracking import mirroring as tracking  # startup
 
     return tracking.mlflow_run_id(record) if enabled() else None
 

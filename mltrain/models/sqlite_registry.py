@@ -20,7 +20,7 @@ import sqlite3
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Optional
+from typing import Dict, Optional, Set
 
 #: Alembic revisions of MLflow's schema whose registry tables are exactly COLUMNS (MLflow 3.17).
 #: A store migrated by a later MLflow is registered through MLflow until checked and added here.
@@ -59,13 +59,13 @@ class Version:
 def create_version(db: Path, name: str, source: str, run_id: Optional[str], tags: Dict[str, str],
                    description: Optional[str]) -> Optional[Version]:
     """The next version of `name` (the registered model made if new), or None where MLflow must do it."""
-    if not _plain(name, source, run_id, tags, description) or not db.is_file() or _workspaces_on():
+    if not _plain(name, source, run_id, tags, description) or not db.is_file() or workspaces_on():
         return None
     con = sqlite3.connect(str(db), timeout=_BUSY_TIMEOUT_S, isolation_level=None)
     try:
         con.execute("BEGIN IMMEDIATE")
         try:
-            if not _schema_known(con):
+            if not schema_known(con):
                 con.execute("ROLLBACK")
                 return None
             now = int(time.time() * 1000)
@@ -94,20 +94,21 @@ def create_version(db: Path, name: str, source: str, run_id: Optional[str], tags
     return Version(name, version, source, now, description, run_id, dict(tags))
 
 
-def _schema_known(con: sqlite3.Connection) -> bool:
+def schema_known(con: sqlite3.Connection, columns: Dict[str, Set[str]] = COLUMNS) -> bool:
+    """The store's Alembic revision is one checked here and each of `columns`' tables has exactly those columns."""
     try:
         revisions = {row[0] for row in con.execute("SELECT version_num FROM alembic_version")}
     except sqlite3.Error:
         return False
     if len(revisions) != 1 or not revisions <= KNOWN_REVISIONS:
         return False
-    for table, columns in COLUMNS.items():
-        if {row[1] for row in con.execute(f"PRAGMA table_info({table})")} != columns:
+    for table, names in columns.items():
+        if {row[1] for row in con.execute(f"PRAGMA table_info({table})")} != names:
             return False
     return True
 
 
-def _workspaces_on() -> bool:
+def workspaces_on() -> bool:
     return os.environ.get("MLFLOW_ENABLE_WORKSPACES", "").strip().lower() in ("true", "1")
 
 

@@ -205,7 +205,7 @@ def run(sweeper: Any, arguments: List[str]) -> list:
         else:
             pipe.run_here(interrupt)
     status = graph_record.sync(pipe.record)
-    mlflow_run.mirror_later([*(sr.job.run_dir for sr in pipe.runs.values()), str(pipe.record.dir)])
+    mlflow_run.mirror_now([*(sr.job.run_dir for sr in pipe.runs.values()), str(pipe.record.dir)])
     _summary(pipe)
     if status != COMPLETED:
         error = RunCanceled if status == CANCELED else RunFailed

@@ -24,14 +24,16 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional
 
+from mltrain.atomic import atomic_write
+from mltrain.config.paths import mltrain_home
 from mltrain.runs.console import Console
 
 SWITCH = "MLTRAIN_TRACKING"           # off: no mirror, no per-run database
 RUN_DB = "mlflow.db"
 #: The template run's id, the same in every run's database (MLflow accepts any id of word characters).
 RUN_ID = "0" * 24 + "6d6c7472"
-#: What mirrors runs into the shared store: run as a program after a command returns, never imported here.
-MIRROR_PROGRAM = "mltrain.tracking"
+#: What mirrors runs into the shared store: a program the command waits for, never imported here.
+MIRROR_PROGRAM = "mltrain.tracking.mirroring"
 
 
 def enabled() -> bool:
@@ -104,13 +106,67 @@ def _prepare_template() -> bool:
     return True
 
 
-def mirror_later(run_dirs: Iterable[str]) -> None:
-    """Mirror these runs in a background process that outlives this command."""
+def mirror_now(run_dirs: Iterable[str]) -> None:
+    """Mirror these runs into MLflow's store before this command returns (issue 39: no process of a
+    command outlives it, and what it says has ended is in MLflow). The mirror is a program of its own
+    (`python -m mltrain.tracking.mirroring`): it belongs to a layer above this one, and it keeps MLflow's client,
+    where the store needs it, out of the command's process. A note under $MLTRAIN_HOME names the runs
+    until it has finished, so that a command killed meanwhile is finished by the next (catch_up)."""
     dirs = [str(d) for d in run_dirs]
     if not dirs or not enabled():
         return
-    subprocess.Popen([sys.executable, "-m", MIRROR_PROGRAM, *dirs], stdin=subprocess.DEVNULL,
-                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    note = _pending_dir() / f"{os.getpid()}-{time.time_ns()}.json"
+    atomic_write(note, json.dumps({"pid": os.getpid(), "runs": dirs}))
+    done = subprocess.run([sys.executable, "-m", MIRROR_PROGRAM, *dirs], stdin=subprocess.DEVNULL,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    console = Console()
+    for line in done.stderr.splitlines():
+        if line.startswith("mltrain: warning:"):  # a run MLflow refused: said, the others mirrored
+            console.status(line[len("mltrain: "):])
+    if done.returncode == 0:
+        note.unlink(missing_ok=True)
+    else:
+        last = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
+        console.status(f"warning: the MLflow mirror of {len(dirs)} run(s) did not finish ({last}); the next "
+                       "`mltrain runs`, `models` or `ui` command retries it")
+
+
+def catch_up() -> None:
+    """Finish the mirrors that a killed command left (its note names the runs, its process is gone)."""
+    folder = _pending_dir(make=False)
+    notes = sorted(folder.glob("*.json")) if folder.is_dir() else []
+    dirs: List[str] = []
+    left: List[Path] = []
+    for note in notes:
+        try:
+            data = json.loads(note.read_text())
+            if _alive(int(data["pid"])):
+                continue  # its command is still mirroring
+            dirs += [str(d) for d in data["runs"]]
+        except (OSError, ValueError, KeyError, TypeError):
+            pass  # a note torn by the kill that cut its command short: its runs are for `runs sync`
+        left.append(note)
+    if dirs:
+        mirror_now(dict.fromkeys(dirs))
+    for note in left:
+        note.unlink(missing_ok=True)
+
+
+def _pending_dir(make: bool = True) -> Path:
+    folder = mltrain_home() / "mirror-pending"
+    if make:
+        folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return pid != os.getpid()  # a note of this process's own is one it left behind
 
 
 def ensure_template() -> None:

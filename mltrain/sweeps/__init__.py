@@ -66,7 +66,7 @@ def run(sweeper: Any, arguments: List[str]) -> list:
     ctl.run()
     doc = results.write(ctl, final=True)
     # after sweep.json's final write: the mirror ends the sweep's parent run from it
-    mlflow_run.mirror_later(m.job.run_dir for m in ctl.members if m.job is not None)
+    mlflow_run.mirror_now(m.job.run_dir for m in ctl.members if m.job is not None)
     console = Console()
     for line in results.summary_lines(doc):
         console.write_line(line) if not line.startswith("sweep of") else console.status(line)

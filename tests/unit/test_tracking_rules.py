@@ -4,10 +4,10 @@ run database reduced to the two tables it reads)."""
 import json
 import sqlite3
 
-from mltrain import tracking
 from mltrain.runs import mlflow_run
 from mltrain.runs.metrics import read_metrics
 from mltrain.runs.record import RunRecord
+from mltrain.tracking import mirroring as tracking
 
 from .jobs import frozen_job
 
