@@ -74,8 +74,10 @@ def _hydra_app() -> None:
 def _rewrite_argv(argv: List[str]) -> List[str]:
     """--dry-run and --detach become overrides, appended last: Hydra's parser takes overrides in one
     run, so one left before `-m` would make it refuse those after."""
+    from mltrain.config.sections import open_sections  # startup
+
     flags = {"--dry-run": "dry_run=true", "--detach": "run.detach=true", "--force-rerun": "pipeline.force_rerun=true"}
-    return [_open_mapping(a) for a in argv if a not in flags] + [flags[a] for a in argv if a in flags]
+    return open_sections([_open_mapping(a) for a in argv if a not in flags]) + [flags[a] for a in argv if a in flags]
 
 
 #: Mappings whose keys are the user's (passed on to another tool): a key Hydra has not seen is not a typo.

@@ -10,6 +10,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from mltrain.config.hydra_internals import apply_value_overrides, overrides_dirname
+from mltrain.config.sections import open_sections
 from mltrain.errors import ConfigError
 
 
@@ -29,7 +30,7 @@ def compose_members(launcher: Any, job_overrides: Sequence[Sequence[str]], initi
     bases = {} if bases is None else bases
     configs = []
     for i, overrides in enumerate(job_overrides):
-        cfg = _compose_fast(launcher, loader, list(overrides), bases)
+        cfg = _compose_fast(launcher, loader, open_sections(overrides), bases)
         _check_optional_groups(cfg, loader, bases)
         with open_dict(cfg):
             cfg.hydra.job.id = f"{cfg.hydra.job.name}_{initial_job_idx + i}"

@@ -7,7 +7,7 @@ import re
 from typing import Optional
 
 from mltrain.errors import first_line
-from mltrain.spec import schema
+from mltrain.spec import job_schemas, schema
 
 
 def composition_error_line(text: str) -> Optional[str]:
@@ -27,5 +27,5 @@ def composition_error_line(text: str) -> Optional[str]:
 
 
 def _schema_fields(name: str) -> list:
-    cls = getattr(schema, name, None)
+    cls = getattr(schema, name, None) or getattr(job_schemas, name, None)
     return [f.name for f in dataclasses.fields(cls)] if dataclasses.is_dataclass(cls) else []

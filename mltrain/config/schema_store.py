@@ -30,7 +30,13 @@ class _LazySchema(ConfigNode):
             return self.__dict__["_set"]
         built = self.__dict__["_built"]
         if not built:
-            built.append(OmegaConf.structured(self.__dict__["_schema"]))
+            node = OmegaConf.structured(self.__dict__["_schema"])
+            if self.__dict__["_schema"] is MltrainConf:
+                # Open while composing, so that a job kind's preset may add its sections (mltrain.spec.kinds.SECTIONS),
+                # which are no fields of the root; Hydra closes the root once composed, before the command line's
+                # values apply, and the validator refuses any other new top-level key.
+                OmegaConf.set_struct(node, False)
+            built.append(node)
         return built[0]
 
     @node.setter

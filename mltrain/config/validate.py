@@ -13,9 +13,10 @@ import os
 from typing import Any, Callable, Collection, List, Tuple
 
 from omegaconf import OmegaConf
+from omegaconf.errors import ValidationError
 
-from mltrain.errors import ConfigError
-from mltrain.spec.kinds import schemas
+from mltrain.errors import ConfigError, first_line
+from mltrain.spec.kinds import SECTIONS, schemas
 from mltrain.spec.schema import MltrainConf
 
 # (key, test, text of what is allowed)
@@ -70,7 +71,14 @@ def visible_gpus() -> int:
 
 
 def check_known_keys(cfg: Any) -> None:
-    """Keys forced in with `+key=...` bypass the schemas while composing; they are refused here."""
+    """Keys forced in with `+key=...` bypass the schemas while composing; they are refused here, as is a
+    top-level key neither the root schema nor a job kind's section declares (the root takes new keys while
+    composing, so that a kind's preset can add its sections)."""
+    declared = [f.name for f in dataclasses.fields(MltrainConf)] + list(SECTIONS)
+    for key in cfg.keys():
+        if key not in declared and key != "hydra":
+            close = difflib.get_close_matches(str(key), declared, n=1, cutoff=0.5)
+            raise ConfigError(str(key), "unknown key" + (f"; did you mean {close[0]}?" if close else ""), declared)
     for group, options in schemas().items():
         node = cfg.get(group)
         if node is None:
@@ -82,6 +90,17 @@ def check_known_keys(cfg: Any) -> None:
         for key in node.keys():
             if key not in allowed:
                 raise ConfigError(f"{group}.{key}", "unknown key", allowed)
+        if group in SECTIONS:
+            _check_types(group, node, schema)
+
+
+def _check_types(group: str, node: Any, schema: type) -> None:
+    """A section a job got from values alone (`++trainer.epochs=2`, see mltrain.config.sections) or from a
+    preset of the user's own that names no schema was not typed while composing: its values are checked here."""
+    try:
+        OmegaConf.merge(OmegaConf.structured(schema), node)
+    except ValidationError as exc:
+        raise ConfigError(f"{group}.{exc.key}", first_line(str(exc.msg))) from None
 
 
 def validate(cfg: Any) -> None:
@@ -114,7 +133,7 @@ def check_added_keys(overrides: List[str], groups: Collection[str] = ()) -> None
     """`+key=...` adds a key Hydra would otherwise refuse; a top-level one the schema does not declare
     is refused here like a group key (keys added inside groups are caught by check_known_keys).
     `+group=option` adds a config group (e.g. an experiment) and is Hydra's to check."""
-    declared = [f.name for f in dataclasses.fields(MltrainConf)]
+    declared = [f.name for f in dataclasses.fields(MltrainConf)] + list(SECTIONS)
     for override in overrides:
         if not override.startswith("+"):
             continue

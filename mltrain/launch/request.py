@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Optional, Sequence, Tuple
 
 from mltrain.config.paths import builtin_search_url, extra_config_dirs
+from mltrain.config.sections import open_sections
 from mltrain.errors import ConfigError, MltrainError, one_line
 from mltrain.spec.job import FrozenJob
 
@@ -86,6 +87,7 @@ def compose(request: JobRequest) -> Any:
     setup_globals()  # the `now` and `hydra` resolvers
     overrides = list(request.all_overrides())
     _refuse_sweeps(overrides)
+    overrides = open_sections(overrides)
     from hydra.core.singleton import Singleton  # startup
 
     # Hydra's singletons (the global Hydra, JobRuntime, HydraConfig, the ConfigStore) as the caller had them,

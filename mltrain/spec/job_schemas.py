@@ -155,3 +155,55 @@ class EvaluateModelJobConf:
     # null: <run>/outputs/evaluation
     output_path: Optional[str] = None
     params: Dict[str, Any] = field(default_factory=dict)
+
+
+# ----------------------------------------------------------------- sections of the Designer's kinds
+# Train PyTorch Model's `model`, `data` and `trainer` (Score Image Model reads `data`): top-level sections
+# that only the kinds naming them in mltrain.spec.kinds have, each typed by its presets' `<name>_schema`.
+
+
+@dataclass
+class ModelConf:
+    # A torchvision classification builder name (resnet18, densenet121, ...).
+    name: str = "resnet18"
+    # Load weights from `weights` or the torch hub cache; never downloads.
+    pretrained: bool = False
+    weights: Optional[str] = None
+    # DenseNet only: checkpointed dense layers (less memory, slower).
+    memory_efficient: bool = False
+
+
+@dataclass
+class DataConf:
+    # sample (bundled, real) | image_directory
+    kind: str = "sample"
+    train_dir: Optional[str] = None
+    val_dir: Optional[str] = None
+    image_size: int = 224
+    num_workers: int = 0
+    # Training augmentation: RandomResizedCrop(scale=(min_crop_scale, 1)) and an optional flip.
+    min_crop_scale: float = 0.08
+    horizontal_flip: bool = True
+
+
+@dataclass
+class TrainerConf:
+    # The Designer's defaults. Its docs also show lr 0.1 in one table; 0.001 is the stated default.
+    epochs: int = 5
+    batch_size: int = 16
+    warmup_epochs: int = 0
+    learning_rate: float = 0.001
+    seed: int = 1
+    patience: int = 3
+    print_frequency: int = 10
+    momentum: float = 0.9
+    weight_decay: float = 0.0001
+    # Automatic mixed precision (float16) where a GPU is used; channels-last always goes with a GPU.
+    amp: bool = True
+    # Epoch checkpoints kept, newest first (a resume needs only the newest); 0 keeps every one. Each
+    # holds the weights and the optimizer state: ResNet-18's are 90 MB, ResNet-50's about 200 MB.
+    keep_checkpoints: int = 2
+    # Also write outputs/model/model.onnx (dynamic batch), verified against PyTorch with ONNX Runtime
+    # (needs `pip install 'mltrain[onnx]'`).
+    export_onnx: bool = False
+    onnx_opset: int = 18

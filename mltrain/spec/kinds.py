@@ -6,36 +6,37 @@ that describes it. The user's own programs (`script`, `command`) run from a snap
 that each rank runs as `python -m MODULE` and whose `validate(cfg)` checks its inputs before anything
 is queued. Modules are named, not imported, so this table stays at the bottom of the layers; the
 launch layer imports a component's module when a job of that kind is frozen. A new kind is one
-`register(...)` line here, its schema in mltrain.spec.job_schemas and a preset in conf/job/.
+`register(...)` line here, its schema in mltrain.spec.job_schemas and a preset in conf/job/. A kind
+owns the top-level sections its program reads (SECTIONS: the image classifier's model, data and
+trainer); a script or a command job has none of them.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict
+from typing import Dict, Tuple
 
 from mltrain.spec.job_schemas import (
     ApplyImageTransformationJobConf,
     CommandJobConf,
     ConvertToImageDirectoryJobConf,
+    DataConf,
     EvaluateModelJobConf,
     InitImageTransformationJobConf,
+    ModelConf,
     ScoreImageModelJobConf,
     ScriptJobConf,
     SplitImageDirectoryJobConf,
+    TrainerConf,
     TrainPytorchModelJobConf,
 )
-from mltrain.spec.schema import (
-    DataConf,
-    DistributionConf,
-    EnvironmentConf,
-    LocalComputeConf,
-    ModelConf,
-    SlurmComputeConf,
-    TrainerConf,
-)
+from mltrain.spec.schema import DistributionConf, EnvironmentConf, LocalComputeConf, SlurmComputeConf
 
 #: The programs that are the user's own, not a component module.
 USER_PROGRAMS = ("script", "command")
+
+#: Top-level sections that only some kinds have, by name: the kinds that read one name it in `sections`, and
+#: their preset selects its option (`override /trainer@_global_.trainer: default`); any other job has none.
+SECTIONS: Dict[str, type] = {"model": ModelConf, "data": DataConf, "trainer": TrainerConf}
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,8 @@ class JobKind:
     program: str
     # One line for `mltrain --help`, the dry run and `runs show`.
     summary: str
+    # The SECTIONS its program reads (its preset selects each one's option).
+    sections: Tuple[str, ...] = ()
 
     @property
     def builtin(self) -> bool:
@@ -64,9 +67,11 @@ def register(kind: JobKind) -> JobKind:
 register(JobKind("script", ScriptJobConf, "script", "a Python script of yours, on each rank (Azure ML's ScriptRunConfig)"))
 register(JobKind("command", CommandJobConf, "command", "a shell command line, on each rank (Azure ML's command job)"))
 register(JobKind("train_pytorch_model", TrainPytorchModelJobConf, "mltrain.components.train_pytorch_model",
-                 "Designer's Train PyTorch Model: a torchvision classifier trained on an image directory"))
+                 "Designer's Train PyTorch Model: a torchvision classifier trained on an image directory",
+                 sections=("model", "data", "trainer")))
 register(JobKind("score_image_model", ScoreImageModelJobConf, "mltrain.components.score_image_model",
-                 "Designer's Score Image Model: a trained model directory scores an image directory"))
+                 "Designer's Score Image Model: a trained model directory scores an image directory",
+                 sections=("data",)))  # data.image_size, for a model directory that records no size
 register(JobKind("convert_to_image_directory", ConvertToImageDirectoryJobConf,
                  "mltrain.components.convert_to_image_directory",
                  "Designer's Convert to Image Directory: a folder, archive or table of images -> an image directory"))
@@ -90,7 +95,5 @@ def schemas() -> Dict[str, Dict[str, type]]:
         "environment": {"environment": EnvironmentConf},
         "compute": {"local": LocalComputeConf, "slurm": SlurmComputeConf},
         "distribution": {"distribution": DistributionConf},
-        "model": {"model": ModelConf},
-        "data": {"data": DataConf},
-        "trainer": {"trainer": TrainerConf},
+        **{name: {name: schema} for name, schema in SECTIONS.items()},
     }

@@ -1,10 +1,11 @@
 """Typed schemas of every config group, registered in Hydra's ConfigStore.
 
 Every group is typed while composing, so OmegaConf rejects unknown keys and wrong types before anything
-runs: `environment`, `distribution`, `model`, `data` and `trainer` by their field in MltrainConf (their
-built-in presets name no schema: loading and merging one more config per group is about 2 ms each of
-every command), `job` and `compute`, whose schema depends on the option, by the preset's
-``defaults: [<name>_schema]``. A user's own preset may name its group's schema either way. Range rules
+runs: `environment` and `distribution` by their field in MltrainConf (their built-in presets name no
+schema: loading and merging one more config per group is about 2 ms each of every command), `job` and
+`compute`, whose schema depends on the option, by the preset's ``defaults: [<name>_schema]``. A user's
+own preset may name its group's schema either way. The sections only some job kinds have (`model`, `data`,
+`trainer`: mltrain.spec.job_schemas) are no fields here; a kind's preset brings them in (mltrain.spec.kinds). Range rules
 (epochs > 0, ...) cannot be expressed in a dataclass; they live in mltrain.config.validate.
 
 This module imports nothing but the standard library: the driver registers these classes with Hydra
@@ -130,56 +131,6 @@ class DistributionConf:
     tf_config: bool = False
 
 
-# ----------------------------------------------------------------------- model / data / trainer
-
-
-@dataclass
-class ModelConf:
-    # A torchvision classification builder name (resnet18, densenet121, ...).
-    name: str = "resnet18"
-    # Load weights from `weights` or the torch hub cache; never downloads.
-    pretrained: bool = False
-    weights: Optional[str] = None
-    # DenseNet only: checkpointed dense layers (less memory, slower).
-    memory_efficient: bool = False
-
-
-@dataclass
-class DataConf:
-    # sample (bundled, real) | image_directory
-    kind: str = "sample"
-    train_dir: Optional[str] = None
-    val_dir: Optional[str] = None
-    image_size: int = 224
-    num_workers: int = 0
-    # Training augmentation: RandomResizedCrop(scale=(min_crop_scale, 1)) and an optional flip.
-    min_crop_scale: float = 0.08
-    horizontal_flip: bool = True
-
-
-@dataclass
-class TrainerConf:
-    # The Designer's defaults. Its docs also show lr 0.1 in one table; 0.001 is the stated default.
-    epochs: int = 5
-    batch_size: int = 16
-    warmup_epochs: int = 0
-    learning_rate: float = 0.001
-    seed: int = 1
-    patience: int = 3
-    print_frequency: int = 10
-    momentum: float = 0.9
-    weight_decay: float = 0.0001
-    # Automatic mixed precision (float16) where a GPU is used; channels-last always goes with a GPU.
-    amp: bool = True
-    # Epoch checkpoints kept, newest first (a resume needs only the newest); 0 keeps every one. Each
-    # holds the weights and the optimizer state: ResNet-18's are 90 MB, ResNet-50's about 200 MB.
-    keep_checkpoints: int = 2
-    # Also write outputs/model/model.onnx (dynamic batch), verified against PyTorch with ONNX Runtime
-    # (needs `pip install 'mltrain[onnx]'`).
-    export_onnx: bool = False
-    onnx_opset: int = 18
-
-
 # ------------------------------------------------------------------------------------- top level
 
 
@@ -286,9 +237,6 @@ class MltrainConf:
     environment: EnvironmentConf = MISSING
     compute: Any = MISSING
     distribution: DistributionConf = MISSING
-    model: ModelConf = MISSING
-    data: DataConf = MISSING
-    trainer: TrainerConf = MISSING
     run: RunConf = field(default_factory=RunConf)
     sweep: SweepConf = field(default_factory=SweepConf)
     pipeline: Optional[PipelineConf] = None

@@ -93,7 +93,7 @@ def test_builtin_components_resolve_from_every_reference_form(reference):
 def test_every_builtin_component_is_a_registered_job_kind_and_its_keys_exist():
     import dataclasses
 
-    from mltrain.spec.schema import DataConf, TrainerConf
+    from mltrain.spec.job_schemas import DataConf, TrainerConf
 
     names = {"convert_to_image_directory", "init_image_transformation", "apply_image_transformation",
              "split_image_directory", "train_pytorch_model", "score_image_model", "evaluate_model"}
