@@ -6,7 +6,7 @@ exist), and its ranks get MLFLOW_TRACKING_URI and MLFLOW_RUN_ID pointing at that
 write to one run and no rank migrates a schema. The template's run has a fixed id, so freezing a job
 can name it without building anything (freezing stays free of side effects); the template itself is
 made the first time a run is created that needs it, in a child process (the driver never imports
-MLflow), with a progress line. mltrain.tracking later folds what the ranks logged into the run's
+MLflow), with a progress line. mltrain.tracking.mirroring later folds what the ranks logged into the run's
 metrics.jsonl and mirrors the run into the shared store.
 """
 from __future__ import annotations
