@@ -106,29 +106,53 @@ def _prepare_template() -> bool:
     return True
 
 
+class Mirror:
+    """The mirror program (`python -m mltrain.tracking.mirroring`), started before the runs end so that its
+    imports overlap them, and handed the run folders on its standard input when they have ended; it
+    exits without writing if its input ends without them (the command died or handed it nothing). It
+    is a program of its own because it belongs to a layer above this one, and it keeps MLflow's client,
+    where the store needs it, out of the command's process."""
+
+    def __init__(self) -> None:
+        self.proc: Optional[subprocess.Popen[str]] = None
+        if enabled():
+            self.proc = subprocess.Popen([sys.executable, "-m", MIRROR_PROGRAM, "--stdin"], stdin=subprocess.PIPE,
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+    def run(self, run_dirs: Iterable[str]) -> None:
+        """Mirror these runs into MLflow's store before this command returns (issue 39: no process of a
+        command outlives it, and what it says has ended is in MLflow). A note under $MLTRAIN_HOME names
+        the runs until the mirror has finished, so that a command killed meanwhile is finished by the
+        next (catch_up)."""
+        dirs = [str(d) for d in run_dirs]
+        if self.proc is None or not dirs:
+            self.close()
+            return
+        note = _pending_dir() / f"{os.getpid()}-{time.time_ns()}.json"
+        atomic_write(note, json.dumps({"pid": os.getpid(), "runs": dirs}))
+        _, err = self.proc.communicate("".join(d + "\n" for d in dirs) + "\n")
+        console = Console()
+        for line in err.splitlines():
+            if line.startswith("mltrain: warning:"):  # a run MLflow refused: said, the others mirrored
+                console.status(line[len("mltrain: "):])
+        if self.proc.returncode == 0:
+            note.unlink(missing_ok=True)
+        else:
+            last = (err.strip().splitlines() or [f"exit code {self.proc.returncode}"])[-1]
+            console.status(f"warning: the MLflow mirror of {len(dirs)} run(s) did not finish ({last}); the next "
+                           "`mltrain runs`, `models` or `ui` command retries it")
+
+    def close(self) -> None:
+        """Nothing to mirror: the program reads the end of its input and exits."""
+        if self.proc is not None and self.proc.returncode is None:
+            self.proc.communicate("")
+
+
 def mirror_now(run_dirs: Iterable[str]) -> None:
-    """Mirror these runs into MLflow's store before this command returns (issue 39: no process of a
-    command outlives it, and what it says has ended is in MLflow). The mirror is a program of its own
-    (`python -m mltrain.tracking.mirroring`): it belongs to a layer above this one, and it keeps MLflow's client,
-    where the store needs it, out of the command's process. A note under $MLTRAIN_HOME names the runs
-    until it has finished, so that a command killed meanwhile is finished by the next (catch_up)."""
+    """Mirror these runs before this command returns (Mirror, started now)."""
     dirs = [str(d) for d in run_dirs]
-    if not dirs or not enabled():
-        return
-    note = _pending_dir() / f"{os.getpid()}-{time.time_ns()}.json"
-    atomic_write(note, json.dumps({"pid": os.getpid(), "runs": dirs}))
-    done = subprocess.run([sys.executable, "-m", MIRROR_PROGRAM, *dirs], stdin=subprocess.DEVNULL,
-                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    console = Console()
-    for line in done.stderr.splitlines():
-        if line.startswith("mltrain: warning:"):  # a run MLflow refused: said, the others mirrored
-            console.status(line[len("mltrain: "):])
-    if done.returncode == 0:
-        note.unlink(missing_ok=True)
-    else:
-        last = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
-        console.status(f"warning: the MLflow mirror of {len(dirs)} run(s) did not finish ({last}); the next "
-                       "`mltrain runs`, `models` or `ui` command retries it")
+    if dirs and enabled():
+        Mirror().run(dirs)
 
 
 def catch_up() -> None:

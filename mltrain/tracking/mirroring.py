@@ -326,8 +326,19 @@ def _folded_before(path: Path) -> int:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    """`--stdin`: the run folders come one a line, ended by an empty line (mltrain.runs.mlflow_run.Mirror);
+    an input that ends before that line is a command that died or had nothing to mirror."""
     logging.disable(logging.CRITICAL)
-    mirror(argv if argv is not None else sys.argv[1:])
+    args = argv if argv is not None else sys.argv[1:]
+    if args == ["--stdin"]:
+        args = []
+        for line in sys.stdin:
+            if not line.strip():
+                break
+            args.append(line.rstrip("\n"))
+        else:
+            return 0
+    mirror(args)
     return 0
 
 
