@@ -29,6 +29,7 @@ from mltrain.pipelines import graph_record as precord
 from mltrain.runs.console import Console, RunLog
 from mltrain.runs.lifecycle import finish, outputs_manifest
 from mltrain.runs.record import RunRecord
+from mltrain.runs.waiting import wait_until
 from mltrain.spec.kinds import JOB_KINDS
 from mltrain.spec.status import CANCELED, COMPLETED, FAILED, QUEUED, TERMINAL
 
@@ -200,8 +201,10 @@ class PipelineRun:
         """Start each step once its parents completed, at most max_concurrent_steps at a time."""
         limit = max(1, int(self.settings.max_concurrent_steps))
         share = max(1, min(limit, _width(self.steps)))
-        stopping = None
-        while True:
+        stopping: Optional[str] = None
+
+        def one_pass() -> bool:
+            nonlocal stopping
             if interrupt.is_set() and stopping is None:
                 stopping = "the pipeline was canceled"
                 self.console.status(f"{stopping}: canceling every step in flight")
@@ -242,11 +245,11 @@ class PipelineRun:
                 for sr in self.runs.values():
                     if sr.thread is not None and not sr.done:
                         sr.cancel.request(f"canceled: {stopping}")
-                continue  # the steps not started yet are canceled on the next pass
+                return False  # the steps not started yet are canceled on the next pass
             precord.sync(self.record)
-            if all(sr.done for sr in self.runs.values()):
-                return
-            time.sleep(POLL_S)
+            return all(sr.done for sr in self.runs.values())
+
+        wait_until(one_pass, poll=POLL_S)
 
     def _settle(self, sr: StepRun) -> None:
         sr.record.reload()
@@ -284,8 +287,11 @@ class PipelineRun:
         """Follow a queued graph until every step has ended, settling each as it ends."""
         said = {n: sr.record.status for n, sr in self.runs.items() if sr.done}  # already said when reused
         canceled = False
-        marks, looked = None, 0.0
-        while True:
+        marks: Optional[tuple] = None
+        looked = 0.0
+
+        def one_look() -> bool:
+            nonlocal marks, looked, canceled
             # Slurm runs the graph; the driver only reports it. Its ranks' reports and run.json files are
             # watched every REPORT_POLL_S (a stat each). A step whose files changed is looked at then (its
             # ranks' reports end it without sacct; a step they say runs asks sacct for itself only), and
@@ -295,8 +301,7 @@ class PipelineRun:
             now_marks = self._marks()
             due = time.monotonic() - looked >= SLURM_POLL_S or interrupt.is_set()
             if now_marks == marks and not due:
-                time.sleep(REPORT_POLL_S)
-                continue
+                return False
             changed = {name for i, name in enumerate(self.runs)
                        if marks is None or now_marks[2 * i:2 * i + 2] != marks[2 * i:2 * i + 2]}
             marks = now_marks
@@ -328,9 +333,9 @@ class PipelineRun:
                     said[sr.name] = status
                     extra = f": {sr.record.doc.error}" if status in (FAILED, CANCELED) else ""
                     sr.console.status(f"{status}{extra}")
-            if precord.sync(self.record) in TERMINAL:
-                return
-            time.sleep(REPORT_POLL_S)
+            return precord.sync(self.record) in TERMINAL
+
+        wait_until(one_look, poll=REPORT_POLL_S)
 
     def _marks(self) -> tuple:
         """The modification times of each step's reports folder and run.json (renames into a folder change
