@@ -100,3 +100,8 @@ def test_bad_registry_input_is_one_line(home, project, tmp_path):
     one_line_error(run_mltrain("models", "register", "d", "--run", only_run(home)["id"], "--path", "outputs/model.pt",
                                cwd=project), "model_path 'outputs/model.pt' does not exist in run")
     one_line_error(run_mltrain("models", "register", "bad name", "--path", str(f), cwd=project), "model name 'bad name'")
+    # --json (what the v1 stand-in's Run.register_model reads inside a job): the version, or the refusal, as data
+    made = run_mltrain("models", "register", "digits", "--path", str(f), "--json", cwd=project)
+    assert made.rc == 0 and json.loads(made.out)["version"] == 2 and json.loads(made.out)["name"] == "digits"
+    refused = run_mltrain("models", "register", "d", "--path", "nope.pt", "--json", cwd=project)
+    assert refused.rc == 2 and "model_path 'nope.pt' does not exist" in json.loads(refused.out)["error"]

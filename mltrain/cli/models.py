@@ -31,9 +31,19 @@ def _ref(text: str) -> Tuple[str, Optional[int]]:
 
 
 def _register(args) -> int:
-    model = Model.register(args.name, args.path, run=args.run, tags=_pairs(args.tag, "tag"),
-                           properties=_pairs(args.property, "property"), description=args.description,
-                           runs_root=args.root)
+    try:
+        model = Model.register(args.name, args.path, run=args.run, tags=_pairs(args.tag, "tag"),
+                               properties=_pairs(args.property, "property"), description=args.description,
+                               runs_root=args.root)
+    except MltrainError as exc:
+        if not args.json:
+            raise
+        # A program (the v1 stand-in's Run.register_model inside a job) reads the refusal as data.
+        print(json.dumps({"error": str(exc)}))
+        return 2
+    if args.json:
+        print(json.dumps(model.to_json(), indent=2))
+        return 0
     print(f"registered {model.name}:{model.version} ({model.framework}) from "
           f"{'run ' + model.run_id + ' ' if model.run_id else ''}{args.path}")
     return 0
@@ -84,6 +94,7 @@ def main(argv: List[str]) -> int:
     p.add_argument("--tag", action="append", metavar="K=V")
     p.add_argument("--property", action="append", metavar="K=V")
     p.add_argument("--description")
+    p.add_argument("--json", action="store_true", help="the version made (or the refusal, as {\"error\": ...}) as JSON")
     p.set_defaults(func=_register)
     p = sub.add_parser("list", help="the latest version of every model, or every version of NAME")
     p.add_argument("name", nargs="?")

@@ -291,13 +291,15 @@ class Run(RefuseUnknown):
         argv += [a for k, v in (tags or {}).items() for a in ("--tag", f"{k}={v}")]
         argv += [a for k, v in (properties or {}).items() for a in ("--property", f"{k}={v}")]
         argv += ["--description", description] if description else []
-        done = subprocess.run(argv, capture_output=True, text=True)
-        if done.returncode != 0:
-            raise RuntimeError((done.stderr.strip() or done.stdout.strip()).replace("mltrain: error: ", ""))
-        version = done.stdout.split()[1].rsplit(":", 1)[1]  # "registered NAME:VERSION (...)"
-        show = subprocess.run(argv[:3] + ["models", "show", f"{model_name}:{version}", "--json"],
-                              capture_output=True, text=True, check=True)
-        return SimpleNamespace(**json.loads(show.stdout))
+        done = subprocess.run([*argv, "--json"], capture_output=True, text=True)
+        try:
+            answer = json.loads(done.stdout)
+        except ValueError:  # not mltrain's answer at all (an interpreter without mltrain, a crash)
+            raise RuntimeError(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else
+                               f"`mltrain models register` exited with {done.returncode}") from None
+        if "error" in answer:
+            raise RuntimeError(answer["error"])
+        return SimpleNamespace(**answer)
 
     def get_portal_url(self) -> str:
         return f"file://{self._dir}"
