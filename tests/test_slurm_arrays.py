@@ -71,3 +71,33 @@ def test_a_sweep_past_max_array_size_is_split_and_keeps_one_parallelism(home, tm
     spans = {a: [_span(f"{a}_{t}") for t, _ in arrays[a]] for a in order}
     for earlier, later in zip(order, order[1:]):  # an array starts once the one before it has ended
         assert min(s for s, _ in spans[later]) >= max(e for _, e in spans[earlier])
+
+
+def _requested(array_id: str) -> tuple:
+    """(ReqCPUS, ReqMem) of an array's task as Slurm's accounting records them (each array here has one)."""
+    out = subprocess.run(["sacct", "-j", array_id, "-X", "-n", "-P", "-o", "ReqCPUS,ReqMem"], capture_output=True,
+                         text=True, timeout=30).stdout.split("\n")[0]
+    cpus, mem = out.split("|")
+    return int(cpus), mem
+
+
+def test_sweep_members_ask_slurm_for_their_own_resources(home, tmp_path):
+    """A sweep over compute fields (hydra #2874: per-member resources) is one array per resource set,
+    each submitted with its own request, array_parallelism still one limit; members keep their indices."""
+    require_cluster()
+    r = run_mltrain("-m", "job=command", "job.command=true", "compute=slurm", "compute.poll_s=0.3",
+                    "compute.array_parallelism=2", "compute.cpus_per_task=1,2", "compute.mem_gb=1,2", cwd=tmp_path,
+                    timeout=240)
+    assert r.rc == 0, r.out[-3000:] + r.err
+    members = sorted(runs(home), key=lambda run: run["sweep"]["index"])
+    assert len(members) == 4 and all(m["status"] == "Completed" for m in members)
+    arrays = {m["slurm"]["job_id"].split("_")[0] for m in members}
+    assert len(arrays) == 4  # four resource sets: four arrays
+    for m in members:
+        over = dict(o.split("=", 1) for o in m["overrides"] if o.startswith("compute.") and "=" in o)
+        cpus, mem = _requested(m["slurm"]["job_id"].split("_")[0])
+        assert (cpus, mem) == (int(over["compute.cpus_per_task"]), f"{over['compute.mem_gb']}G"), m["overrides"]
+    order = sorted(arrays, key=int)  # chained afterany, as arrays split past MaxArraySize are
+    spans = [_span(a) for a in order]
+    for earlier, later in zip(spans, spans[1:]):
+        assert later[0] >= earlier[1]

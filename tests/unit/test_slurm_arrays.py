@@ -2,8 +2,9 @@
 the members dealt into arrays in order, and array_parallelism kept one limit across them."""
 from pathlib import Path
 
+from mltrain.backends.base import Plan
 from mltrain.backends.slurm.accounting import DEFAULT_MAX_ARRAY_SIZE, parse_max_array_size
-from mltrain.backends.slurm.driver import after_array, array_chunks
+from mltrain.backends.slurm.driver import after_array, array_chunks, resource_groups
 
 RECORDED = Path(__file__).parent.parent / "data" / "slurm" / "scontrol_show_config_22.05.txt"
 
@@ -37,3 +38,11 @@ def test_a_later_array_waits_for_the_one_before_it_keeping_other_dependencies():
     assert after_array(step, "42")["slurm_additional_parameters"] == {
         "dependency": "afterok:7:8,afterany:42", "kill_on_invalid_dep": "yes"}
     assert step["slurm_additional_parameters"]["dependency"] == "afterok:7:8"
+
+
+def test_members_asking_for_different_resources_go_in_arrays_of_their_own():
+    asks = [{"cpus_per_task": 1, "mem_gb": 1}, {"cpus_per_task": 2, "mem_gb": 1}, {"mem_gb": 1, "cpus_per_task": 1},
+            {"cpus_per_task": 2, "mem_gb": 1, "slurm_partition": "gpu"}, {"cpus_per_task": 2, "mem_gb": 1}]
+    plans = [Plan(job=None, ranks=[], details={"executor": a}) for a in asks]  # type: ignore[arg-type]
+    assert resource_groups(plans) == [[0, 2], [1, 4], [3]]  # first-seen order; key order does not matter
+    assert resource_groups(plans[:1]) == [[0]]

@@ -48,22 +48,23 @@ def submit(plans: List[Plan], records: List[RunRecord], consoles: List[Console])
     sweep_dir = jobs[0].sweep_dir if len(jobs) > 1 else None
     # A lone run's submitit files go in its own directory (as its dry run showed); an array's beside the sweep.
     folder = Path(sweep_dir) / "submitit" if sweep_dir else Path(plans[0].details["folder"])
-    params = dict(plans[0].details["executor"])
-    params["slurm_array_parallelism"] = compute.array_parallelism
     listings = prepare(jobs, records, consoles)
     if len(jobs) == 1:
-        submitted = [make_executor(params, folder, compute.max_requeues).submit(SlurmRank(jobs[0].run_dir))]
+        params = {**plans[0].details["executor"], "slurm_array_parallelism": compute.array_parallelism}
+        submitted = {0: make_executor(params, folder, compute.max_requeues).submit(SlurmRank(jobs[0].run_dir))}
     else:
-        submitted = []
+        submitted = {}
         previous: Optional[str] = None
-        for chunk in array_chunks(len(jobs), accounting.max_array_size()):
-            chunk_params = params if previous is None or not compute.array_parallelism else after_array(params, previous)
-            executor = make_executor(chunk_params, folder, compute.max_requeues)
-            with executor.batch():
-                part = [executor.submit(SlurmRank(jobs[i].run_dir)) for i in chunk]
-            submitted += part
-            previous = str(part[0].job_id).split("_")[0]
-    ids = [str(s.job_id) for s in submitted]
+        for group in resource_groups(plans):
+            params = {**plans[group[0]].details["executor"], "slurm_array_parallelism": compute.array_parallelism}
+            for chunk in array_chunks(len(group), accounting.max_array_size()):
+                chunk_params = params if previous is None or not compute.array_parallelism else after_array(params, previous)
+                executor = make_executor(chunk_params, folder, compute.max_requeues)
+                with executor.batch():
+                    part = {group[i]: executor.submit(SlurmRank(jobs[group[i]].run_dir)) for i in chunk}
+                submitted.update(part)
+                previous = str(next(iter(part.values())).job_id).split("_")[0]
+    ids = [str(submitted[i].job_id) for i in range(len(jobs))]
     for job, record, console, job_id in zip(jobs, records, consoles, ids):
         # one write: the job, and for a detached run that its driver leaves now
         fields: Dict[str, Any] = {"slurm": SlurmJob(str(job_id), str(folder)), **with_packages(record, listings)}
@@ -72,6 +73,16 @@ def submit(plans: List[Plan], records: List[RunRecord], consoles: List[Console])
         record.set_status(QUEUED, **fields)
         RunLog(record.log_path(), console).info(f"{QUEUED}: submitted as Slurm job {job_id}", show=True)
     return ids
+
+
+def resource_groups(plans: List[Plan]) -> List[List[int]]:
+    """The members' positions grouped by what they ask of Slurm (their executor parameters: a sweep over
+    compute.cpus_per_task, mem_gb, gpus_per_node, timeout_min or partition asks differently per member),
+    in the order each group first appears: one array per group, each with its own request."""
+    groups: Dict[str, List[int]] = {}
+    for i, plan in enumerate(plans):
+        groups.setdefault(json.dumps(plan.details["executor"], sort_keys=True, default=str), []).append(i)
+    return list(groups.values())
 
 
 def array_chunks(members: int, max_array_size: int) -> List[range]:
