@@ -15,7 +15,7 @@ import sqlite3
 import time
 import warnings
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Any, Iterator, Optional
 
 from mltrain.config.paths import mltrain_home
 from mltrain.errors import MltrainError
@@ -78,7 +78,7 @@ def locked() -> Iterator[None]:
 _client = None
 
 
-def client():
+def client() -> Any:
     """An MlflowClient on the store, its schema created (under the lock) on first use."""
     global _client
     if _client is not None:

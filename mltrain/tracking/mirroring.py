@@ -264,9 +264,10 @@ def _read_json(path: Path) -> Any:
         return None
 
 
-def _new_metrics(path: Path, done: int):
+def _new_metrics(path: Path, done: int) -> Tuple[List[MetricRow], int]:
     """(key, value, timestamp ms, step) of the scalar values past the first `done` lines, rank 0's."""
-    out, n = [], 0
+    out: List[MetricRow] = []
+    n = 0
     if not path.is_file():
         return out, done
     with open(path, encoding="utf-8") as f:
