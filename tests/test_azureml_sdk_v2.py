@@ -322,3 +322,43 @@ def test_assets_and_cancel(home, project):
     assert (project / ".mltrain" / "components" / "prep.yml").is_file()
     assert value(p.stdout, "ENVIRONMENT") == "AzureML-sklearn-1.5" and "ENVIRONMENT missing" in p.stdout
     assert value(p.stdout, "CANCELED") == "Canceled"
+
+
+def test_notebook_magics_workspaces_registries_and_an_unsubmitted_job(home, project):
+    """What Azure's notebooks do around their jobs: `%%writefile {var}/FILE` writes the file (its body is not
+    run), `%%capture` runs its body, `ml_client.workspaces.get(...).id` splits into the subscription, a
+    registry client's calls and `jobs.stream(None)` (after a refused create_or_update) are one line each."""
+    sdk_project(project)
+    cells = ["import os\nsrc_dir = './made'\nos.makedirs(src_dir, exist_ok=True)",
+             "%%writefile {src_dir}/hello.py\nimport sys\nprint('written file ran', sys.argv[1])\nraise SystemExit(0)",
+             "%%capture\n! pip install nothing\ncaptured = 'yes'",
+             "from azure.ai.ml import MLClient, command\nfrom azure.ai.ml.exceptions import ValidationException\n"
+             "ml_client = MLClient(None, 'sub-1', 'rg-1', 'ws-1')\n"
+             "print('WORKSPACE', ml_client.workspaces.get('ws-1').id.split('/')[2],\n"
+             "      ml_client._workspaces.get(ml_client.workspace_name).name, captured)",
+             "registry = MLClient(None, registry_name='azureml')\ntry:\n"
+             "    registry.components.get(name='some_pipeline', label='latest')\n"
+             "except ValidationException as exc:\n    print('REGISTRY', str(exc).replace(chr(10), ' | '))",
+             "job = command(command='echo hi', compute='no-such-cluster')\ntry:\n"
+             "    job = ml_client.jobs.create_or_update(job)\nexcept ValidationException:\n    pass\ntry:\n"
+             "    ml_client.jobs.stream(job.name)\nexcept ValidationException as exc:\n"
+             "    print('UNSUBMITTED', str(exc).replace(chr(10), ' | '))",
+             "job = ml_client.jobs.create_or_update(command(code=src_dir, command='python hello.py arg'))\n"
+             "ml_client.jobs.stream(job.name)"]
+    book = {"cells": [{"cell_type": "code", "source": c.splitlines(True), "outputs": []} for c in cells],
+            "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    write(project, "magics.ipynb", json.dumps(book))
+    env = {k: v for k, v in os.environ.items() if k != "MLTRAIN_AZUREML"}
+    p = subprocess.run([sys.executable, "-m", "mltrain.azureml.sdk_v2.run_notebook", "magics.ipynb"], cwd=project,
+                       capture_output=True, text=True, timeout=180, env=env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert (project / "made" / "hello.py").read_text().startswith("import sys\nprint(")
+    assert "Writing ./made/hello.py" in p.stdout
+    assert value(p.stdout, "WORKSPACE") == "sub-1 ws-1 yes"
+    assert value(p.stdout, "REGISTRY") == (
+        "MLClient(registry_name='azureml').components.get(name='some_pipeline', label='latest'): Azure ML "
+        "registries are Azure's service, not available in mltrain; register the asset in this workspace "
+        "(ml_client.components.create_or_update, .mltrain/)")
+    assert value(p.stdout, "UNSUBMITTED") == ("jobs.stream(None): a job name is needed; this job was never "
+                                              "submitted (its create_or_update failed or was not run)")
+    assert "written file ran arg" in p.stdout and "Status: Completed" in p.stdout

@@ -17,12 +17,14 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, Iterator, Optional
 
-from mltrain.azureml.sdk_v2 import assets
+from mltrain.azureml.sdk_v2 import assets, operations
 from mltrain.azureml.sdk_v2 import submit as submission
 from mltrain.config.paths import mltrain_home
 from mltrain.errors import MltrainError
+
+_Done = operations.Done
 
 UI_URL_ENV = "MLTRAIN_UI_URL"
 TERMINAL = ("Completed", "Failed", "Canceled")
@@ -46,11 +48,16 @@ class MLClient:
         self.workspace_name = workspace_name
         self._registry_name = registry_name
         self.jobs = JobOperations(self)
-        self.compute = ComputeOperations()
-        self.models = assets.ModelOperations()
-        self.data = assets.DataOperations()
-        self.components = assets.ComponentOperations()
-        self.environments = assets.EnvironmentOperations()
+        self.compute = operations.ComputeOperations()
+        self.workspaces = self._workspaces = operations.WorkspaceOperations(self)
+        self.models: Any = assets.ModelOperations()
+        self.data: Any = assets.DataOperations()
+        self.components: Any = assets.ComponentOperations()
+        self.environments: Any = assets.EnvironmentOperations()
+        if registry_name is not None:  # Azure's registries (models, components, environments shared across
+            # workspaces) have no counterpart here: every call on them is one line naming it
+            for kind in ("models", "data", "components", "environments"):
+                setattr(self, kind, operations.Registry(registry_name, kind))
 
     @classmethod
     def from_config(cls, credential: Any = None, *, path: Optional[str] = None, file_name: Optional[str] = None,
@@ -94,25 +101,6 @@ def _config_json(path: Optional[str], file_name: Optional[str]) -> Optional[Path
     return None
 
 
-class _Done:
-    """An LRO poller of an operation that has already happened (begin_cancel, begin_create_or_update)."""
-
-    def __init__(self, value: Any = None) -> None:
-        self._value = value
-
-    def result(self, timeout: Optional[float] = None) -> Any:
-        return self._value
-
-    def wait(self, timeout: Optional[float] = None) -> None:
-        return None
-
-    def done(self) -> bool:
-        return True
-
-    def status(self) -> str:
-        return "Succeeded"
-
-
 class JobOperations:
     def __init__(self, client: MLClient) -> None:
         self._client = client
@@ -141,6 +129,7 @@ class JobOperations:
 
     # ------------------------------------------------------------------ look
     def get(self, name: str) -> Any:
+        _named(name, "get")
         entity = self._entities.get(name)
         if entity is None:
             record = submission.find(name)
@@ -179,6 +168,7 @@ class JobOperations:
         """Rank 0's output (a sweep's or pipeline's: its engine's) until the job ends; a job that did not
         complete raises azure-ai-ml's JobException, as Azure's stream does."""
         azure = _azure()
+        _named(name, "stream")
         record = submission.find(name)
         print(f"RunId: {name}\nWeb View: {self._studio_url(name)}\n\nStreaming logs (mltrain):\n", flush=True)
         if record is None or record["kind"] == "command":
@@ -214,6 +204,7 @@ class JobOperations:
 
     # ------------------------------------------------------------------ act
     def cancel(self, name: str, **kwargs: Any) -> None:
+        _named(name, "cancel")
         record = submission.find(name)
         if record is None or record["kind"] == "command":
             run = self._run(name, record)
@@ -242,6 +233,7 @@ class JobOperations:
         under download_path as Azure lays them out: `named-outputs/NAME/`, `artifacts/`."""
         import shutil  # startup
 
+        _named(name, "download")
         record = submission.find(name)
         run_dir = Path(record["run_dir"]) if record and record.get("run_dir") else self._run(name, record).run_dir
         target = Path(download_path)
@@ -359,41 +351,16 @@ def _alive(pid: int) -> bool:
         return True
 
 
+def _named(name: Any, call: str) -> None:
+    """A job name, or one line: a notebook whose create_or_update was refused goes on with the unsubmitted
+    entity, whose name is None."""
+    if not isinstance(name, str) or not name:
+        raise _azure().ValidationException(
+            message=f"jobs.{call}({name!r}): a job name is needed; this job was never submitted "
+                    "(its create_or_update failed or was not run)", no_personal_data_message="no job name")
+
+
 def _job_exception(azure: Any, name: str, text: str) -> Exception:
     return azure.JobException(message=f"Exception : job {name}: {text}", target=azure.ErrorTarget.JOB,
                               no_personal_data_message="Exception raised on failed job.",
                               error_category=azure.ErrorCategory.USER_ERROR)
-
-
-class ComputeOperations:
-    """Azure compute names as mltrain's compute options: `.mltrain/compute/NAME.yaml` (this folder's or
-    the nearest one above)."""
-
-    def get(self, name: str) -> Any:
-        azure = _azure()
-        folder = _compute_folder()
-        path = folder / f"{name}.yaml" if folder else None
-        if name in ("local", "slurm") or (path is not None and path.is_file()):
-            return azure.AmlCompute(name=name, description=f"mltrain compute {name}"
-                                                           + (f" ({path})" if path and path.is_file() else ""))
-        where = folder or Path(".mltrain") / "compute"
-        raise azure.ResourceNotFoundError(f"Compute {name} not found: mltrain maps compute names through "
-                                          f"{where}/{name}.yaml; add that file (e.g. `defaults: [slurm_schema, _self_]`)")
-
-    def list(self, **kwargs: Any) -> List[Any]:
-        folder = _compute_folder()
-        names = sorted(p.stem for p in folder.glob("*.yaml")) if folder else []
-        return [self.get(n) for n in names]
-
-    def begin_create_or_update(self, compute: Any, **kwargs: Any) -> _Done:
-        """A cluster is the user's own here: an existing mapping is returned, else the refusal names the file."""
-        return _Done(self.get(compute.name))
-
-
-def _compute_folder() -> Optional[Path]:
-    here = Path.cwd()
-    for folder in (here, *here.parents):
-        candidate = folder / ".mltrain" / "compute"
-        if candidate.is_dir() and (folder / ".mltrain").resolve() != mltrain_home().resolve():
-            return candidate
-    return None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import runpy
 import sys
 
@@ -22,8 +23,27 @@ def cells(path: str) -> list:
             continue
         source = cell.get("source", "")
         text = "".join(source) if isinstance(source, list) else str(source)
-        out.append("\n".join(line for line in text.splitlines() if not line.lstrip().startswith(("%", "!"))))
+        out.append(_code(text))
     return out
+
+
+def _code(text: str) -> str:
+    """A cell as Python: `%%writefile [-a] PATH` writes its body (PATH expanded as IPython does: `{expr}`
+    and `$name` from the notebook's namespace), `%%capture` runs its body, another cell magic is skipped
+    (its body is not Python); single `%`/`!` lines are dropped."""
+    head, _, body = text.lstrip().partition("\n")
+    if head.startswith("%%"):
+        words = head.split()
+        if words[0] == "%%writefile" and len(words) > 1:
+            append = words[1] in ("-a", "--append")
+            target = " ".join(words[2:] if append else words[1:]).strip("\"'")
+            target = re.sub(r"\$([A-Za-z_]\w*)", r"{\1}", target)
+            return (f"with open(f{target!r}, {'a' if append else 'w'!r}, encoding='utf-8') as _mltrain_file:\n"
+                    f"    _mltrain_file.write({body!r})\nprint('Writing', f{target!r})\n")
+        if words[0] != "%%capture":
+            return ""
+        text = body
+    return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith(("%", "!")))
 
 
 def main(argv: list) -> int:

@@ -1,0 +1,113 @@
+"""The workspace-level operations of mltrain's MLClient besides jobs and assets: `compute` (Azure compute
+names as `.mltrain/compute/NAME.yaml`), `workspaces` (this folder as the workspace) and the refusal of
+Azure's registries (`MLClient(..., registry_name=...)`), each call on them one line naming it.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, List, Optional
+
+from mltrain.config.paths import mltrain_home
+
+
+def _azure() -> Any:
+    from mltrain.azureml.sdk_v2 import require_azure  # optional
+
+    return require_azure()
+
+
+class Done:
+    """An LRO poller of an operation that has already happened (begin_cancel, begin_create_or_update)."""
+
+    def __init__(self, value: Any = None) -> None:
+        self._value = value
+
+    def result(self, timeout: Optional[float] = None) -> Any:
+        return self._value
+
+    def wait(self, timeout: Optional[float] = None) -> None:
+        return None
+
+    def done(self) -> bool:
+        return True
+
+    def status(self) -> str:
+        return "Succeeded"
+
+
+class WorkspaceOperations:
+    """`ml_client.workspaces.get(NAME)` (and the private `_workspaces` some notebooks call): the workspace the
+    client names, its Azure resource id made from the client's subscription and resource group (notebooks
+    split it to read them back)."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    def get(self, name: Optional[str] = None, **kwargs: Any) -> Any:
+        from azure.ai.ml.entities import Workspace  # optional
+
+        client = self._client
+        name = name or client.workspace_name or "mltrain"
+        workspace = Workspace(name=name, location="local", description=f"mltrain workspace (home {mltrain_home()})")
+        workspace._id = (f"/subscriptions/{client.subscription_id or '00000000-0000-0000-0000-000000000000'}"
+                         f"/resourceGroups/{client.resource_group_name or 'mltrain'}"
+                         f"/providers/Microsoft.MachineLearningServices/workspaces/{name}")
+        return workspace
+
+    def list(self, **kwargs: Any) -> List[Any]:
+        return [self.get()]
+
+
+class Registry:
+    """An asset operation of a registry client: every call is refused in one line naming it."""
+
+    def __init__(self, registry: str, kind: str) -> None:
+        self._registry = registry
+        self._kind = kind
+
+    def __getattr__(self, call: str) -> Any:
+        if call.startswith("__"):
+            raise AttributeError(call)
+
+        def refuse(*args: Any, **kwargs: Any) -> Any:
+            shown = ", ".join([repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()])
+            raise _azure().ValidationException(
+                message=f"MLClient(registry_name={self._registry!r}).{self._kind}.{call}({shown}): Azure ML "
+                        "registries are Azure's service, not available in mltrain; register the asset in this "
+                        f"workspace (ml_client.{self._kind}.create_or_update, .mltrain/)",
+                no_personal_data_message="registries are not available in mltrain")
+        return refuse
+
+
+class ComputeOperations:
+    """Azure compute names as mltrain's compute options: `.mltrain/compute/NAME.yaml` (this folder's or
+    the nearest one above)."""
+
+    def get(self, name: str) -> Any:
+        azure = _azure()
+        folder = _compute_folder()
+        path = folder / f"{name}.yaml" if folder else None
+        if name in ("local", "slurm") or (path is not None and path.is_file()):
+            return azure.AmlCompute(name=name, description=f"mltrain compute {name}"
+                                                           + (f" ({path})" if path and path.is_file() else ""))
+        where = folder or Path(".mltrain") / "compute"
+        raise azure.ResourceNotFoundError(f"Compute {name} not found: mltrain maps compute names through "
+                                          f"{where}/{name}.yaml; add that file (e.g. `defaults: [slurm_schema, _self_]`)")
+
+    def list(self, **kwargs: Any) -> List[Any]:
+        folder = _compute_folder()
+        names = sorted(p.stem for p in folder.glob("*.yaml")) if folder else []
+        return [self.get(n) for n in names]
+
+    def begin_create_or_update(self, compute: Any, **kwargs: Any) -> Done:
+        """A cluster is the user's own here: an existing mapping is returned, else the refusal names the file."""
+        return Done(self.get(compute.name))
+
+
+def _compute_folder() -> Optional[Path]:
+    here = Path.cwd()
+    for folder in (here, *here.parents):
+        candidate = folder / ".mltrain" / "compute"
+        if candidate.is_dir() and (folder / ".mltrain").resolve() != mltrain_home().resolve():
+            return candidate
+    return None
