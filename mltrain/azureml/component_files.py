@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Optional, Sequence
 from mltrain.azureml import command_job, references
 from mltrain.azureml.builtin_components import lookup
 from mltrain.azureml.job_io import Input, Output, literal_type, parse_inputs, parse_outputs
-from mltrain.azureml.v2_schema import COMPONENT, LITERAL_TYPES, PATH_TYPES, check_fields, one_of
+from mltrain.azureml.v2_schema import COMPONENT, LITERAL_TYPES, PATH_TYPES, check_fields, one_of, require_mapping
 from mltrain.azureml.yaml_lines import JobFile, load
 
 PORT_KEYS = ("type", "default", "optional", "enum", "min", "max", "description", "mode", "path")
@@ -32,6 +32,7 @@ class Component:
     inputs: Dict[str, Dict[str, Any]] = field(default_factory=dict)
     outputs: Dict[str, Dict[str, Any]] = field(default_factory=dict)
     body: Dict[str, Any] = field(default_factory=dict)   # command, code, environment, distribution, resources
+    notes: List[str] = field(default_factory=list)       # said once by the job that uses it
 
 
 def load_component(jf: JobFile, where: Sequence[Any], ref: Any) -> Component:
@@ -46,7 +47,11 @@ def load_component(jf: JobFile, where: Sequence[Any], ref: Any) -> Component:
         if not path.is_file():
             raise jf.error(where, f"component file '{raw}' does not exist (relative to {jf.folder})")
     comp = load(str(path))
-    data = check_fields(comp, (), comp.data, COMPONENT)
+    data = require_mapping(comp, (), comp.data)
+    # Azure's loader takes a component's unknown top-level fields and ignores them: so does mltrain, said once
+    unknown = [str(k) for k in data if k not in COMPONENT]
+    notes = [f"{comp.name}: {', '.join(unknown)}: not a field of a command component; ignored, as Azure's loader "
+             "does"] if unknown else []
     kind = data.get("type", "command")
     if kind != "command":
         raise comp.error(("type",), f"'{kind}' components are not supported: mltrain runs command components")
@@ -65,7 +70,7 @@ def load_component(jf: JobFile, where: Sequence[Any], ref: Any) -> Component:
         body.setdefault("resources", {})["instance_count"] = data["instance_count"]
     return Component(comp, str(data.get("name") or Path(comp.path).stem),
                      None if data.get("version") is None else str(data["version"]),
-                     bool(data.get("is_deterministic", True)), ports_in, ports_out, body)
+                     bool(data.get("is_deterministic", True)), ports_in, ports_out, body, notes)
 
 
 def _registered(jf: JobFile, where: tuple, raw: str, name: str) -> Path:
@@ -100,6 +105,7 @@ def bind(comp: Component, jf: JobFile, where: Sequence[Any], inputs_node: Any, o
         body["compute"] = inherited["compute"]
     sub_ctx = command_job.Context(ctx.dry_run, ctx.on_cluster, ctx.job_name, ctx.in_pipeline)
     job = command_job.parse(comp.file, (), body, sub_ctx, check_refs=False)
+    job.notes += comp.notes
     given = parse_inputs(jf, where + ("inputs",), inputs_node, ctx.dry_run, ctx.in_pipeline)
     step_name = where[-1] if where else comp.name
     for name in given:

@@ -80,6 +80,10 @@ def parse_inputs(jf: JobFile, path: Sequence[Any], node: Any, dry_run: bool, in_
             continue
         spec = check_fields(jf, where, value, INPUT_KEYS)
         kind = one_of(jf, where + ("type",), spec.get("type", "uri_folder"), LITERAL_TYPES + PATH_TYPES)
+        if kind in LITERAL_TYPES and not in_pipeline:
+            # Azure's loader takes a job's literal input only as its value; {type, default} is a component's port
+            raise jf.error(where + ("type",), f"'{kind}' in this form is a component's input; a job's literal input "
+                                              f"is written as its value ({name}: VALUE)")
         if kind in LITERAL_TYPES:
             out[name] = Input(name, kind, value=spec.get("value", spec.get("default")))
             continue

@@ -31,6 +31,9 @@ def plan(jf: JobFile, request: Request, ctx: command_job.Context, name: Optional
     settings = v2_schema.require_mapping(jf, ("settings",), data.get("settings"))
     notes_settings = _unknown_settings(settings)
     ctx = command_job.Context(ctx.dry_run, ctx.on_cluster, ctx.job_name, in_pipeline=True)
+    for step, body in (data.get("jobs") or {}).items() if isinstance(data.get("jobs"), dict) else ():
+        if isinstance(body, dict):  # an Azure-only node is the line, before the data it would read
+            v2_schema.refuse_azure_only(jf, ("jobs", step), body.get("type"))
     parse_inputs(jf, ("inputs",), data.get("inputs"), ctx.dry_run)  # checked whole before a step binds one
     top_outputs = parse_outputs(jf, ("outputs",), data.get("outputs"), ctx.dry_run, ctx.job_name)
     raw_jobs = check_fields(jf, ("jobs",), data.get("jobs"), list(data.get("jobs") or {}))

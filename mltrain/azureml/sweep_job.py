@@ -74,6 +74,9 @@ def parse(jf: JobFile, where: Sequence[Any], data: Dict[str, Any], ctx: command_
         raise jf.error(where + ("early_termination",), "bayesian sampling takes no early termination policy "
                                                        "(Azure ML refuses the combination)")
     limits = check_fields(jf, where + ("limits",), data.get("limits"), LIMITS_SWEEP)
+    if limits.get("max_total_trials") is None:  # Azure's loader requires it (no default of 1000 there)
+        raise jf.error(where + ("limits", "max_total_trials") if limits else where + ("limits",),
+                       "is required in a sweep job (limits.max_total_trials)")
     lim = {k: number(jf, where + ("limits", k), v, k != "timeout" and k != "trial_timeout", 1)
            for k, v in limits.items() if v is not None}
     trial = _trial(jf, where, data, ctx, lim.get("trial_timeout"), list(space))
@@ -168,9 +171,6 @@ def _policy(jf: JobFile, where: tuple, node: Any) -> Dict[str, Any]:
     out: Dict[str, Any] = {"policy": kind}
     for key, value in spec.items():
         if key == "type" or value is None:
-            continue
-        if key == "exclude_finished_jobs":
-            out["exclude_finished_runs"] = bool(value)
             continue
         out[key] = number(jf, where + (key,), value, key in ("evaluation_interval", "delay_evaluation",
                                                              "truncation_percentage"), 0)

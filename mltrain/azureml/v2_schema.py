@@ -55,8 +55,9 @@ PATH_TYPES = ("uri_file", "uri_folder", "mlflow_model", "custom_model", "mltable
 INPUT_KEYS = ("type", "path", "mode", "default", "optional", "description", "enum", "min", "max", "value",
               "datastore", "path_on_compute")
 OUTPUT_KEYS = ("type", "path", "mode", "description", "name", "version", "datastore", "path_on_compute")
-INPUT_MODES = ("ro_mount", "rw_mount", "download", "direct", "eval_mount", "eval_download")
-OUTPUT_MODES = ("rw_mount", "upload", "direct")
+#: As Azure's loader takes them: an input is never mounted writable; an output may be `mount` (its old name).
+INPUT_MODES = ("ro_mount", "download", "direct", "eval_mount", "eval_download")
+OUTPUT_MODES = ("rw_mount", "mount", "upload", "direct")
 
 #: Azure's fields that have no meaning outside Azure: accepted, recorded, ignored (said once).
 AZURE_ONLY_FIELDS = ("identity", "services", "queue_settings", "resources.instance_type", "resources.properties",
@@ -87,8 +88,8 @@ RANDOM_RULES = ("random", "sobol")
 POLICY_KEYS = {
     "bandit": ("type", "evaluation_interval", "delay_evaluation", "slack_factor", "slack_amount"),
     "median_stopping": ("type", "evaluation_interval", "delay_evaluation"),
-    "truncation_selection": ("type", "evaluation_interval", "delay_evaluation", "truncation_percentage",
-                             "exclude_finished_jobs"),
+    # Azure's loader has no exclude_finished_jobs here (only its v1 SDK's policy does)
+    "truncation_selection": ("type", "evaluation_interval", "delay_evaluation", "truncation_percentage"),
 }
 
 
