@@ -362,3 +362,66 @@ def test_notebook_magics_workspaces_registries_and_an_unsubmitted_job(home, proj
     assert value(p.stdout, "UNSUBMITTED") == ("jobs.stream(None): a job name is needed; this job was never "
                                               "submitted (its create_or_update failed or was not run)")
     assert "written file ran arg" in p.stdout and "Status: Completed" in p.stdout
+
+
+NESTED = """\
+from azure.ai.ml import Input, MLClient, dsl, load_component
+
+ml_client = MLClient.from_config(credential=None)
+prep = load_component(source="./pipe/prep.yml")
+train = load_component(source="./pipe/train.yml")
+score = load_component(source="./pipe/score.yml")
+
+
+@dsl.pipeline()
+def inner(data, factor=3, where="cpu-cluster"):
+    a = prep(source=data, factor=factor)
+    a.compute = where
+    b = train(source=a.outputs.result, mode="lower")
+    return {"out": b.outputs.result}
+
+
+@dsl.pipeline()
+def middle(data: Input, where: str):
+    return {"out": inner(data=data, factor=1, where=where).outputs.out}
+
+
+registered = ml_client.components.create_or_update(middle)
+print("REGISTERED", type(registered).__name__, ml_client.components.get(registered.name) is registered)
+
+
+@dsl.pipeline(default_compute="cpu-cluster")
+def outer(raw, where):
+    x = inner(data=raw)
+    y = registered(data=x.outputs.out, where=where)
+    z = score(source=y.outputs.out, factor=1)
+    return {"final": z.outputs.result, "first": x.outputs.out}
+
+
+job = outer(raw=Input(type="uri_folder", path="./pipe/raw"), where="gpu-cluster")
+returned = ml_client.jobs.create_or_update(job)
+ml_client.jobs.stream(returned.name)
+print("NAME", returned.name)
+print("FINAL", ml_client.jobs.get(returned.name).status)
+ml_client.jobs.download(returned.name, output_name="final", download_path="./got")
+ml_client.jobs.download(returned.name, output_name="first", download_path="./got")
+"""
+
+
+def test_nested_pipeline_components_run_as_their_steps(home, project):
+    """A `@dsl.pipeline` function called inside another (two levels deep, one of them registered with
+    components.create_or_update): its steps run as steps of the outer pipeline, given the outer node's
+    inputs (or the nested pipeline's defaults; a step's compute too), and what they make feeds the outer
+    steps and the outer pipeline's outputs."""
+    sdk_project(project)
+    write(project, "nested.py", NESTED)
+    p = run_script(project, "nested.py", timeout=400)
+    assert p.returncode == 0, p.stdout + p.stderr
+    name = value(p.stdout, "NAME")
+    assert value(p.stdout, "FINAL") == "Completed"
+    assert value(p.stdout, "REGISTERED") == "PipelineComponent True"  # components.create_or_update(dsl function)
+    steps = {r["id"].rsplit(".", 1)[1]: r["status"] for r in runs(home) if r["id"].startswith(name + ".")}
+    assert steps == dict.fromkeys(["x_a", "x_b", "y_inner_a", "y_inner_b", "z"], "Completed"), steps
+    # x: ABC x3 (inner's default), lower x2; y: upper x1 (middle gives 1), lower x2; z: upper x1
+    assert (project / "got" / "named-outputs" / "first" / "data.txt").read_text() == "abc" * 6 + "\n"
+    assert (project / "got" / "named-outputs" / "final" / "data.txt").read_text() == ("ABC" * 12)[:40] + "\n"

@@ -159,15 +159,30 @@ class DataOperations:
 class ComponentOperations:
     """Components as `.mltrain/components/NAME.yml` (what `component: azureml:NAME@latest` resolves to)."""
 
+    def __init__(self) -> None:
+        self._pipelines: Dict[str, Any] = {}
+
     def create_or_update(self, component: Any, **kwargs: Any) -> Any:
         from mltrain.azureml.sdk_v2.entities import component_text  # startup
 
+        if callable(component) and (getattr(component, "_is_dsl_func", False)
+                                    or getattr(component, "_is_mldesigner_component", False)):
+            from azure.ai.ml.operations._component_operations import _refine_component  # optional
+
+            component = _refine_component(component)  # Azure's own: a @dsl.pipeline function's PipelineComponent
+        if type(component).__name__ == "PipelineComponent":
+            # kept in this process (a pipeline that calls it runs its steps as its own, sdk_v2.nested); the
+            # YAML front end has no pipeline component files to register it in
+            self._pipelines[str(component.name)] = component
+            return component
         target = workspace_dir() / "components" / f"{component.name}.yml"
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(component_text(component), encoding="utf-8")
         return self.get(component.name)
 
     def get(self, name: str, version: Optional[str] = None, label: Optional[str] = None, **kwargs: Any) -> Any:
+        if name in self._pipelines:
+            return self._pipelines[name]
         for suffix in (".yml", ".yaml"):
             file = workspace_dir() / "components" / f"{name}{suffix}"
             if file.is_file():

@@ -42,11 +42,19 @@ def to_v2(job: Any, folder: str) -> Tuple[str, Dict[str, Any]]:
     if kind == "sweep":
         data["trial"] = _trial(data, job)
     elif kind == "pipeline":
-        for name, node in (getattr(job, "jobs", None) or {}).items():
-            step = (data.get("jobs") or {}).get(name)
-            if isinstance(step, dict):
+        from mltrain.azureml.sdk_v2.nested import flatten  # startup
+
+        def fix(step: Dict[str, Any], node: Any, pipeline: Dict[str, Any]) -> None:
+            if node is not None:
                 _fix_io(step, node, base)
-                _bindings(step, data)
+            _bindings(step, pipeline)
+
+        steps, nodes = flatten(data, dict(getattr(job, "jobs", None) or {}), fix)
+        if "jobs" in data:
+            data["jobs"] = steps
+        for name, step in steps.items():
+            node = nodes.get(name)
+            if isinstance(step, dict):
                 if step.get("type") == "sweep":
                     step["trial"] = _trial(step, node)
                 component = step.get("component")
