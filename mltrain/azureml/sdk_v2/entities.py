@@ -14,11 +14,13 @@ import os
 import re
 from typing import Any, Dict, Optional, Tuple
 
+from mltrain.azureml.sdk_v2.nested import flatten
+from mltrain.azureml.sdk_v2.nested import literal as _literal
+
 #: Fields of the dump that say nothing to a run here (empty mappings, the SDK's bookkeeping).
 _DROP = ("properties", "parameters", "status", "creation_context", "id", "services")
 #: A trial keeps what a sweep job file's `trial` holds.
 _TRIAL = ("command", "code", "environment", "environment_variables", "distribution", "resources")
-_LITERAL_CAST = {"integer": int, "number": float}
 _INPUT_REF = re.compile(r"\$\{\{\s*inputs\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 
 
@@ -42,8 +44,6 @@ def to_v2(job: Any, folder: str) -> Tuple[str, Dict[str, Any]]:
     if kind == "sweep":
         data["trial"] = _trial(data, job)
     elif kind == "pipeline":
-        from mltrain.azureml.sdk_v2.nested import flatten  # startup
-
         def fix(step: Dict[str, Any], node: Any, pipeline: Dict[str, Any]) -> None:
             if node is not None:
                 _fix_io(step, node, base)
@@ -174,18 +174,6 @@ def _component_yaml(component: Dict[str, Any], name: str) -> str:
         if isinstance(spec, dict) and isinstance(spec.get("default"), str):
             spec["default"] = _literal(spec.get("type"), spec["default"])
     return yaml.safe_dump(out, sort_keys=False)
-
-
-def _literal(kind: Any, text: str) -> Any:
-    if kind == "boolean":
-        return text.strip().lower() == "true"
-    cast = _LITERAL_CAST.get(str(kind))
-    if cast is None:
-        return text
-    try:
-        return cast(text)
-    except ValueError:
-        return text
 
 
 def _trial(data: Dict[str, Any], entity: Any) -> Any:

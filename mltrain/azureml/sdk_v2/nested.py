@@ -13,6 +13,7 @@ from typing import Any, Callable, Dict, Tuple
 Fix = Callable[[Dict[str, Any], Any, Dict[str, Any]], None]
 _PARENT_INPUT = re.compile(r"\$\{\{\s*parent\.inputs\.([A-Za-z0-9_]+)\s*\}\}")
 _PARENT_OUTPUT = re.compile(r"^\$\{\{\s*parent\.outputs\.([A-Za-z0-9_]+)\s*\}\}$")
+LITERAL_CAST = {"integer": int, "number": float}
 _SIBLING = re.compile(r"\$\{\{\s*parent\.jobs\.([A-Za-z0-9_]+)\.outputs\.([A-Za-z0-9_]+)\s*\}\}")
 
 
@@ -96,7 +97,17 @@ def _rebind(step: Dict[str, Any], outer: str, given: Dict[str, Any], bound: Dict
 
 def _default(spec: Dict[str, Any]) -> Any:
     """A pipeline component's literal default as a file writes it (the dump writes numbers as text)."""
-    from mltrain.azureml.sdk_v2.entities import _literal  # cycle
-
     value = spec["default"]
-    return _literal(spec.get("type"), value) if isinstance(value, str) else value
+    return literal(spec.get("type"), value) if isinstance(value, str) else value
+
+
+def literal(kind: Any, text: str) -> Any:
+    if kind == "boolean":
+        return text.strip().lower() == "true"
+    cast = LITERAL_CAST.get(str(kind))
+    if cast is None:
+        return text
+    try:
+        return cast(text)
+    except ValueError:
+        return text
