@@ -150,6 +150,13 @@ def test_random_flip_differs_for_training_and_is_fixed_for_inference(home, tmp_p
         tensors[mode] = [transform(image) for _ in range(12)]
     assert meta(home / "runs" / "inference" / "outputs" / "image_directory")["transform"]["transforms"] == [
         ["Resize", 16], ["CenterCrop", 16]]
+    # the module's command line as Azure's image_classification_with_densenet component spells its flags
+    apply = ("python -m azureml.designer.modules.computer_vision.transform.apply_image_transformation."
+             f"apply_image_transformation --input-image-transform-path {spec} --input-image-dir-path {images} "
+             '--mode "For inference" --output-path $MLTRAIN_OUTPUTS_DIR/o')
+    r = run_mltrain("job=command", f"job.command='{apply}'", "run.id=azure-apply", cwd=project)
+    assert r.rc == 0, r.out + r.err
+    assert counts_on_disk(home / "runs" / "azure-apply" / "outputs" / "o") == EXPECTED
     training, inference = tensors["For training"], tensors["For inference"]
     assert any(not torch.equal(training[0], t) for t in training[1:])
     assert all(torch.equal(inference[0], t) for t in inference[1:])

@@ -23,7 +23,9 @@ def ensure_mltrain(module: str) -> None:
         os.execv(python, [python, "-m", module, *sys.argv[1:]])
 
 
-def parse(argv: List[str], types: Dict[str, type], required: List[str], module: str) -> Dict[str, Any]:
+def parse(argv: List[str], types: Dict[str, type], required: List[str], module: str,
+          aliases: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
+    """`aliases`: other spellings of a flag that Azure's own component files use (name -> the name here)."""
     values: Dict[str, Any] = {}
     i = 0
     while i < len(argv):
@@ -32,6 +34,7 @@ def parse(argv: List[str], types: Dict[str, type], required: List[str], module: 
             fail(module, f"unexpected argument '{token}' (flags are --name value)")
         name, eq, text = token[2:].partition("=")
         name = name.replace("-", "_")
+        name = (aliases or {}).get(name, name)
         if name not in types:
             fail(module, f"unknown flag --{name.replace('_', '-')} (allowed: "
                          f"{', '.join('--' + n.replace('_', '-') for n in types)})")
