@@ -144,6 +144,19 @@ def test_failed_build_is_not_marked_usable(home, project):
     assert all(not (p / ".ready").exists() for p in env_dirs)
 
 
+@pytest.mark.slow
+def test_a_sweep_builds_a_failing_environment_once_and_every_member_says_why(home, project):
+    bad = SIX[:-1] + ['environment.pip=["mltrain-no-such-package-xyz==9.9"]', "+job.params.i=1,2,3"]
+    r = run_mltrain("-m", *bad, cwd=project, timeout=300)
+    assert r.rc != 0
+    out = r.out + r.err
+    assert out.count("building environment six-env (") == 1, out[-3000:]  # not once per member
+    members = runs(home)
+    assert len(members) == 3 and all(m["status"] == "Failed" for m in members)
+    assert sum("not tried again" in (m.get("error") or "") for m in members) == 2
+    assert all("mltrain-no-such-package-xyz" in (m.get("error") or "") for m in members)
+
+
 def test_slurm_dry_run_with_curated_gpu_environment_shows_container_and_setup(home, project):
     base = ["--dry-run", "job=script", "job.script=show_env.py", "compute=slurm", "compute.gpus_per_node=1",
             "environment=AzureML-PyTorch-1.6-GPU", "+environment.setup=[module load cuda/10.1]",

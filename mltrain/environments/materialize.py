@@ -20,7 +20,7 @@ import sysconfig
 import threading
 import time
 from pathlib import Path
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 from packaging.requirements import InvalidRequirement, Requirement
 
@@ -102,11 +102,19 @@ def installed_packages(interpreter: str) -> List[str]:
     return json.loads(out.stdout)
 
 
+#: Builds that failed in this process (a sweep's or pipeline's driver prepares every member's environment):
+#: the same spec is not built again for each member (minutes of pip per trial), its error is repeated.
+_failed: Dict[str, str] = {}
+
+
 def build(spec: EnvironmentSpec, log: Callable[[str], None]) -> Tuple[Path, bool]:
     """(environment folder, whether this call built it). Safe when several runs ask at once."""
     target = env_dir(spec)
     if (target / READY).is_file():
         return target, False
+    if spec.cache_key() in _failed:
+        raise MltrainError(f"{_failed[spec.cache_key()]} (the build failed for an earlier run of this command; "
+                           "not tried again)")
     target.parent.mkdir(parents=True, exist_ok=True)
     with open(target.parent / f"{target.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -117,6 +125,10 @@ def build(spec: EnvironmentSpec, log: Callable[[str], None]) -> Tuple[Path, bool
         log(f"building environment {spec.name} ({spec.cache_key()}) in {target}")
         try:
             _build_into(spec, target)
+        except MltrainError as exc:
+            shutil.rmtree(target, ignore_errors=True)
+            _failed[spec.cache_key()] = str(exc)
+            raise
         except BaseException:
             shutil.rmtree(target, ignore_errors=True)
             raise
