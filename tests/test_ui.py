@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -58,8 +59,12 @@ def started(proc: subprocess.Popen, timeout: float = 180) -> str:
     lines: list = []
     reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")), daemon=True)
     reader.start()
-    reader.join(timeout)  # returns early only when stdout closes; the URL line comes before that
-    found = next((re.search(r"(http://\S+)", line) for line in lines if "MLflow UI on" in line), None)
+    deadline = time.monotonic() + timeout
+    while True:  # the URL line, or stdout closed (the command ended), or the time is up
+        found = next((re.search(r"(http://\S+)", line) for line in list(lines) if "MLflow UI on" in line), None)
+        if found or not reader.is_alive() or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
     assert found, f"no URL from `mltrain ui`: {lines}"
     return found.group(1)
 
