@@ -52,4 +52,7 @@ if [ "${CI:-}" = "true" ]; then
   export MLTRAIN_REQUIRE_SLURM=1 MLTRAIN_REQUIRE_MPI=1 MLTRAIN_REQUIRE_HOROVOD=1 MLTRAIN_REQUIRE_UI=1
 fi
 # `pytest` (not `python -m pytest`) keeps the checkout off sys.path: tests use the installed wheel.
-.venv/bin/pytest -p no:cacheprovider -q --durations=25 "$@"
+# Two pytest-xdist workers (MLTRAIN_TEST_WORKERS): most tests wait on real processes, so two at once on
+# 2 cores took 18 min where one at a time took 30 (2026-11-26); every test that uses the Slurm clusters
+# runs on one worker, one after another (tests/conftest.py: some reconfigure or restart the cluster).
+.venv/bin/pytest -p no:cacheprovider -q --durations=25 -n "${MLTRAIN_TEST_WORKERS:-2}" --dist loadgroup "$@"

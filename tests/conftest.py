@@ -39,6 +39,10 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(getattr(pytest.mark, marker))
         if "horovod" in [m.name for m in item.iter_markers()]:
             item.add_marker(pytest.mark.mpi)
+        # Under pytest-xdist (scripts/test.sh: -n 2 --dist loadgroup) every test that uses the test Slurm
+        # clusters runs on one worker, one after another: some reconfigure or restart the cluster.
+        if "slurm" in [m.name for m in item.iter_markers()] or "cluster_problem" in text:
+            item.add_marker(pytest.mark.xdist_group("slurm"))
 
 
 @pytest.fixture(autouse=True)

@@ -74,11 +74,19 @@ def test_a_sweep_past_max_array_size_is_split_and_keeps_one_parallelism(home, tm
 
 
 def _requested(array_id: str) -> tuple:
-    """(ReqCPUS, ReqMem) of an array's task as Slurm's accounting records them (each array here has one)."""
-    out = subprocess.run(["sacct", "-j", array_id, "-X", "-n", "-P", "-o", "ReqCPUS,ReqMem"], capture_output=True,
-                         text=True, timeout=30).stdout.split("\n")[0]
-    cpus, mem = out.split("|")
-    return int(cpus), mem
+    """(ReqCPUS, ReqMem) of an array's task as Slurm's accounting records them (each array here has one),
+    asked until accounting has the task's own record (the ranks report the end first; before that sacct
+    may answer with the array's placeholder: 0 CPUs)."""
+    deadline = time.monotonic() + 60
+    while True:
+        out = subprocess.run(["sacct", "-j", array_id, "-X", "-n", "-P", "-o", "ReqCPUS,ReqMem,State"],
+                             capture_output=True, text=True, timeout=30).stdout.split("\n")[0]
+        parts = out.split("|")
+        if len(parts) == 3 and parts[0].isdigit() and int(parts[0]) > 0 and parts[2].startswith("COMPLETED") \
+                or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    return int(parts[0]) if parts[0].isdigit() else parts[0], parts[1] if len(parts) > 1 else out
 
 
 def test_sweep_members_ask_slurm_for_their_own_resources(home, tmp_path):
