@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Dict, List, Optional, Tuple
 
 from mltrain.errors import ConfigError, MltrainError
+from mltrain.processes import pid_alive
 from mltrain.runs.console import Console, RunLog
 from mltrain.runs.record import RunRecord
 from mltrain.spec.job import FrozenJob
@@ -213,17 +214,7 @@ def driver_alive(record: RunRecord) -> bool:
     pid = record.doc.driver_pid
     if not pid or not record.host_is_here():
         return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[-1].split()[0] != "Z"
-    except OSError:
-        return True
+    return pid_alive(int(pid))
 
 
 def stop_driver(record: RunRecord) -> bool:

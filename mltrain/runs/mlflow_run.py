@@ -26,6 +26,7 @@ from typing import Dict, Iterable, List, Optional
 
 from mltrain.atomic import atomic_write
 from mltrain.config.paths import mltrain_home
+from mltrain.processes import pid_alive
 from mltrain.runs.console import Console
 
 SWITCH = "MLTRAIN_TRACKING"           # off: no mirror, no per-run database
@@ -164,8 +165,9 @@ def catch_up() -> None:
     for note in notes:
         try:
             data = json.loads(note.read_text())
-            if _alive(int(data["pid"])):
-                continue  # its command is still mirroring
+            # its command is still mirroring (a note of this process's own is one it left behind)
+            if int(data["pid"]) != os.getpid() and pid_alive(int(data["pid"])):
+                continue
             dirs += [str(d) for d in data["runs"]]
         except (OSError, ValueError, KeyError, TypeError):
             pass  # a note torn by the kill that cut its command short: its runs are for `runs sync`
@@ -181,16 +183,6 @@ def _pending_dir(make: bool = True) -> Path:
     if make:
         folder.mkdir(parents=True, exist_ok=True)
     return folder
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return pid != os.getpid()  # a note of this process's own is one it left behind
 
 
 def ensure_template() -> None:

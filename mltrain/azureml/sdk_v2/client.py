@@ -23,6 +23,7 @@ from mltrain.azureml.sdk_v2 import assets, operations
 from mltrain.azureml.sdk_v2 import submit as submission
 from mltrain.config.paths import mltrain_home
 from mltrain.errors import MltrainError
+from mltrain.processes import pid_alive
 
 _Done = operations.Done
 
@@ -338,17 +339,11 @@ def _pipeline_output(record: Dict[str, Any], run_dir: Path, output: str) -> Opti
 
 
 def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie child of this process has ended
-        done, _ = os.waitpid(pid, os.WNOHANG)
-        return done == 0
+    try:  # a driver this process forked and that has ended is reaped here, then reads as ended
+        os.waitpid(pid, os.WNOHANG)
     except ChildProcessError:
-        return True
+        pass
+    return pid_alive(pid)
 
 
 def _named(name: Any, call: str) -> None:
