@@ -15,7 +15,6 @@ import json
 import os
 import signal
 import sys
-import time
 from pathlib import Path
 from typing import Any, Dict, Iterator, Optional
 
@@ -24,6 +23,7 @@ from mltrain.azureml.sdk_v2 import submit as submission
 from mltrain.config.paths import mltrain_home
 from mltrain.errors import MltrainError
 from mltrain.processes import pid_alive
+from mltrain.runs.waiting import wait_until
 
 _Done = operations.Done
 
@@ -189,7 +189,10 @@ class JobOperations:
     def _follow_driver(self, name: str, record: Dict[str, Any]) -> str:
         log = Path(record["driver"]) / "driver.log"
         offset = 0
-        while True:
+
+        def copied_to_the_end() -> bool:
+            """The driver's new output printed; True once the driver has ended (and all it wrote is out)."""
+            nonlocal offset
             ended = submission.outcome(record) is not None or self.status(name) in TERMINAL
             if log.is_file():
                 with open(log, "rb") as handle:
@@ -199,9 +202,10 @@ class JobOperations:
                 if chunk:
                     sys.stdout.write(chunk.decode("utf-8", "replace"))
                     sys.stdout.flush()
-            if ended:
-                return self.status(name)
-            time.sleep(0.2)
+            return ended
+
+        wait_until(copied_to_the_end, poll=0.2)
+        return self.status(name)
 
     # ------------------------------------------------------------------ act
     def cancel(self, name: str, **kwargs: Any) -> None:
@@ -211,18 +215,14 @@ class JobOperations:
             run = self._run(name, record)
             # A driver signalled before it has started its run dies without recording Canceled (it sets its
             # handler on starting): wait for it to start first.
-            deadline = time.monotonic() + 30
-            while run.status == "NotStarted" and time.monotonic() < deadline:
-                time.sleep(0.05)
+            wait_until(lambda: run.status != "NotStarted", timeout=30, poll=0.05)
             run.cancel()
             return
         pid = record.get("driver_pid")
         if pid is None or submission.outcome(record) is not None or not _alive(int(pid)):
             return
         os.kill(int(pid), signal.SIGTERM)  # the driver cancels what it started, then writes its outcome
-        deadline = time.monotonic() + 60
-        while submission.outcome(record) is None and _alive(int(pid)) and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_until(lambda: submission.outcome(record) is not None or not _alive(int(pid)), timeout=60, poll=0.1)
 
     def begin_cancel(self, name: str, **kwargs: Any) -> _Done:
         self.cancel(name)
