@@ -51,7 +51,8 @@ def submit_request(request: JobRequest, console: Optional[Console] = None) -> Ru
         record.update(origin=dict(request.origin))
     log = Path(job.run_dir) / "logs" / "driver.log"
     driver = _fork_driver(job.run_dir, log) if threading.active_count() == 1 else _spawn_driver(job.run_dir, log)
-    record.update(driver_pid=driver.pid)  # a cancel asks the driver, never this process
+    # on disk: a driver already running may have written its progress (and its pid: mltrain.launch.driver)
+    record.update_on_disk(driver_pid=driver.pid)  # a cancel asks the driver, never this process
     return Run(job.run_dir, driver)
 
 

@@ -55,4 +55,7 @@ fi
 # Two pytest-xdist workers (MLTRAIN_TEST_WORKERS): most tests wait on real processes, so two at once on
 # 2 cores took 18 min where one at a time took 30 (2026-11-26); every test that uses the Slurm clusters
 # runs on one worker, one after another (tests/conftest.py: some reconfigure or restart the cluster).
-.venv/bin/pytest -p no:cacheprovider -q --durations=25 -n "${MLTRAIN_TEST_WORKERS:-2}" --dist loadgroup "$@"
+# A worker that dies ends the run (--max-worker-restart 0): xdist does not deal a dead worker's group
+# to another, and the run would otherwise wait for it until CI's time is up.
+.venv/bin/pytest -p no:cacheprovider -q --durations=25 -n "${MLTRAIN_TEST_WORKERS:-2}" --dist loadgroup \
+  --max-worker-restart 0 "$@"

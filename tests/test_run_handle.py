@@ -49,6 +49,7 @@ def test_local_run_whose_driver_died_is_failed_not_running_forever(home, project
     run = mltrain.submit("script", [f"job.source_directory={project}", "job.script=sleeper.py"])
     until(lambda: run.status == "Running", 60, "the run did not start")
     driver = run.record["driver_pid"]
+    assert driver != os.getpid(), "the record names this test's own process as the run's driver"
     os.kill(driver, signal.SIGKILL)
     until(lambda: not pid_alive(driver), 10, "the driver did not die")
     assert run.wait(raise_on_error=False, timeout=30) == "Failed"

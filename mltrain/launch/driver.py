@@ -14,6 +14,7 @@ before anything else, and the run then ends Canceled, never 'driver lost'.
 """
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -50,6 +51,11 @@ def drive(run_dir: str, canceled: Optional[threading.Event] = None) -> int:
     record = RunRecord.load(run_dir)
     if record.status in TERMINAL:  # canceled before this process started: nothing to run
         return 0
+    # This process is the run's driver: said here, where every later write of run.json comes from. The
+    # submitting process also writes it once the driver exists, but a driver that loaded the record before
+    # that write would otherwise write the submitter's pid back (a cancel or a liveness check would then
+    # ask the submitter).
+    record.update(driver_pid=os.getpid())
     console = Console()
     try:
         job = FrozenJob.load(run_dir)
