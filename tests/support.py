@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -129,3 +130,17 @@ def tmpfs(mount: Path, size: str):
         yield mount
     finally:
         subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def killed_after(argv: list, delay: float, cwd=None, env=None) -> str:
+    """Start a command in a session of its own, SIGKILL its whole process group `delay` seconds later:
+    "killed", or "finished" when it had ended by then."""
+    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    time.sleep(delay)
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+    return "killed" if proc.returncode == -signal.SIGKILL else "finished"

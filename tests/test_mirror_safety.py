@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
-from support import mltrain_exe, run_mltrain, runs
+from support import killed_after, mltrain_exe, run_mltrain, runs
 
 pytestmark = pytest.mark.tracking
 
@@ -98,16 +96,7 @@ def test_a_command_killed_at_any_moment_leaves_a_store_the_next_command_complete
     outcomes = []
     for i, delay in enumerate(DELAYS):
         run_id = f"k{i}"
-        cmd = subprocess.Popen([*mltrain_exe(), *CURVE, f"run.id={run_id}"],
-                               cwd=project, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                               start_new_session=True)
-        time.sleep(delay)
-        try:
-            os.killpg(cmd.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        cmd.wait()
-        outcomes.append("killed" if cmd.returncode == -signal.SIGKILL else "finished")
+        outcomes.append(killed_after([*mltrain_exe(), *CURVE, f"run.id={run_id}"], delay, cwd=project))
         if not (home / "runs" / run_id / "run.json").is_file():
             continue  # killed before the run existed: nothing to mirror
         shown = run_mltrain("runs", "show", run_id, cwd=project, timeout=120)

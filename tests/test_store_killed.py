@@ -5,11 +5,9 @@ from SQLAlchemy or Alembic. Real processes, a real SQLite store."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
-import time
 
-from support import mltrain_exe
+from support import killed_after, mltrain_exe
 
 DELAYS = [0.4 * i for i in range(1, 11)]  # 0.4 s .. 4 s: before, during and after the schema's creation
 
@@ -21,15 +19,7 @@ def test_a_store_creation_killed_at_any_moment_leaves_a_usable_registry(tmp_path
     outcomes = []
     for i, delay in enumerate(DELAYS):
         env = dict(os.environ, MLTRAIN_HOME=str(tmp_path / f"home{i}"))
-        first = subprocess.Popen([*mltrain_exe(), "models", "register", "m", "--path", str(model)], env=env,
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-        time.sleep(delay)
-        try:
-            os.killpg(first.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        first.wait()
-        outcomes.append("killed" if first.returncode == -signal.SIGKILL else "finished")
+        outcomes.append(killed_after([*mltrain_exe(), "models", "register", "m", "--path", str(model)], delay, env=env))
         again = subprocess.run([*mltrain_exe(), "models", "register", "m", "--path", str(model)], env=env,
                                capture_output=True, text=True, timeout=120)
         assert again.returncode == 0 and "Traceback" not in again.stderr, (delay, again.stdout, again.stderr[-2000:])
