@@ -62,9 +62,7 @@ def mirror(run_dirs: Iterable[str]) -> List[str]:
             try:
                 with writer.transaction():
                     run_id, mark = _mirror_one(writer, record)
-            except Exception as exc:  # one run the store refuses does not keep the others out
-                if type(exc).__name__ != "MlflowException" and not isinstance(exc, sqlite3.Error):
-                    raise
+            except writer.refusals as exc:  # one run the store refuses does not keep the others out
                 print(f"mltrain: warning: {record.id} was not mirrored: {one_line(exc)}", file=sys.stderr)
                 continue
             record.update_on_disk(mlflow=mark, script_params=dict(record.doc.script_params))

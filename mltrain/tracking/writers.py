@@ -48,6 +48,9 @@ _BUSY_TIMEOUT_S = 120.0
 class Writer(Protocol):
     """What the mirror asks of a store."""
 
+    #: The errors with which the store refuses one run (said, and the other runs mirrored all the same).
+    refusals: Tuple[type[Exception], ...]
+
     def transaction(self) -> contextlib.AbstractContextManager[None]: ...
     def find_experiment(self, name: str) -> Optional[str]: ...
     def experiment(self, name: str, tags: Dict[str, str]) -> str: ...
@@ -68,6 +71,8 @@ def open_writer() -> Writer:
 
 
 class SqliteWriter:
+    refusals: Tuple[type[Exception], ...] = (sqlite3.Error,)
+
     def __init__(self, con: sqlite3.Connection) -> None:
         self.con = con
 
@@ -171,7 +176,10 @@ class MlflowWriter:
     """The same through MLflow's client (a tracking server, another database, a schema not checked)."""
 
     def __init__(self, client: Any) -> None:
+        from mlflow.exceptions import MlflowException  # heavy
+
         self.client = client
+        self.refusals: Tuple[type[Exception], ...] = (MlflowException,)
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
