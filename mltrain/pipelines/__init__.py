@@ -139,7 +139,11 @@ NOT_FOR_CONTROLLERS = ("gres", "gpus", "gpus_per_node", "gpus_per_task", "gpus_p
 
 def _as_controller(c: Any) -> None:
     """One CPU, no GPU, at most 2 GB: a controller step queued beside the runs it starts must not
-    hold a GPU or a node they wait for (on a one-GPU cluster that would be a deadlock)."""
+    hold a GPU or a node they wait for (on a one-GPU cluster that would be a deadlock).
+    Its grace on a cancel covers its runs' own grace and its settling of them: a controller killed
+    first leaves the runs it drives recorded Running (their ends are written by the controller)."""
+    grace = float(c.run.get("kill_grace_s") or 0.0)
+    c.run.kill_grace_s = grace + max(grace, CONTROLLER_SETTLE_S)
     if c.compute.get("kind") != "slurm":
         return
     c.compute.gpus_per_node, c.compute.cpus_per_task = 0, 1
@@ -152,6 +156,9 @@ def _as_controller(c: Any) -> None:
 
 #: A controller's memory: mltrain's sweep driver with Optuna stays well under it.
 CONTROLLER_MEM_GB = 2.0
+#: Seconds a canceled controller is given, beyond its runs' own grace, to record their ends and its own
+#: (a sweep driver started under load needs seconds to compose, stop and write; 5 s was seen too few in CI).
+CONTROLLER_SETTLE_S = 30.0
 
 
 def _freeze(config: Any, runs_root: str):
