@@ -27,6 +27,7 @@ from typing import Dict, Iterable, List, Optional
 from mltrain.atomic import atomic_write
 from mltrain.config.paths import mltrain_home
 from mltrain.processes import pid_alive
+from mltrain.runs import script_store
 from mltrain.runs.console import Console
 
 SWITCH = "MLTRAIN_TRACKING"           # off: no mirror, no per-run database
@@ -44,13 +45,18 @@ def enabled() -> bool:
 
 
 @functools.cache  # asked once per member of a sweep; reading package metadata is not free
-def template_dir() -> Path:
+def template_version() -> str:
+    """The version of mltrain's MLflow, which makes the template: the only version that opens a run's
+    database as it is (a job that brings another logs to a file store, mltrain.runs.script_store)."""
     try:
-        ver = version("mlflow-skinny")
+        return version("mlflow-skinny")
     except PackageNotFoundError:
-        ver = version("mlflow")
+        return version("mlflow")
+
+
+def template_dir() -> Path:
     cache = Path(os.environ.get("XDG_CACHE_HOME", "~/.cache")).expanduser()
-    return cache / "mltrain" / f"mlflow-{ver}-fixed-id"
+    return cache / "mltrain" / f"mlflow-{template_version()}-fixed-id"
 
 
 def rank_env(run_dir: str) -> Dict[str, str]:
@@ -63,20 +69,23 @@ def rank_env(run_dir: str) -> Dict[str, str]:
 def logged_values(run_dir: str, key: str, seen: int) -> tuple[List[float], int]:
     """Values of one metric the ranks logged with mlflow.log_metric since the first `seen`, read while
     the run goes on (a sweep follows its primary metric here, as Azure's sweep follows the trial's
-    MLflow run). Read-only SQLite, no MLflow import; a database being written is read next time."""
+    MLflow run). Read-only SQLite, no MLflow import; a database being written is read next time. A job
+    with an MLflow of its own logs to the run's file store instead (script_store): its values count too,
+    in one order with the database's."""
+    rows: List[tuple[int, int, float]] = [(stamp, step, value) for _, value, stamp, step
+                                          in script_store.metric_rows(run_dir, RUN_ID, key)]
     db = Path(run_dir) / RUN_DB
-    if not db.is_file():
-        return [], seen
-    try:
-        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=0.05)
+    if db.is_file():
         try:
-            rows = con.execute("SELECT value FROM metrics WHERE key = ? ORDER BY timestamp, step LIMIT -1 OFFSET ?",
-                               (key, seen)).fetchall()
-        finally:
-            con.close()
-    except sqlite3.Error:
-        return [], seen
-    return [r[0] for r in rows], seen + len(rows)
+            con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=0.05)
+            try:
+                rows += con.execute("SELECT timestamp, step, value FROM metrics WHERE key = ?", (key,)).fetchall()
+            finally:
+                con.close()
+        except sqlite3.Error:
+            return [], seen
+    new = [value for _, _, value in sorted(rows)[seen:]]
+    return new, seen + len(new)
 
 
 def seed_run_db(run_dir: Path, env: Dict[str, str]) -> None:

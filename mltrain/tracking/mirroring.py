@@ -27,8 +27,9 @@ import yaml
 from mltrain.errors import one_line
 from mltrain.models import mlflow_store as store
 from mltrain.pipelines.reuse import flatten
+from mltrain.runs import script_store
 from mltrain.runs.metrics import MetricsWriter
-from mltrain.runs.mlflow_run import RUN_DB, ensure_template
+from mltrain.runs.mlflow_run import RUN_DB, RUN_ID, ensure_template
 from mltrain.runs.record import RunRecord
 from mltrain.spec.records import MlflowMark
 from mltrain.sweeps.results import SWEEP_FILE
@@ -287,16 +288,19 @@ def _new_metrics(path: Path, done: int) -> Tuple[List[MetricRow], int]:
 
 def _fold_script_metrics(record: RunRecord, done: int) -> int:
     """What the job's scripts logged through mlflow, appended to metrics.jsonl once (marked source
-    mlflow); returns how many values have been folded so far."""
+    mlflow); returns how many values have been folded so far. A job with an MLflow of its own logged to
+    the run's file store instead (mltrain.runs.script_store): its values are folded in the same order."""
+    rows: List[MetricRow] = script_store.metric_rows(record.dir, RUN_ID)
+    params = script_store.params(record.dir, RUN_ID)
     db = record.dir / RUN_DB
-    if not db.is_file():
-        return done
-    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    try:
-        rows = con.execute("SELECT key, value, timestamp, step FROM metrics ORDER BY timestamp, step, key").fetchall()
-        params = con.execute("SELECT key, value FROM params").fetchall()
-    finally:
-        con.close()
+    if db.is_file():
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        try:
+            rows += con.execute("SELECT key, value, timestamp, step FROM metrics").fetchall()
+            params += con.execute("SELECT key, value FROM params").fetchall()
+        finally:
+            con.close()
+    rows.sort(key=lambda r: (r[2], r[3], r[0]))  # timestamp, step, key: the order folded so far
     if len(rows) <= done and not params:
         return done
     # What an earlier mirror appended but did not live to mark is not appended twice.
@@ -305,8 +309,8 @@ def _fold_script_metrics(record: RunRecord, done: int) -> int:
     for key, value, stamp, step in rows[done:]:
         writer.write({"name": key, "value": value, "step": step, "kind": "scalar", "source": "mlflow",
                       "logged": stamp / 1000.0})
-    for key, value in params:
-        record.doc.script_params[key] = value
+    for name, text in params:
+        record.doc.script_params[name] = text
     return len(rows)
 
 
