@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import http.server
 import json
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Iterator
 
 import pytest
-from support import leftovers, only_run, runs
+from support import leftovers, metric_rows, only_run, run_mltrain, runs
 from test_azureml_v2 import create, write
 
 pytestmark = pytest.mark.slow
@@ -279,6 +281,42 @@ def test_a_value_outside_a_components_enum_is_passed_on_and_said_once(home, proj
     said = [line for line in r.out.splitlines() if "outside the enum" in line]
     assert len(said) == 1 and "step init input center_crop: '224' is outside the enum" in said[0], r.out
     assert r.out.count("'True' is text where component init_transform declares a boolean") == 1
+
+
+# ------------------------------------------------- 5. a job that pip-installs its own MLflow
+
+OWN_MLFLOW = "mlflow<2.19"
+
+
+def pypi_serves(project: str, version: str) -> None:
+    """Skip unless pip's index can be reached (the job's pip downloads from it; pip's cache keeps a second
+    run quick): a machine without a network says so instead of failing."""
+    found = subprocess.run([sys.executable, "-m", "pip", "index", "versions", project], capture_output=True,
+                           text=True, timeout=60)
+    if found.returncode != 0 or f" {version}," not in found.stdout:
+        pytest.skip(f"pip's index does not serve {project} {version} here (no network?)")
+
+
+@pytest.mark.network
+@pytest.mark.tracking  # the job's mlflow.log_metric reaches the run through the MLflow mirror
+def test_a_job_that_pip_installs_an_older_mlflow_logs_to_its_run(home, project):
+    """Azure's pipeline_with_hyperparameter_sweep trial: `pip install 'mlflow<2.19'`, then mlflow.log_metric.
+    That MLflow cannot open the run's database (mltrain's newer schema; its SQL store does not import
+    against the SQLAlchemy 2.1 it sees): it logs to the run's file store, which the run takes in."""
+    pypi_serves("mlflow", "2.18.0")
+    write(project, "src/train.py", "import mlflow\nprint('mlflow', mlflow.__version__)\nmlflow.log_metric('acc', 0.9)\n")
+    write(project, "job.yml", f"""\
+        $schema: https://azuremlschemas.azureedge.net/latest/commandJob.schema.json
+        type: command
+        command: pip install -q --disable-pip-version-check '{OWN_MLFLOW}' && python train.py
+        code: src
+        """)
+    r = create(project, "job.yml", timeout=300)
+    run = only_run(home)
+    assert r.rc == 0 and run["status"] == "Completed", r.out + r.err + rank_log(run)[-3000:]
+    assert "mlflow 2.18." in rank_log(run)  # the job's own MLflow, from its layer
+    assert [(m["value"], m.get("source")) for m in metric_rows(run["dir"]) if m["name"] == "acc"] == [(0.9, "mlflow")]
+    assert "acc: 0.9" in run_mltrain("runs", "show", run["id"], cwd=project).out
 
 
 # --------------------------------------------- 6. Azure-only node types inside a pipeline

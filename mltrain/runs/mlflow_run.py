@@ -54,6 +54,7 @@ def template_version() -> str:
         return version("mlflow")
 
 
+@functools.cache  # its path is fixed per process as it always was (tests clear it with XDG_CACHE_HOME)
 def template_dir() -> Path:
     cache = Path(os.environ.get("XDG_CACHE_HOME", "~/.cache")).expanduser()
     return cache / "mltrain" / f"mlflow-{template_version()}-fixed-id"
