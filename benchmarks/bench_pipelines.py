@@ -57,9 +57,12 @@ def project(work: Path) -> Path:
 
 def run_mltrain(proj: Path, env: dict, *extra: str) -> float:
     t0 = time.time()
-    subprocess.run([str(BIN / "mltrain"), "pipeline=chain", *extra], cwd=proj, env=env, check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.time() - t0
+    done = subprocess.run([str(BIN / "mltrain"), "pipeline=chain", *extra], cwd=proj, env=env,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    took = time.time() - t0
+    if done.returncode != 0:
+        raise SystemExit(f"mltrain pipeline=chain {' '.join(extra)} exited {done.returncode}:\n{done.stderr[-3000:]}")
+    return took
 
 
 def run_sbatch(work: Path, proj: Path, env: dict, i: int) -> float:

@@ -1,0 +1,94 @@
+"""Many short trials on Slurm (issue 36): a plain Hydra app whose task sleeps 1 s, swept over N members on the
+test cluster (8 CPUs, each member 1 CPU and 1 GB), to the sweep's end, with `hydra/launcher=mltrain_slurm`
+(one array task per member) and `hydra/launcher=submitit_slurm` (hydra-submitit-launcher), alternating, in
+one run. For each arm: the wall of the whole command, the ideal (N x 1 s / 8 slots), and the RPCs the
+scheduler served during it, by kind, from Slurm's own counters: `sdiag` (slurmctld: REQUEST_JOB_INFO is
+squeue's and submitit's poll) and `sacctmgr show stats` (slurmdbd: DBD_GET_JOBS_COND is sacct's). The
+counters are cluster-wide: nothing else may use the cluster during the run.
+
+The issue's targets: RPCs for status (squeue + sacct) not growing with N (the same count +-20 % for 100 and
+1,000 members of the same length); packed <= 1.15 x the ideal (packing is not built yet: not measured).
+
+Usage: .venv/bin/python benchmarks/bench_slurm_scale.py [--members 100,1000] [--seconds 1] [--rounds 1]
+(needs SLURM_CONF: scripts/slurm_cluster.sh; pip install 'mltrain[bench]')
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Dict, List
+
+HERE = Path(__file__).parent
+APP = HERE / "assets" / "sleep_app.py"
+SLOTS = 8
+#: The RPC kinds that ask about jobs' states (the polling the issue bounds), and those that submit.
+STATUS_KINDS = ("REQUEST_JOB_INFO", "REQUEST_JOB_INFO_SINGLE", "REQUEST_JOB_USER_INFO", "DBD_GET_JOBS_COND")
+SUBMIT_KINDS = ("REQUEST_SUBMIT_BATCH_JOB",)
+RPC = re.compile(r"^\s+(\w+)\s+\(\s*\d+\)\s+count:(\d+)", re.M)
+
+
+def counters(env: dict) -> Dict[str, int]:
+    """Slurm's RPC counts by message type, slurmctld's and slurmdbd's together."""
+    out: Dict[str, int] = {}
+    for cmd in (["sdiag"], ["sacctmgr", "show", "stats"]):
+        text = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
+        section = text.split("by message type", 1)[1].split("by user", 1)[0]
+        for kind, count in RPC.findall(section):
+            out[kind] = out.get(kind, 0) + int(count)
+    return out
+
+
+def run(launcher: str, members: int, seconds: float, work: Path, env: dict, tag: str) -> dict:
+    cmd = [sys.executable, str(APP), "-m", f"x=range(0,{members})", f"seconds={seconds}",
+           f"hydra/launcher={launcher}", f"hydra.sweep.dir={work}/{launcher}_{tag}", "hydra.launcher.timeout_min=30",
+           "hydra.launcher.mem_gb=1", "hydra.launcher.cpus_per_task=1", "hydra.launcher.array_parallelism=1000"]
+    before = counters(env)
+    t0 = time.perf_counter()
+    out = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    after = counters(env)
+    if out.returncode != 0:
+        raise SystemExit(f"{launcher} failed:\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
+    delta = {k: after.get(k, 0) - before.get(k, 0) for k in after if after.get(k, 0) != before.get(k, 0)}
+    return {"launcher": launcher, "members": members, "wall_s": round(wall, 2),
+            "ideal_s": members * seconds / SLOTS, "status_rpcs": sum(delta.get(k, 0) for k in STATUS_KINDS),
+            "submit_rpcs": sum(delta.get(k, 0) for k in SUBMIT_KINDS), "rpcs": delta}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--members", default="100,1000")
+    p.add_argument("--seconds", type=float, default=1.0)
+    p.add_argument("--rounds", type=int, default=1)
+    a = p.parse_args()
+    if not os.environ.get("SLURM_CONF"):
+        raise SystemExit("no SLURM_CONF: start a cluster with scripts/slurm_cluster.sh and source its env.sh")
+    work = Path(tempfile.mkdtemp(prefix="mltrain-bench-slurm-scale-"))
+    env = {**os.environ, "MLTRAIN_HOME": str(work / "home"), "MLTRAIN_TRACKING": "off"}
+    arms = ["mltrain_slurm", "submitit_slurm"]
+    for launcher in arms:  # warm-up: page cache, bytecode, Slurm's accounting
+        run(launcher, 2, 0.0, work, env, "warm")
+    rows: List[dict] = []
+    for r in range(a.rounds):
+        for n in (int(x) for x in a.members.split(",")):
+            for launcher in (arms if r % 2 == 0 else arms[::-1]):
+                row = run(launcher, n, a.seconds, work, env, f"{n}_{r}")
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+    print(f"\n{a.seconds:g}-s members on {SLOTS} slots, whole sweep ({time.strftime('%Y-%m-%d')}, "
+          f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f} at the end)")
+    print(f"  {'launcher':16} {'members':>7} {'wall':>8} {'ideal':>7} {'x ideal':>8} {'status RPCs':>12} {'submits':>8}")
+    for row in rows:
+        print(f"  {row['launcher']:16} {row['members']:>7} {row['wall_s']:>7.1f}s {row['ideal_s']:>6.1f}s "
+              f"{row['wall_s'] / row['ideal_s']:>8.2f} {row['status_rpcs']:>12} {row['submit_rpcs']:>8}")
+
+
+if __name__ == "__main__":
+    main()
