@@ -190,6 +190,37 @@ def test_dry_run_refuses_a_web_file_that_cannot_be_fetched(home, project, web):
     assert f"inputs.titanic.path: cannot download '{web}/Missing.csv'" in r.err and leftovers(home) == []
 
 
+MAPPED_WEB_FILE_JOB = """\
+$schema: https://azuremlschemas.azureedge.net/latest/commandJob.schema.json
+command: wc -l < ${{inputs.diabetes_csv}}
+inputs:
+  diabetes_csv:
+    type: uri_file
+    path: https://azuremlexamples.blob.core.windows.net/datasets/diabetes.csv
+environment:
+  image: python:3.11
+"""
+
+
+def test_a_web_file_mapped_to_a_folder_that_lacks_it_is_refused_in_one_line(home, project):
+    """Azure's single-step/scikit-learn/diabetes: its web file's prefix is mapped, but the copy is not there; the
+    run used to start and fail in the job's own pandas.read_csv (FileNotFoundError)."""
+    write(project, ".mltrain/datastores.yaml", "https://azuremlexamples.blob.core.windows.net/datasets/: data\n")
+    (project / "data").mkdir(exist_ok=True)
+    write(project, "job.yml", MAPPED_WEB_FILE_JOB)
+    azure_accepts(project / "job.yml")
+    for extra in (("--dry-run",), ()):
+        r = create(project, "job.yml", *extra)
+        assert r.rc == 2 and r.err.count("\n") == 1, r.out + r.err
+        assert "job.yml:6 inputs.diabetes_csv.path: 'https://azuremlexamples.blob.core.windows.net/datasets/" \
+               "diabetes.csv' is mapped to " in r.err and "which does not exist" in r.err, r.err
+        assert runs(home) == [] and leftovers(home) == []
+    (project / "data" / "diabetes.csv").write_text("age,target\n1,2\n3,4\n")
+    r = create(project, "job.yml")
+    assert r.rc == 0, r.out + r.err
+    assert rank_log(only_run(home)).strip().endswith("3")
+
+
 # ------------------------------------------------------------ 3. environment: file:./env.yml
 
 ENV_FILE = """\

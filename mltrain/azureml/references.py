@@ -217,6 +217,9 @@ def data_path(jf: JobFile, path: Sequence[Any], uri: Any) -> str:
     if "://" in value and not value.startswith("file://"):
         local = _mapped(value, dirs)
         if local is not None:
+            if not os.path.exists(local):  # else the job's own code fails on it (a FileNotFoundError of its rank)
+                raise jf.error(path, f"'{value}' is mapped to {local} by {DATASTORES_FILE}, which does not exist: "
+                                     "put the file there or map the URI elsewhere")
             return local
         if value.startswith(("https://", "http://")):
 
