@@ -23,12 +23,14 @@ from mltrain.spec.status import CANCELED, COMPLETED, FAILED, QUEUED
 
 def freeze_members(configs: List[DictConfig], runs_root: str, app_compute=None) -> List[FrozenJob]:
     jobs = []
+    shapes: dict = {}  # the first member's config, which later members are copies of (freeze._config_of)
     for cfg in configs:
         if not is_mltrain_config(cfg) or _uses_hydra_resolver(cfg):
             HydraConfig.instance().set_config(cfg)  # a copy of the hydra node: not free, 100 times over
         else:
             HydraConfig.instance().cfg = None  # never an earlier member's values
-        jobs.append(freeze(cfg, runs_root, sweep_index=int(cfg.hydra.job.num), app_compute=app_compute))
+        jobs.append(freeze(cfg, runs_root, sweep_index=int(cfg.hydra.job.num), app_compute=app_compute,
+                           shapes=shapes))
     return jobs
 
 
