@@ -31,8 +31,13 @@ from mltrain.spec.status import CANCELED, COMPLETED, FAILED, PREPARING, QUEUED, 
 
 #: How often the driver looks at the ranks' reports and logs (cheap: a few small files).
 TICK_S = 0.1
-#: Accounting is asked this many poll_s apart while the ranks' reports tell how the runs are doing.
+#: Accounting is asked this many poll_s apart while the ranks' reports tell how the runs are doing...
 SAFETY_POLLS = 5
+#: ...and twice as far apart after each answer that told nothing the reports had not, up to this many
+#: times that: a 1,000-member sweep asked sacct 97 times in 558 s, where hydra-submitit-launcher asked
+#: 9 times (benchmarks/bench_slurm_scale.py); what only accounting can tell (a job cancelled from
+#: outside, a lost node) is then seen within 6 x SAFETY_POLLS x poll_s (30 s with poll_s 1).
+SAFETY_BACKOFF = 6
 
 
 def submit(plans: List[Plan], records: List[RunRecord], consoles: List[Console]) -> List[str]:
@@ -295,15 +300,17 @@ def wait(plans: List[Plan], records: List[RunRecord], ids: List[str], consoles: 
     lags behind the job by up to seconds); they are looked at every tick. Accounting settles the
     rest: it is asked every compute.poll_s while the reports cannot tell (a rank failed, a cancel is
     under way), and every SAFETY_POLLS x poll_s otherwise (a job cancelled from outside, a time
-    limit, a node failure, a requeue). Each `sacct` is a process and a database query; on a busy
-    node they compete with the ranks.
+    limit, a node failure, a requeue), backing off to SAFETY_BACKOFF times that while its answers
+    add nothing to the reports. Each `sacct` is a process and a database query; on a busy node they
+    compete with the ranks, and on a shared cluster with everyone's.
     """
     streams = [_streams(p, r, c) for p, r, c in zip(plans, records, consoles)]
     poll = compute_as(plans[0].job.compute, SlurmComputeConf).poll_s
     tick = min(poll, TICK_S)
     open_ = {i for i, r in enumerate(records) if r.status not in TERMINAL}  # an early cancel ended some already
     canceled = False
-    next_query = time.monotonic() + poll
+    asked = time.monotonic() - (SAFETY_POLLS - 1) * poll  # the first look is one poll_s after the submit
+    safety = SAFETY_POLLS * poll  # the interval while the reports tell (backs off: SAFETY_BACKOFF)
     silent = 0  # accounting queries in a row that got no answer
     while open_:
         if cancel.is_set() and not canceled:
@@ -313,11 +320,13 @@ def wait(plans: List[Plan], records: List[RunRecord], ids: List[str], consoles: 
         now = time.monotonic()
         seen = {i: reports.read_now(records[i].dir) for i in open_}
         urgent = canceled or any(reports.any_failed(seen[i]) for i in open_)
-        if now >= next_query or (urgent and now >= next_query - (SAFETY_POLLS - 1) * poll):
+        # no answer (slurmdbd away): asked again soon, then less often, never read as an end
+        interval = poll if urgent else (safety if not silent else min(SAFETY_POLLS, 2 ** (silent - 1)) * poll)
+        if now >= asked + interval:
             states = accounting.query([ids[i] for i in open_])
-            # no answer (slurmdbd away): asked again soon, then less often, never read as an end
+            asked = now
             silent = 0 if states else silent + 1
-            next_query = now + (SAFETY_POLLS * poll if not silent else min(SAFETY_POLLS, 2 ** (silent - 1)) * poll)
+        told = False  # whether accounting ended a run the reports had not
         for i in sorted(open_):
             record, console, job = records[i], consoles[i], plans[i].job
 
@@ -342,8 +351,11 @@ def wait(plans: List[Plan], records: List[RunRecord], ids: List[str], consoles: 
                 settle(record, state, console, live=True, before_end=flush,
                        canceled=cancel_reason(cancel) if canceled else None)
                 open_.discard(i)
+                told = True
             elif state.status == RUNNING:
-                mark_running(record, console)
+                mark_running(record, console)  # the ranks' first report would say so within a second
+        if states:
+            safety = SAFETY_POLLS * poll if told else min(2 * safety, SAFETY_BACKOFF * SAFETY_POLLS * poll)
         if open_:
             time.sleep(tick)
     return [r.status for r in records]
