@@ -249,11 +249,12 @@ CAUSES: Dict[str, str] = {
     "single-step/pytorch/iris/job.yml":
         "a package version: its requirements.txt asks for `mlflow` unpinned, which is satisfied by the MLflow this "
         "machine's environments see (3.17.2, mltrain's own), whose `mlflow.pytorch.save_model` needs an "
-        "input_example for its default 'pt2' format; Azure's image carries an older MLflow that pickles the model",
+        "input_example for its default 'pt2' format; on Azure it gets the MLflow of Azure's image instead",
     "single-step/tensorflow/mnist/job.yml":
         "a download: `tf.keras.datasets.mnist.load_data()` fetches MNIST from storage.googleapis.com; no DNS here",
     "single-step/pytorch/word-language-model/job.yml":
-        "a GPU: its command passes `--cuda` (torch.device('cuda')); this machine has none",
+        "the fetched copy: its corpus `data/train.txt` (10 MB) is one of the files absent from the snapshot, so "
+        "the job's own data.py asserts it exists; with it, `--cuda` (torch.device('cuda')) would need a GPU",
     "nebulaml/PyTorch_CNN_MNIST/job.yml":
         "a download: torchvision's `datasets.MNIST(download=True)`; no DNS here (after building its "
         "acpt-pytorch-2.8 environment)",
