@@ -10,6 +10,7 @@ The issue's targets: RPCs for status (squeue + sacct) not growing with N (the sa
 1,000 members of the same length); packed <= 1.15 x the ideal (packing is not built yet: not measured).
 
 Usage: .venv/bin/python benchmarks/bench_slurm_scale.py [--members 100,1000] [--seconds 1] [--rounds 1]
+       [--arms mltrain_slurm,submitit_slurm]
 (needs SLURM_CONF: scripts/slurm_cluster.sh; pip install 'mltrain[bench]')
 """
 from __future__ import annotations
@@ -67,12 +68,13 @@ def main() -> None:
     p.add_argument("--members", default="100,1000")
     p.add_argument("--seconds", type=float, default=1.0)
     p.add_argument("--rounds", type=int, default=1)
+    p.add_argument("--arms", default="mltrain_slurm,submitit_slurm")
     a = p.parse_args()
     if not os.environ.get("SLURM_CONF"):
         raise SystemExit("no SLURM_CONF: start a cluster with scripts/slurm_cluster.sh and source its env.sh")
     work = Path(tempfile.mkdtemp(prefix="mltrain-bench-slurm-scale-"))
     env = {**os.environ, "MLTRAIN_HOME": str(work / "home"), "MLTRAIN_TRACKING": "off"}
-    arms = ["mltrain_slurm", "submitit_slurm"]
+    arms = a.arms.split(",")
     for launcher in arms:  # warm-up: page cache, bytecode, Slurm's accounting
         run(launcher, 2, 0.0, work, env, "warm")
     rows: List[dict] = []
