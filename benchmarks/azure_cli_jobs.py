@@ -250,6 +250,16 @@ CAUSES: Dict[str, str] = {
         "a package version: its requirements.txt asks for `mlflow` unpinned, which is satisfied by the MLflow this "
         "machine's environments see (3.17.2, mltrain's own), whose `mlflow.pytorch.save_model` needs an "
         "input_example for its default 'pt2' format; on Azure it gets the MLflow of Azure's image instead",
+    "single-step/tensorflow/mnist-distributed/job.yml":
+        "a download: `tf.keras.datasets.mnist.load_data()` on each of its 2 nodes; no DNS here",
+    "pipelines/cifar-10/pipeline.yml":
+        "a download: its get_data step's own command `wget https://azuremlexamples.blob.core.windows.net/datasets/"
+        "cifar-10-python.tar.gz` (a URL in a command, no input mltrain could map); no DNS here",
+    "pipelines-with-components/image_classification_with_densenet/pipeline.yml":
+        "a package pip cannot get: the train step's conda file pins torch==1.8.1 (no wheel for this Python 3.11: "
+        "ResolutionImpossible); and its init_transformation step is refused by mltrain's stand-in of Azure's "
+        "designer module: `--center-crop 224` (the pipeline's value, outside the component's enum True/False) is "
+        "not True or False, where python-fire, which Azure's module uses, passes it on (a possible mltrain defect)",
     "single-step/tensorflow/mnist/job.yml":
         "a download: `tf.keras.datasets.mnist.load_data()` fetches MNIST from storage.googleapis.com; no DNS here",
     "single-step/pytorch/word-language-model/job.yml":
