@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -312,6 +313,21 @@ def test_a_value_outside_a_components_enum_is_passed_on_and_said_once(home, proj
     said = [line for line in r.out.splitlines() if "outside the enum" in line]
     assert len(said) == 1 and "step init input center_crop: '224' is outside the enum" in said[0], r.out
     assert r.out.count("'True' is text where component init_transform declares a boolean") == 1
+
+
+def test_the_designer_module_takes_center_crop_224_as_azures_module_does(tmp_path):
+    """Azure's densenet pipeline runs Init Image Transformation with `--center-crop 224`: Azure's module (its
+    flags read by python-fire) takes the number as true; so does mltrain's stand-in, saying so once."""
+    import mltrain
+
+    shim = Path(mltrain.__file__).parent / "_azureml_shim"
+    module = "azureml.designer.modules.computer_vision.transform.init_image_transformation.init_image_transformation"
+    argv = [sys.executable, "-m", module, "--resize", "False", "--center-crop", "224", "--crop-size", "16",
+            "--output-path", str(tmp_path / "t")]
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(shim)})
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert json.loads((tmp_path / "t" / "image_transformation.json").read_text())["transforms"] == [["CenterCrop", 16]]
+    assert p.stderr.count("--center-crop is True or False; '224' is taken as True") == 1, p.stderr
 
 
 # ------------------------------------------------- 5. a job that pip-installs its own MLflow

@@ -55,7 +55,16 @@ def convert(module: str, name: str, value: Optional[str], kind: type) -> Any:
             return True
         if value.lower() in FALSE:
             return False
-        fail(module, f"--{name.replace('_', '-')} takes True or False, got '{value}'")
+        # Azure's module reads its flags with python-fire, which hands `224` on as a number and any other
+        # word as a string, and tests the flag for truth (Azure's own image_classification_with_densenet
+        # passes --center-crop 224). Taken as Azure takes it, and said.
+        try:
+            truth = float(value) != 0
+        except ValueError:
+            truth = bool(value)
+        print(f"note: {module}: --{name.replace('_', '-')} is True or False; '{value}' is taken as {truth}, as "
+              "Azure's module takes it", file=sys.stderr, flush=True)
+        return truth
     if value is None:
         fail(module, f"--{name.replace('_', '-')} needs a value")
     try:
