@@ -1,7 +1,12 @@
 """Environments: the curated catalog, custom specs, cached virtual environments, container flags."""
 from __future__ import annotations
 
+import http.server
+import os
+import signal
 import subprocess
+import threading
+import time
 
 import pytest
 from support import leftovers, mltrain_exe, only_run, run_mltrain, runs
@@ -155,6 +160,46 @@ def test_a_sweep_builds_a_failing_environment_once_and_every_member_says_why(hom
     assert len(members) == 3 and all(m["status"] == "Failed" for m in members)
     assert sum("not tried again" in (m.get("error") or "") for m in members) == 2
     assert all("mltrain-no-such-package-xyz" in (m.get("error") or "") for m in members)
+
+
+class _Stalls(http.server.BaseHTTPRequestHandler):
+    """A package index that never answers in time: the build's pip waits on it."""
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        time.sleep(120)
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.mark.slow
+def test_a_run_canceled_while_its_environment_builds_ends_canceled_at_once(home, project):
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Stalls)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_port}/stalls-0.1-py3-none-any.whl"
+    spec = SIX[:-1] + [f'environment.pip=["stalls @ {url}"]']
+    driver = subprocess.Popen(mltrain_exe() + spec, cwd=project, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, start_new_session=True)
+    try:
+        lines = []
+        for line in driver.stdout:  # until pip is under way
+            lines.append(line)
+            if "building environment six-env" in line:
+                break
+        time.sleep(1.0)
+        stopped = time.monotonic()
+        driver.send_signal(signal.SIGTERM)  # what `mltrain runs cancel` sends the driver
+        out = "".join(lines) + driver.communicate(timeout=60)[0]
+        took = time.monotonic() - stopped
+    finally:
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+        server.shutdown()
+    assert driver.returncode != 0 and took < 15, (took, out)  # pip would have waited 120 s on the index
+    run = only_run(home)
+    assert run["status"] == "Canceled" and "while preparing" in run["error"], run
+    assert all(not (p / ".ready").exists() for p in (home / "envs").iterdir() if p.is_dir())  # nothing half-made
 
 
 def test_slurm_dry_run_with_curated_gpu_environment_shows_container_and_setup(home, project):

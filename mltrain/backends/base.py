@@ -160,8 +160,10 @@ class Backend(ABC):
         return None
 
 
-def prepare_environment(job: FrozenJob, record: RunRecord, log: RunLog) -> Optional[threading.Thread]:
-    """Build or reuse the run's environment (Preparing); a thread records the exact packages that run."""
+def prepare_environment(job: FrozenJob, record: RunRecord, log: RunLog,
+                        cancel: Optional[threading.Event] = None) -> Optional[threading.Thread]:
+    """Build or reuse the run's environment (Preparing); a thread records the exact packages that run.
+    `cancel` set stops a build under way (materialize.BuildStopped)."""
     record.set_status(PREPARING)
     log.info(PREPARING, show=True)
     if not job.environment:
@@ -171,7 +173,7 @@ def prepare_environment(job: FrozenJob, record: RunRecord, log: RunLog) -> Optio
 
     spec = EnvironmentSpec(**job.environment["spec"])
     info = materialize.materialize(spec, job.environment["containerized"], job.environment.get("check", "error"),
-                                   lambda text: log.info(text, show=True))
+                                   lambda text: log.info(text, show=True), cancel)
     record.update(environment=info)
     if not job.environment["containerized"]:
         # Listing the interpreter's packages takes a moment: it overlaps with the ranks' start.

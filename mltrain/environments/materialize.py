@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import fcntl
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import sysconfig
@@ -107,8 +109,15 @@ def installed_packages(interpreter: str) -> List[str]:
 _failed: Dict[str, str] = {}
 
 
-def build(spec: EnvironmentSpec, log: Callable[[str], None]) -> Tuple[Path, bool]:
-    """(environment folder, whether this call built it). Safe when several runs ask at once."""
+class BuildStopped(MltrainError):
+    """The build was stopped because its run was canceled: not a failure of the spec (never repeated to
+    later members as one)."""
+
+
+def build(spec: EnvironmentSpec, log: Callable[[str], None],
+          stop: Optional[threading.Event] = None) -> Tuple[Path, bool]:
+    """(environment folder, whether this call built it). Safe when several runs ask at once. `stop` set
+    (the run canceled) ends the build's pip at once and raises BuildStopped."""
     target = env_dir(spec)
     if (target / READY).is_file():
         return target, False
@@ -124,7 +133,10 @@ def build(spec: EnvironmentSpec, log: Callable[[str], None]) -> Tuple[Path, bool
         start = time.perf_counter()
         log(f"building environment {spec.name} ({spec.cache_key()}) in {target}")
         try:
-            _build_into(spec, target)
+            _build_into(spec, target, stop)
+        except BuildStopped:
+            shutil.rmtree(target, ignore_errors=True)
+            raise
         except MltrainError as exc:
             shutil.rmtree(target, ignore_errors=True)
             _failed[spec.cache_key()] = str(exc)
@@ -138,8 +150,34 @@ def build(spec: EnvironmentSpec, log: Callable[[str], None]) -> Tuple[Path, bool
         return target, True
 
 
-def _build_into(spec: EnvironmentSpec, target: Path) -> None:
-    run = lambda cmd: subprocess.run(cmd, capture_output=True, text=True)  # noqa: E731
+def _run_stoppable(cmd: List[str], stop: Optional[threading.Event]) -> subprocess.CompletedProcess:
+    """`cmd` to its end, or until `stop` is set: a canceled run does not wait minutes for pip. The command
+    runs in a process group of its own, stopped whole: `pip --python ENV` runs a second pip under the
+    environment's interpreter, which would keep the output pipes open after the first one ended."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    while True:
+        try:
+            out, err = proc.communicate(timeout=0.2)
+            return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+        except subprocess.TimeoutExpired:
+            if stop is not None and stop.is_set():
+                for sig, grace in ((signal.SIGTERM, 5.0), (signal.SIGKILL, None)):
+                    try:
+                        os.killpg(proc.pid, sig)
+                    except ProcessLookupError:
+                        pass
+                    try:
+                        proc.communicate(timeout=grace)
+                        break
+                    except subprocess.TimeoutExpired:
+                        continue
+                raise BuildStopped("the environment build was stopped") from None
+
+
+def _build_into(spec: EnvironmentSpec, target: Path, stop: Optional[threading.Event] = None) -> None:
+    def run(cmd: List[str]) -> subprocess.CompletedProcess:
+        return _run_stoppable(cmd, stop)
+
     made = run([sys.executable, "-m", "venv", "--without-pip", str(target)])
     if made.returncode != 0:
         raise MltrainError(f"could not create a virtual environment: {made.stderr.strip()[-500:]}")
@@ -158,8 +196,8 @@ def _build_into(spec: EnvironmentSpec, target: Path) -> None:
 
 
 def materialize(spec: EnvironmentSpec, containerized: bool, check_mode: str,
-                log: Callable[[str], None]) -> dict:
-    """Make the spec's interpreter ready; returns what run.json records about it."""
+                log: Callable[[str], None], stop: Optional[threading.Event] = None) -> dict:
+    """Make the spec's interpreter ready; returns what run.json records about it. `stop`: see build()."""
     info = {"spec": spec.to_json(), "cache_key": spec.cache_key(), "interpreter": interpreter_for(spec, containerized)}
     if containerized:
         info["materialized"] = "docker image (on the cluster)"
@@ -171,7 +209,7 @@ def materialize(spec: EnvironmentSpec, containerized: bool, check_mode: str,
             info["mismatches"] = problems
             log("warning: environment mismatches: " + "; ".join(problems))
         return info
-    _, built = build(spec, log)
+    _, built = build(spec, log, stop)
     info["materialized"] = "built" if built else "reused"
     skipped = spec.conda_only_packages()
     if skipped:  # a virtual environment takes pip packages only: say what it does not have

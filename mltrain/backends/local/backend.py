@@ -102,7 +102,7 @@ class LocalBackend(Backend):
         log.info(f"overrides: {' '.join(job.overrides) or '(none)'}")
         listing = None
         try:
-            listing = prepare_environment(job, record, log)
+            listing = prepare_environment(job, record, log, cancel)
             if cancel.is_set():
                 outcome = Outcome(CANCELED, error=f"{cancel_reason(cancel)} (before start)")
             else:
@@ -111,7 +111,10 @@ class LocalBackend(Backend):
                 log.info(f"{RUNNING} ({layout}, {self.name})", show=True)
                 outcome = self.supervise(plan, record, log, console, cancel)
         except Exception as exc:  # a failure here must still leave a final status
-            outcome = Outcome(FAILED, error=failure_text(exc))
+            if cancel.is_set():  # the build stopped, or its pip was stopped by the same Ctrl-C: not a failure
+                outcome = Outcome(CANCELED, error=f"{cancel_reason(cancel)} (while preparing: {failure_text(exc)})")
+            else:
+                outcome = Outcome(FAILED, error=failure_text(exc))
         if listing is not None:
             listing.join(timeout=60)
         return finish(record, outcome.status, outcome.error, outcome.failed_rank, console)
