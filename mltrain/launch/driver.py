@@ -18,19 +18,15 @@ import os
 import signal
 import sys
 import threading
-from types import FrameType
 from typing import Optional
+
+from mltrain.signals import SignalsSetEvent  # light: the standard library only
 
 
 def listen() -> threading.Event:
     """SIGTERM/SIGINT from now on set the returned event (the run's cancel) instead of ending the driver."""
     canceled = threading.Event()
-
-    def handle(signum: int, frame: Optional[FrameType]) -> None:
-        canceled.set()
-
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, handle)
+    SignalsSetEvent(canceled).install()  # for the driver's life; no lock taken in a handler (mltrain.signals)
     # a driver started with them blocked (mltrain.api) takes any that came while it started, now
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
     return canceled

@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
-import signal
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ from mltrain.runs import mlflow_run
 from mltrain.runs.console import Console, RunLog
 from mltrain.runs.lifecycle import finish
 from mltrain.runs.record import RunRecord
+from mltrain.signals import SignalsSetEvent
 from mltrain.spec.job import FrozenJob
 from mltrain.spec.status import CANCELED, FAILED, TERMINAL
 
@@ -40,27 +40,13 @@ class RunResult:
         return self.job.run_dir
 
 
-class CancelOnSignal:
-    """SIGINT/SIGTERM on the driver cancel every run in flight instead of killing the driver."""
+class CancelOnSignal(SignalsSetEvent):
+    """SIGINT/SIGTERM on the driver cancel every run in flight instead of killing the driver (the event is
+    set by a thread of its own: mltrain.signals says why)."""
 
     def __init__(self, cancel: threading.Event) -> None:
+        super().__init__(cancel)
         self.cancel = cancel
-        self.signum: Optional[int] = None
-        self._old: dict = {}
-
-    def __enter__(self) -> CancelOnSignal:
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                self._old[sig] = signal.signal(sig, self._handle)
-        return self
-
-    def _handle(self, signum, frame) -> None:
-        self.signum = signum
-        self.cancel.set()
-
-    def __exit__(self, *exc) -> None:
-        for sig, old in self._old.items():
-            signal.signal(sig, old)
 
 
 def create_run(job: FrozenJob, console: Console, payload: Optional[bytes] = None) -> RunRecord:

@@ -56,7 +56,7 @@ def _edges(name, path, modules):
 #: module may import its own layer and those below it, never one above: the job spec knows no config,
 #: a backend no sweep, a run record no handle. docs/architecture.md draws the same picture.
 LAYERS = [
-    ["mltrain.errors", "mltrain.atomic", "mltrain.digest", "mltrain.processes", "mltrain.spec"],      # the job spec, the frozen job, statuses, job kinds
+    ["mltrain.errors", "mltrain.atomic", "mltrain.digest", "mltrain.processes", "mltrain.signals", "mltrain.spec"],      # the job spec, the frozen job, statuses, job kinds
     ["mltrain.config"],                                           # composition, search path, validation, aliases
     ["mltrain.environments"],                                     # curated and custom environments
     ["mltrain.runs", "mltrain.script_metrics"],                   # run records, metrics, logs, console
