@@ -113,15 +113,17 @@ def _presets(group: str) -> List[str]:
 
 def config_reference() -> str:
     """The page: each group's options and keys, from the schemas as they are now."""
+    from mltrain.backends import computes
     from mltrain.config.validate import CHOICES, RANGE_RULES
     from mltrain.spec import kinds, schema
 
     choices: Dict[str, Tuple[str, ...]] = {k: tuple(v) for k, v in CHOICES.items()}
+    choices["compute.kind"] = tuple(computes.compute_kinds())  # the backends' own kinds (mltrain.backends.computes)
     rules = {key: allowed for key, _, allowed in RANGE_RULES}
     out = [GENERATED, "# Config groups and keys", "",
            "Every key mltrain reads, by config group, with its type, its default, the values the checks before "
            "launch allow and what it means. This page is generated from the typed schemas "
-           "(`mltrain/spec/schema.py`, `mltrain/spec/job_schemas.py`) and the validator's rules "
+           "(`mltrain/spec/schema.py`, `mltrain/spec/job_schemas.py`, each backend's `compute.py`) and the validator's rules "
            "(`mltrain/config/validate.py`) each time the site is built. Choose an option with `GROUP=OPTION`, "
            "set a key with `GROUP.KEY=VALUE`; see [Config groups](../concepts/configs.md) for how the groups "
            "compose and how to add your own options.", ""]

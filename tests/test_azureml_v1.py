@@ -331,7 +331,7 @@ def test_seed_000_mpistep_pipeline_runs_under_mpirun_and_is_reused_the_second_ti
     pipeline_project(ws, "defaults: [local_schema, _self_]\n")
     out = control(ws, PIPELINE)
     train = check_pipeline_twice(out, home)
-    assert train["backend"] == "mpi" and train["mpirun"][:3] == ["mpirun", "-np", "2"]
+    assert train["backend"] == "mpi" and train["mpi"]["mpirun"][:3] == ["mpirun", "-np", "2"]
 
 
 HYPERDRIVE_TRAIN = """\

@@ -29,6 +29,7 @@ from mltrain.azureml.v2_schema import (
     text,
 )
 from mltrain.azureml.yaml_lines import JobFile
+from mltrain.backends.computes import DEFAULT_COMPUTE
 
 
 @dataclass
@@ -73,7 +74,7 @@ def parse(jf: JobFile, where: Sequence[Any], data: Dict[str, Any], ctx: Context,
     if data.get("code") is not None:
         code = _code(jf, where + ("code",), data["code"])
     compute = references.compute(jf, where + ("compute",), data.get("compute", inherited.get("compute")))
-    on_cluster = ctx.on_cluster or compute not in (None, "local")
+    on_cluster = ctx.on_cluster or compute not in (None, DEFAULT_COMPUTE)
     env = references.environment(jf, where + ("environment",), data.get("environment"), on_cluster)
     variables = {str(k): str(v) for k, v in (data.get("environment_variables") or {}).items()}
     resources = check_fields(jf, where + ("resources",), data.get("resources"), RESOURCES)

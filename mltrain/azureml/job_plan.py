@@ -15,6 +15,7 @@ from mltrain.azureml import command_job, pipeline_job, sweep_job, v2_schema
 from mltrain.azureml.job_request import EMPTY_CODE, GROUP, Plan, Request, file_name, ignored_note, record
 from mltrain.azureml.references import config_dirs
 from mltrain.azureml.yaml_lines import JobFile, JobFileError, load
+from mltrain.backends.computes import DEFAULT_COMPUTE
 
 
 def read(request: Request) -> JobFile:
@@ -59,7 +60,7 @@ def run_name(request: Request, jf: JobFile) -> Optional[str]:
 
 
 def on_cluster(overrides: Sequence[str]) -> bool:
-    return any(o.startswith("compute=") and o.split("=", 1)[1] not in ("local", "") for o in overrides)
+    return any(o.startswith("compute=") and o.split("=", 1)[1] not in (DEFAULT_COMPUTE, "") for o in overrides)
 
 
 def plan(request: Request) -> Plan:

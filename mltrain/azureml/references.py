@@ -20,7 +20,7 @@ import yaml
 from mltrain.azureml.downloads import fetch
 from mltrain.azureml.v2_schema import check_fields
 from mltrain.azureml.yaml_lines import JobFile, load
-from mltrain.config.paths import builtin_conf_dir
+from mltrain.config.paths import builtin_conf_dir, shipped_options
 from mltrain.environments.spec import AZURE_CLIENT
 
 #: `azureml:NAME@latest`, `azureml:NAME:VERSION`, `azureml:NAME` (Azure's short asset syntax).
@@ -86,8 +86,9 @@ def compute(jf: JobFile, path: Sequence[Any], value: Any) -> Optional[str]:
     name = str(value)
     name = name[len("azureml:"):] if name.startswith("azureml:") else name
     dirs = config_dirs(jf)
-    mapped = [o for o in _options([d for d in dirs], "compute") if o not in ("local", "slurm")]
-    if name in mapped or name in ("local", "slurm"):
+    shipped = shipped_options("compute")
+    mapped = [o for o in _options([d for d in dirs], "compute") if o not in shipped]
+    if name in mapped or name in shipped:
         return name
     if name == "serverless" or not mapped:
         return None  # nothing mapped: this machine (said once by the caller)

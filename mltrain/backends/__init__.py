@@ -10,6 +10,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Callable, Dict, List, Tuple
 
+from mltrain.backends import computes
+from mltrain.backends.computes import backend_for
 from mltrain.errors import MltrainError
 from mltrain.spec.status import TERMINAL
 
@@ -17,7 +19,9 @@ if TYPE_CHECKING:
     from mltrain.backends.base import Backend
     from mltrain.runs.record import RunRecord
 
-#: backend name (FrozenJob.backend) -> "module:class"
+#: backend name (FrozenJob.backend) -> "module:class". A backend with a compute kind of its own also has a
+#: line in mltrain.backends.computes; one installed as a package lists itself under the entry-point group
+#: `mltrain.backends`, read only for a name not built in.
 BACKENDS: Dict[str, str] = {
     "local": "mltrain.backends.local.backend:LocalBackend",
     "mpi": "mltrain.backends.mpi.backend:MpiBackend",
@@ -27,23 +31,14 @@ BACKENDS: Dict[str, str] = {
 _loaded: Dict[str, Backend] = {}
 
 
-#: (compute kind, distribution kind) -> backend, where the pair decides it; otherwise the compute's own
-#: backend. On Slurm, srun starts MPI ranks itself, so `distribution=mpi` stays with the Slurm backend;
-#: on this machine an MPI job needs mpirun.
-_CHOICE: Dict[Tuple[str, str], str] = {("local", "mpi"): "mpi"}
-
-
-def backend_for(compute_kind: str, distribution_kind: str) -> str:
-    """Which backend runs a job: the one place that reads the two settings."""
-    return _CHOICE.get((compute_kind, distribution_kind), compute_kind)
-
-
 def get(name: str) -> Backend:
     """The backend registered as `name` (one instance per process)."""
     if name not in _loaded:
-        if name not in BACKENDS:
-            raise MltrainError(f"unknown backend '{name}' (known: {', '.join(BACKENDS)})")
-        module, _, cls = BACKENDS[name].partition(":")
+        where = BACKENDS.get(name) or computes.plugins("mltrain.backends").get(name)
+        if where is None:
+            known = list(BACKENDS) + [n for n in computes.plugins("mltrain.backends") if n not in BACKENDS]
+            raise MltrainError(f"unknown backend '{name}' (known: {', '.join(known)})")
+        module, _, cls = where.partition(":")
         _loaded[name] = getattr(importlib.import_module(module), cls)()
     return _loaded[name]
 
@@ -52,7 +47,7 @@ def backend_of(record: RunRecord) -> Backend:
     """The backend that runs (ran) a run. Records of 0.1.0 named the process group in `backend`; their
     compute and distribution tell the backend instead."""
     name = record.backend
-    if name not in BACKENDS:
+    if name not in BACKENDS and name not in computes.plugins("mltrain.backends"):
         name = backend_for(record.compute_kind, record.distribution_kind)
     return get(name)
 

@@ -33,6 +33,12 @@ def builtin_conf_dir() -> Path:
     return Path(__file__).resolve().parents[2] / "conf"
 
 
+def shipped_options(group: str) -> List[str]:
+    """The presets mltrain ships for a config group (`compute` -> the backends' own: conf/compute/*.yaml)."""
+    folder = builtin_conf_dir() / group
+    return sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
+
+
 def builtin_search_url() -> str:
     """The value given to hydra.main(config_path=...)."""
     if importlib.util.find_spec("mltrain.conf") is not None:

@@ -11,6 +11,8 @@ from typing import Any, List, Optional
 from hydra.core.config_store import ConfigNode, ConfigStore
 from omegaconf import OmegaConf
 
+from mltrain.backends import computes
+from mltrain.errors import ConfigError
 from mltrain.spec.kinds import schemas
 from mltrain.spec.schema import MltrainConf
 
@@ -52,7 +54,29 @@ def _store(name: str, schema: type, group: Optional[str] = None) -> None:
     folder[f"{name}.yaml"] = _LazySchema(f"{name}.yaml", group, schema)
 
 
+class _ComputeGroup(dict):  # type: ignore[type-arg]  # Hydra's repository folders are plain dicts
+    """The `compute` folder of ConfigStore's repository: a preset naming `<kind>_schema` of a compute kind an
+    installed package provides (mltrain.backends.computes) finds it here. The packages' entry points are read
+    only when such a name is looked up, not for every command (ConfigStore._open asks `name in folder`)."""
+
+    def __contains__(self, key: object) -> bool:
+        if dict.__contains__(self, key):
+            return True
+        if not isinstance(key, str) or not key.endswith("_schema.yaml"):
+            return False
+        kind = key[: -len("_schema.yaml")]
+        if kind in computes.COMPUTES:
+            return False
+        schema = computes.compute_schema(kind)
+        if schema is None:
+            raise ConfigError("compute", f"'{kind}' is a compute kind no installed package provides (known: "
+                                         f"{', '.join(computes.compute_kinds())}); install the backend's package")
+        self[key] = _LazySchema(key, "compute", schema)
+        return True
+
+
 def register() -> None:
+    ConfigStore.instance().repo.setdefault("compute", _ComputeGroup())
     _store("mltrain_schema", MltrainConf)
     for group, nodes in schemas().items():
         for name, node in nodes.items():

@@ -15,6 +15,7 @@ from typing import Any, Callable, Collection, List, Tuple
 from omegaconf import OmegaConf
 from omegaconf.errors import ValidationError
 
+from mltrain.backends import computes
 from mltrain.errors import ConfigError, first_line
 from mltrain.spec.kinds import SECTIONS, schemas
 from mltrain.spec.schema import MltrainConf
@@ -48,7 +49,6 @@ CHOICES = {
     "distribution.kind": ("none", "pytorch", "mpi"),
     "distribution.slurm_mpi": ("pmix", "pmi2", "pmix_v3", "pmix_v4", "none"),
     "distribution.backend": ("auto", "gloo", "nccl"),
-    "compute.kind": ("local", "slurm"),
     "data.kind": ("sample", "image_directory"),
     "run.console": ("rank0", "all", "none"),
     "environment.check": ("error", "warn"),
@@ -83,15 +83,26 @@ def check_known_keys(cfg: Any) -> None:
         node = cfg.get(group)
         if node is None:
             continue
-        schema = options.get(str(node.get("kind"))) if len(options) > 1 else next(iter(options.values()))
+        if group == "compute":  # a backend's own kind: built in, or an installed package's (mltrain.backends.computes)
+            schema = _compute_schema(node)
+        else:
+            schema = options.get(str(node.get("kind"))) if len(options) > 1 else next(iter(options.values()))
         if schema is None:
             continue
         allowed = [f.name for f in dataclasses.fields(schema)]
         for key in node.keys():
             if key not in allowed:
                 raise ConfigError(f"{group}.{key}", "unknown key", allowed)
-        if group in SECTIONS:
+        if group in SECTIONS or (group == "compute" and str(node.get("kind")) not in computes.COMPUTES):
             _check_types(group, node, schema)
+
+
+def _compute_schema(node: Any) -> type:
+    kind = str(node.get("kind"))
+    schema = computes.compute_schema(kind)
+    if schema is None:
+        raise ConfigError("compute.kind", f"'{kind}' is not supported", computes.compute_kinds())
+    return schema
 
 
 def _check_types(group: str, node: Any, schema: type) -> None:

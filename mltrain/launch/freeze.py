@@ -16,6 +16,7 @@ from omegaconf import OmegaConf
 
 from mltrain import backends
 from mltrain.backends import backend_for
+from mltrain.backends.computes import compute_from_dict
 from mltrain.config import aliases, validate
 from mltrain.config.compose import is_mltrain_config
 from mltrain.environments import materialize
@@ -24,7 +25,7 @@ from mltrain.errors import ConfigError, MltrainError
 from mltrain.launch import programs
 from mltrain.runs import mlflow_run
 from mltrain.spec.job import HYDRA_TASK_MODULE, FrozenJob, new_run_id
-from mltrain.spec.schema import compute_from_dict, distribution_from_dict
+from mltrain.spec.schema import distribution_from_dict
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -273,7 +274,7 @@ def _resolve_environment(cfg, backend_runs_containers: bool) -> Dict[str, Any]:
 
 def _freeze_hydra_app(sweep_config, resolved, overrides, runs_root, sweep_dir, sweep_index, app_compute) -> FrozenJob:
     """Any Hydra app can use this launcher; its ranks run the task function via run_job."""
-    compute = compute_from_dict(dict(app_compute or {"kind": "local"}), key="hydra.launcher.compute")
+    compute = compute_from_dict(dict(app_compute or {}), key="hydra.launcher.compute")
     name = str(OmegaConf.select(sweep_config, "hydra.job.name", default="app"))
     run_id = new_run_id(name)
     return FrozenJob(

@@ -132,30 +132,20 @@ def build(sweeper: Any, arguments: List[str]):
     return name, settings, steps, jobs, run_id, root
 
 
-#: What a controller step's Slurm job does not ask for (the runs it drives ask for them).
-NOT_FOR_CONTROLLERS = ("gres", "gpus", "gpus_per_node", "gpus_per_task", "gpus_per_socket", "cpus_per_gpu",
-                       "mem_per_gpu", "mem", "mem_per_cpu", "exclusive")
-
-
 def _as_controller(c: Any) -> None:
-    """One CPU, no GPU, at most 2 GB: a controller step queued beside the runs it starts must not
-    hold a GPU or a node they wait for (on a one-GPU cluster that would be a deadlock).
-    Its grace on a cancel covers its runs' own grace and its settling of them: a controller killed
-    first leaves the runs it drives recorded Running (their ends are written by the controller)."""
+    """A controller step (a sweep step's driver) holds nothing its runs wait for: its compute's schema
+    says what that means there (SlurmComputeConf.for_controller: one CPU, no GPU). Its grace on a cancel
+    covers its runs' own grace and its settling of them: a controller killed first leaves the runs it
+    drives recorded Running (their ends are written by the controller)."""
+    from mltrain.backends.computes import compute_schema  # startup
+
     grace = float(c.run.get("kill_grace_s") or 0.0)
     c.run.kill_grace_s = grace + max(grace, CONTROLLER_SETTLE_S)
-    if c.compute.get("kind") != "slurm":
-        return
-    c.compute.gpus_per_node, c.compute.cpus_per_task = 0, 1
-    if c.compute.mem_gb is not None:  # never more than the compute asks for already
-        c.compute.mem_gb = min(float(c.compute.mem_gb), CONTROLLER_MEM_GB)
-    extra = {k: v for k, v in c.compute.additional_parameters.items()
-             if k.replace("-", "_") not in NOT_FOR_CONTROLLERS}
-    c.compute.additional_parameters = extra
+    schema = compute_schema(str(c.compute.get("kind")))
+    if schema is not None:
+        schema.for_controller(c.compute)
 
 
-#: A controller's memory: mltrain's sweep driver with Optuna stays well under it.
-CONTROLLER_MEM_GB = 2.0
 #: Seconds a canceled controller is given, beyond its runs' own grace, to record their ends and its own
 #: (a sweep driver started under load needs seconds to compose, stop and write; 5 s was seen too few in CI).
 CONTROLLER_SETTLE_S = 30.0
@@ -239,7 +229,8 @@ def _dry_run(pipe: Any) -> list:
     from mltrain.launch.dryrun import dry_run_text  # startup
 
     console = Console()
-    console.status(f"pipeline {pipe.name} (dry run): {len(pipe.steps)} steps on {pipe.mode}; nothing is started, "
+    where = f"queued on {pipe.queued_on}" if pipe.queued_on else "started by this process"
+    console.status(f"pipeline {pipe.name} (dry run): {len(pipe.steps)} steps {where}; nothing is started, "
                    "nothing is created")
     for step in pipe.steps:
         ins = ", ".join(f"{i.name}<-{f'{i.step}.outputs.{i.output}' if i.step else i.path}" for i in step.inputs.values())

@@ -53,6 +53,10 @@ class StepRun:
         return self.step.name
 
 
+#: The mode of a graph this process starts step by step.
+DRIVEN = "driver"
+
+
 class PipelineRun:
     def __init__(self, name: str, steps: List[graph.Step], jobs: Dict[str, Any], root: Path, settings: Any,
                  overrides: List[str]) -> None:
@@ -66,7 +70,9 @@ class PipelineRun:
         names = {j.backend for j in jobs.values()}
         on = backends.get(names.pop()) if len(names) == 1 else None
         self.queued_on: Optional[str] = on.name if on is not None and on.holds_dependencies else None
-        self.mode = self.queued_on or "local"
+        # recorded as the graph's `mode`: the backend it is queued on whole, else "driver" (records of 0.2.0
+        # 0.4 wrote "local" for the same)
+        self.mode = self.queued_on or DRIVEN
         self._external: Dict[tuple, str] = {}
 
     # ------------------------------------------------------------------ creation

@@ -217,8 +217,10 @@ class RunRecord:
 
     @property
     def scheduler_job_id(self) -> Optional[str]:
-        """The scheduler's id of the run's job (Slurm's), once it was submitted to one."""
-        return self.doc.slurm.job_id if self.doc.slurm else None
+        """The scheduler's id of the run's job, once it was submitted to one (a backend that queues runs on a
+        scheduler writes it as `job_id` in its part of the record)."""
+        ids = [part["job_id"] for part in self.doc.backend_parts.values() if part.get("job_id") is not None]
+        return str(ids[0]) if ids else None
 
     @property
     def error(self) -> Optional[str]:

@@ -17,7 +17,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Union
 
-from mltrain.spec.schema import ComputeConf, DistributionConf, compute_from_dict, distribution_from_dict
+from mltrain.backends.computes import backend_for, compute_from_dict
+from mltrain.spec.schema import ComputeConf, DistributionConf, distribution_from_dict
 
 #: job.json layout version; files without one were written before the package layout (0.1.0).
 LAYOUT = 2
@@ -83,13 +84,9 @@ class FrozenJob:
             return cls.from_json(json.load(f))
 
 
-#: The backend a job of the 0.1.0 layout ran on, by (compute, distribution): that layout named no backend.
-#: Today's jobs name theirs, chosen by mltrain.backends.backend_for.
-_LAYOUT1_BACKENDS = {("local", "none"): "local", ("local", "pytorch"): "local", ("local", "mpi"): "mpi"}
-
-
 def upgrade(data: Dict[str, Any]) -> Dict[str, Any]:
-    """A job.json of the 0.1.0 layout (flat strings, compute_params) in today's form."""
+    """A job.json of the 0.1.0 layout (flat strings, compute_params) in today's form. That layout named no
+    backend: its compute and distribution tell it, as for today's jobs."""
     if data.get("layout", 0) >= LAYOUT:
         return data
     old = dict(data)
@@ -100,7 +97,7 @@ def upgrade(data: Dict[str, Any]) -> Dict[str, Any]:
     distribution.update(kind=distribution_kind, node_count=old.pop("node_count"),
                         process_count_per_node=old.pop("process_count_per_node"))
     return {**old, "compute": compute, "distribution": distribution, "process_group": old.pop("backend"),
-            "backend": _LAYOUT1_BACKENDS.get((compute_kind, distribution_kind), compute_kind), "layout": LAYOUT}
+            "backend": backend_for(compute_kind, distribution_kind), "layout": LAYOUT}
 
 
 def new_run_id(experiment: str) -> str:

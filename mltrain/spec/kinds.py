@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, Tuple
 
+from mltrain.backends.computes import builtin_schemas
 from mltrain.spec.job_schemas import (
     ApplyImageTransformationJobConf,
     CommandJobConf,
@@ -29,7 +30,7 @@ from mltrain.spec.job_schemas import (
     TrainerConf,
     TrainPytorchModelJobConf,
 )
-from mltrain.spec.schema import DistributionConf, EnvironmentConf, LocalComputeConf, SlurmComputeConf
+from mltrain.spec.schema import DistributionConf, EnvironmentConf
 
 #: The programs that are the user's own, not a component module.
 USER_PROGRAMS = ("script", "command")
@@ -93,7 +94,7 @@ def schemas() -> Dict[str, Dict[str, type]]:
     return {
         "job": {name: kind.schema for name, kind in JOB_KINDS.items()},
         "environment": {"environment": EnvironmentConf},
-        "compute": {"local": LocalComputeConf, "slurm": SlurmComputeConf},
+        "compute": dict(builtin_schemas()),
         "distribution": {"distribution": DistributionConf},
         **{name: {name: schema} for name, schema in SECTIONS.items()},
     }

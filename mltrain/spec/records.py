@@ -13,7 +13,8 @@ atomically; every other module reads these fields, never the JSON. Layouts read:
 Keys a later mltrain wrote that this one does not know are kept in `extra` and written back, so an
 older mltrain looking at a newer run loses nothing. `Any` appears only where the data comes from
 outside mltrain's own records: the environment listing, the snapshot summary, a step's reuse parts
-(hashes of the user's files and config) and the user's own parameters.
+(hashes of the user's files and config), the user's own parameters and a backend's own part (typed by
+the backend, which alone reads it).
 """
 from __future__ import annotations
 
@@ -78,12 +79,6 @@ class RankEntry:
 
     def to_json(self) -> Dict[str, Any]:
         return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
-
-
-@dataclass
-class SlurmJob:
-    job_id: str
-    submitit_folder: Optional[str] = None
 
 
 @dataclass
@@ -183,9 +178,10 @@ class RunDoc:
     outputs: Optional[List[OutputFile]] = None
     # Earlier attempts of a resumed run.
     attempts: List[Attempt] = field(default_factory=list)
-    slurm: Optional[SlurmJob] = None
-    # The mpirun command line that started the ranks (the mpi backend).
-    mpirun: Optional[List[str]] = None
+    # The backend's own part, keyed by the backend's name in run.json (`"slurm": {"job_id": ...}`): only the
+    # backend reads it, typed by its own class (mltrain.backends.slurm.run_part); `job_id` is the id a scheduler
+    # knows the run by.
+    backend_parts: Dict[str, Dict[str, Any]] = field(default_factory=dict)
     detached: bool = False
     environment: Dict[str, Any] = field(default_factory=dict)
     snapshot: Optional[Dict[str, Any]] = None
@@ -214,16 +210,20 @@ class RunDoc:
     def _read(cls, data: Dict[str, Any]) -> RunDoc:
         phases = {str(k): float(v) for k, v in data["phases"].items()}
         names = {f.name for f in dataclasses.fields(cls)}
-        extra = {k: v for k, v in data.items() if k not in names}
+        backend = str(data.get("backend"))
+        # under the backend's name; in 0.1.0 records (whose `backend` is the process group), the compute's
+        part_key = next((k for k in (backend, str(data.get("compute")))
+                         if k not in names and isinstance(data.get(k), dict)), None)  # not `pipeline`'s graph
+        extra = {k: v for k, v in data.items() if k not in names and k != part_key}
         extra.update(data.get("extra") or {})
         world = World.from_json(data["world"])
         sweep = data.get("sweep") or {}
-        slurm, mark, graph = data.get("slurm"), data.get("mlflow"), data.get("pipeline")
+        mark, graph = data.get("mlflow"), data.get("pipeline")
         return cls(
             id=str(data["id"]), experiment=str(data.get("experiment") or "mltrain"), status=str(data["status"]),
             # 0.1.0 records start at Queued and have no `created`
             created=float(data.get("created") or min(phases.values())),
-            phases=phases, backend=str(data.get("backend")), compute=str(data.get("compute")),
+            phases=phases, backend=backend, compute=str(data.get("compute")),
             distribution=str(data.get("distribution")), world=world, command=list(data.get("command") or []),
             cwd=str(data.get("cwd") or ""), host=data.get("host"), driver_pid=data.get("driver_pid"),
             process_group=data.get("process_group"), kill_grace_s=float(data.get("kill_grace_s") or 5.0),
@@ -232,8 +232,7 @@ class RunDoc:
             ranks={str(r): RankEntry(**known_fields(RankEntry, info)) for r, info in (data.get("ranks") or {}).items()},
             error=data.get("error"), failed_rank=data.get("failed_rank"), outputs=data.get("outputs"),
             attempts=list(data.get("attempts") or []),
-            slurm=SlurmJob(str(slurm["job_id"]), slurm.get("submitit_folder")) if slurm else None,
-            mpirun=data.get("mpirun"),
+            backend_parts={part_key: dict(data[part_key])} if part_key is not None else {},
             detached=bool(data.get("detached")), environment=dict(data.get("environment") or {}),
             snapshot=data.get("snapshot"), mlflow=MlflowMark(**known_fields(MlflowMark, mark)) if mark else None,
             pipeline=PipelineGraph.from_json(graph) if graph else None, pipeline_step=data.get("pipeline_step"),
@@ -255,7 +254,6 @@ class RunDoc:
         })
         optional = {
             "failed_rank": self.failed_rank, "outputs": self.outputs, "attempts": self.attempts,
-            "slurm": dataclasses.asdict(self.slurm) if self.slurm else None, "mpirun": self.mpirun,
             "detached": self.detached,
             "environment": self.environment, "snapshot": self.snapshot,
             "mlflow": dataclasses.asdict(self.mlflow) if self.mlflow else None,
@@ -263,6 +261,7 @@ class RunDoc:
             "reproduces": self.reproduces, "script_params": self.script_params, "origin": self.origin,
         }
         out.update(_compact(optional, keep=("outputs",) if self.outputs is not None else ()))
+        out.update(self.backend_parts)
         return out
 
     # ------------------------------------------------------------------ reading

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Type, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Type, TypeVar
 
 from mltrain.errors import ConfigError
 
@@ -62,47 +62,16 @@ class EnvironmentConf:
 
 
 @dataclass
-class LocalComputeConf:
-    """Processes on this machine: the embedded default."""
+class ComputeConf:
+    """What every compute kind's schema has. Each backend owns its kind's schema, a subclass of this one
+    (mltrain.backends.<name>.compute), listed in mltrain.backends.computes."""
 
-    kind: str = "local"
-    # How many members of a sweep run at once.
-    max_concurrent_jobs: int = 1
-    # GPUs the ranks may use; null = every visible GPU.
-    gpus: Optional[int] = None
+    kind: str = MISSING
 
-
-@dataclass
-class SlurmComputeConf:
-    """A Slurm cluster through submitit: one job = one Slurm job of node_count x process_count_per_node tasks."""
-
-    kind: str = "slurm"
-    partition: Optional[str] = None
-    # Largest node_count this cluster accepts (Azure's max_nodes); null = no limit checked here.
-    max_nodes: Optional[int] = None
-    gpus_per_node: int = 0
-    cpus_per_task: int = 1
-    mem_gb: Optional[float] = None
-    timeout_min: int = 60
-    account: Optional[str] = None
-    qos: Optional[str] = None
-    constraint: Optional[str] = None
-    # Extra #SBATCH options ({"exclusive": true, "gres": "gpu:a100:4"}) and srun flags.
-    additional_parameters: Dict[str, Any] = field(default_factory=dict)
-    srun_args: List[str] = field(default_factory=list)
-    # How many members of a sweep's job array run at once.
-    array_parallelism: int = 256
-    # Seconds before the time limit at which every rank gets the checkpoint signal (USR2).
-    signal_delay_s: int = 90
-    # Requeues after preemption or timeout before the run is Failed.
-    max_requeues: int = 3
-    # How ranks run in environment.docker.base_image: pyxis (srun --container-image) | apptainer (exec wrapper).
-    container_runtime: str = "pyxis"
-    # Any other submitit executor parameter, passed as is (submitit rejects unknown ones).
-    submitit: Dict[str, Any] = field(default_factory=dict)
-    # Seconds between two looks at Slurm's accounting while mltrain waits and a run's own reports cannot
-    # tell how it is doing (a rank failed, a cancel); 5x that otherwise. The reports are read every 0.1 s.
-    poll_s: float = 1.0
+    @classmethod
+    def for_controller(cls, node: Any) -> None:
+        """Shape a controller step's compute (a pipeline's sweep step: its driver, not its runs) so that it
+        holds nothing its runs wait for; `node` is the step's composed `compute` (a DictConfig)."""
 
 
 # ------------------------------------------------------------------------------- distribution
@@ -251,28 +220,8 @@ class MltrainConf:
     azureml: Dict[str, Any] = field(default_factory=dict)
 
 
-#: A frozen job's compute settings: one schema per compute kind.
-ComputeConf = Union[LocalComputeConf, SlurmComputeConf]
-
-#: compute kind -> its schema (mltrain.spec.kinds.schemas() has every group's).
-COMPUTE_SCHEMAS: Dict[str, Union[Type[LocalComputeConf], Type[SlurmComputeConf]]] = {
-    "local": LocalComputeConf, "slurm": SlurmComputeConf}
-
 _Schema = TypeVar("_Schema", bound="DataclassInstance")
-_Compute = TypeVar("_Compute", LocalComputeConf, SlurmComputeConf)
-
-
-def compute_from_dict(values: Dict[str, Any], key: str = "compute") -> ComputeConf:
-    """Typed compute settings from plain data (a frozen job, a Hydra app's launcher options).
-
-    Defaults live only in the dataclasses above; an unknown key raises ConfigError naming the valid ones.
-    """
-    kind = str(values.get("kind", "local"))
-    schema = COMPUTE_SCHEMAS.get(kind)
-    if schema is None:
-
-        raise ConfigError(f"{key}.kind", f"'{kind}' is not supported", list(COMPUTE_SCHEMAS))
-    return _build(schema, values, key)
+_Compute = TypeVar("_Compute", bound=ComputeConf)
 
 
 def compute_as(compute: ComputeConf, schema: Type[_Compute]) -> _Compute:
@@ -284,10 +233,10 @@ def compute_as(compute: ComputeConf, schema: Type[_Compute]) -> _Compute:
 
 
 def distribution_from_dict(values: Dict[str, Any], key: str = "distribution") -> DistributionConf:
-    return _build(DistributionConf, values, key)
+    return build(DistributionConf, values, key)
 
 
-def _build(schema: Type[_Schema], values: Dict[str, Any], key: str) -> _Schema:
+def build(schema: Type[_Schema], values: Dict[str, Any], key: str) -> _Schema:
     names = [f.name for f in dataclasses.fields(schema)]
     unknown = sorted(k for k in values if k not in names)
     if unknown:

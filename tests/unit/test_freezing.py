@@ -4,12 +4,13 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.hydra_config import HydraConfig
 
+from mltrain.backends.local.compute import LocalComputeConf
+from mltrain.backends.slurm.compute import SlurmComputeConf
 from mltrain.config import schema_store  # noqa: F401  (registers the schemas)
 from mltrain.config.paths import builtin_conf_dir
 from mltrain.errors import ConfigError
 from mltrain.launch.freeze import freeze
 from mltrain.runs import mlflow_run
-from mltrain.spec.schema import LocalComputeConf, SlurmComputeConf
 
 
 def _frozen(tmp_path, overrides):

@@ -7,9 +7,9 @@ import time
 import pytest
 
 from mltrain.backends.slurm import accounting
+from mltrain.backends.slurm.run_part import SlurmJob
 from mltrain.handle import Run, list_runs
 from mltrain.runs.record import RunRecord
-from mltrain.spec.records import SlurmJob
 from mltrain.spec.status import CANCELED, COMPLETED, FAILED, QUEUED, RUNNING
 
 from .jobs import frozen_job
@@ -32,7 +32,7 @@ def detached(tmp_path):
     record = RunRecord.create(frozen_job("slurm", run_dir=str(tmp_path / "r1"), run_id="r1"))
     record.doc.phases = {k: _when("2026-11-22T08:20:00") for k in record.doc.phases}
     record.doc.created = _when("2026-11-22T08:20:00")
-    record.set_status(QUEUED, at=_when("2026-11-22T08:20:01"), slurm=SlurmJob("41", str(tmp_path / "r1" / "submitit")),
+    record.set_status(QUEUED, at=_when("2026-11-22T08:20:01"), backend_parts=SlurmJob("41", str(tmp_path / "r1" / "submitit")).to_parts(),
                       detached=True, driver_pid=None)
     return record
 
@@ -64,7 +64,7 @@ def test_a_cancelled_job_ends_canceled_and_a_timeout_fails_naming_the_state(deta
     sacct["text"] = CANCELLED
     assert Run(detached.dir).status == CANCELED
     other = RunRecord.create(frozen_job("slurm", run_dir=str(tmp_path / "r2"), run_id="r2"))
-    other.set_status(QUEUED, slurm=SlurmJob("41"), detached=True, driver_pid=None)
+    other.set_status(QUEUED, backend_parts=SlurmJob("41").to_parts(), detached=True, driver_pid=None)
     sacct["text"] = TIMEOUT
     record = Run(other.dir).load()
     assert record.status == FAILED and record.error.startswith("Slurm job 41 ended TIMEOUT")

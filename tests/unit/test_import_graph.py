@@ -56,7 +56,8 @@ def _edges(name, path, modules):
 #: module may import its own layer and those below it, never one above: the job spec knows no config,
 #: a backend no sweep, a run record no handle. docs/architecture.md draws the same picture.
 LAYERS = [
-    ["mltrain.errors", "mltrain.atomic", "mltrain.digest", "mltrain.processes", "mltrain.signals", "mltrain.spec"],      # the job spec, the frozen job, statuses, job kinds
+    ["mltrain.errors", "mltrain.atomic", "mltrain.digest", "mltrain.processes", "mltrain.signals", "mltrain.spec",
+     "mltrain.backends.computes", "mltrain.backends.local.compute", "mltrain.backends.slurm.compute"],  # the job spec, the frozen job, statuses, job kinds; the compute kinds' table and schemas
     ["mltrain.config"],                                           # composition, search path, validation, aliases
     ["mltrain.environments"],                                     # curated and custom environments
     ["mltrain.runs", "mltrain.script_metrics"],                   # run records, metrics, logs, console
@@ -138,7 +139,7 @@ def test_the_graph_is_really_walked():
 
 
 #: Each backend package has the same roles, by design (docs/architecture.md).
-BACKEND_ROLES = {"backend", "driver", "rank"}
+BACKEND_ROLES = {"backend", "driver", "rank", "compute"}
 
 
 def test_module_names_say_one_thing():

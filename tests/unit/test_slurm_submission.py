@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 
 from mltrain.backends import get
+from mltrain.backends.slurm.compute import SlurmComputeConf
 from mltrain.errors import ConfigError
-from mltrain.spec.schema import SlurmComputeConf
 
 from .jobs import frozen_job
 

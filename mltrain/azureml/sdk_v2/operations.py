@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, List, Optional
 
-from mltrain.config.paths import mltrain_home
+from mltrain.config.paths import mltrain_home, shipped_options
 
 
 def _azure() -> Any:
@@ -87,7 +87,7 @@ class ComputeOperations:
         azure = _azure()
         folder = _compute_folder()
         path = folder / f"{name}.yaml" if folder else None
-        if name in ("local", "slurm") or (path is not None and path.is_file()):
+        if name in shipped_options("compute") or (path is not None and path.is_file()):
             return azure.AmlCompute(name=name, description=f"mltrain compute {name}"
                                                            + (f" ({path})" if path and path.is_file() else ""))
         where = folder or Path(".mltrain") / "compute"

@@ -23,6 +23,7 @@ from mltrain.backends.base import (
     prepare_environment,
     stop_driver,
 )
+from mltrain.backends.local.compute import LocalComputeConf
 from mltrain.backends.local.ports import claim_port
 from mltrain.backends.local.supervisor import LocalSupervisor
 from mltrain.errors import ConfigError
@@ -31,7 +32,7 @@ from mltrain.runs.console import Console, RunLog
 from mltrain.runs.lifecycle import finish
 from mltrain.runs.record import RunRecord
 from mltrain.spec.job import FrozenJob
-from mltrain.spec.schema import ComputeConf, LocalComputeConf, compute_as
+from mltrain.spec.schema import ComputeConf, compute_as
 from mltrain.spec.status import CANCELED, FAILED, QUEUED, RUNNING, TERMINAL
 
 

@@ -48,5 +48,5 @@ class MpiBackend(LocalBackend):
         with claim_port() as port:
             argv, env = with_port(plan.details["mpirun"], plan.details["mpirun_env"], port.port)
             record.update(world=dataclasses.replace(record.doc.world, master_addr="127.0.0.1", master_port=port.port),
-                          mpirun=argv)
+                          backend_parts={self.name: {"mpirun": argv}})
             return MpiSupervisor(argv, env, plan.job, record, log, console, cancel).run()

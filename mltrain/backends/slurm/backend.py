@@ -10,7 +10,9 @@ from typing import Any, Dict, List, Optional, Set
 
 from mltrain.backends.base import Backend, Plan, driver_alive, failure_text, stop_driver
 from mltrain.backends.slurm import accounting, driver
+from mltrain.backends.slurm.compute import SlurmComputeConf
 from mltrain.backends.slurm.containers import container_flags
+from mltrain.backends.slurm.run_part import slurm_job
 from mltrain.backends.slurm.submission import executor_parameters, make_executor, sbatch_script
 from mltrain.errors import ConfigError
 from mltrain.ranks import contract, reports
@@ -18,7 +20,7 @@ from mltrain.runs.console import Console
 from mltrain.runs.lifecycle import finish
 from mltrain.runs.record import RunRecord
 from mltrain.spec.job import FrozenJob
-from mltrain.spec.schema import ComputeConf, SlurmComputeConf, compute_as
+from mltrain.spec.schema import ComputeConf, compute_as
 from mltrain.spec.status import CANCELED, COMPLETED, FAILED, QUEUED, TERMINAL
 
 FIRST_NODE, JOB_PORT = "<first node>", "<from job id>"
@@ -136,7 +138,8 @@ class SlurmBackend(Backend):
 
     # ------------------------------------------------------------------ the run handle's view
     def refresh(self, records: List[RunRecord]) -> None:
-        job_ids = {id(r): r.doc.slurm.job_id for r in records if r.status not in TERMINAL and r.doc.slurm is not None}
+        jobs = {id(r): slurm_job(r) for r in records if r.status not in TERMINAL}
+        job_ids = {key: job.job_id for key, job in jobs.items() if job is not None}
         pending = [r for r in records if id(r) in job_ids]
         seen = {id(r): reports.read_now(r.dir) for r in pending}
         finished = [r for r in pending if reports.ended_well(r.dir, r.doc.world.world_size, seen[id(r)])]
@@ -175,9 +178,10 @@ class SlurmBackend(Backend):
         self.refresh([record])
         if record.status in TERMINAL:
             return
-        if record.doc.slurm is None and not self._cancel_before_submission(record):
+        if slurm_job(record) is None and not self._cancel_before_submission(record):
             return
-        assert record.doc.slurm is not None
+        job = slurm_job(record)  # read again: the wait above reloads the record
+        assert job is not None
         # A detached driver leaves once the job is queued (whether record.detached is written yet or not):
         # the job is cancelled here. An attached one is watching it: it scancels and records Canceled.
         detached = record.doc.detached or FrozenJob.load(record.dir).detach
@@ -185,7 +189,7 @@ class SlurmBackend(Backend):
             record.reload()
             if record.status in TERMINAL:
                 return
-        job_id = record.doc.slurm.job_id
+        job_id = job.job_id
         accounting.scancel([job_id])
         state = accounting.JobState("CANCELLED")
         driver.settle(record, state, canceled="canceled by the user (scancel)")
@@ -200,7 +204,7 @@ class SlurmBackend(Backend):
             record.reload()
             if record.status in TERMINAL:
                 return False
-            if record.doc.slurm is not None:
+            if slurm_job(record) is not None:
                 return True
             if not driver_alive(record):
                 # No driver will ever submit it: the run ends here, and nothing reached Slurm.

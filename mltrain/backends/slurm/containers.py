@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
+from mltrain.backends.slurm.compute import SlurmComputeConf
 from mltrain.config.paths import mltrain_home
-from mltrain.spec.schema import SlurmComputeConf
 
 
 def container_flags(compute: SlurmComputeConf, environment: Dict[str, Any], run_dir: str) -> Tuple[List[str], List[str]]:

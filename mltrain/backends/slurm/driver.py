@@ -17,7 +17,9 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from mltrain.backends.base import Plan, cancel_reason
 from mltrain.backends.slurm import accounting
+from mltrain.backends.slurm.compute import SlurmComputeConf
 from mltrain.backends.slurm.rank import SlurmRank
+from mltrain.backends.slurm.run_part import SlurmJob, slurm_job
 from mltrain.backends.slurm.submission import make_executor
 from mltrain.ranks import reports
 from mltrain.ranks.process import follow
@@ -25,8 +27,7 @@ from mltrain.runs.console import Console, RunLog
 from mltrain.runs.lifecycle import finish
 from mltrain.runs.record import RunRecord
 from mltrain.spec.job import FrozenJob
-from mltrain.spec.records import SlurmJob
-from mltrain.spec.schema import SlurmComputeConf, compute_as
+from mltrain.spec.schema import compute_as
 from mltrain.spec.status import CANCELED, COMPLETED, FAILED, PREPARING, QUEUED, RUNNING, TERMINAL
 
 #: How often the driver looks at the ranks' reports and logs (cheap: a few small files).
@@ -72,7 +73,7 @@ def submit(plans: List[Plan], records: List[RunRecord], consoles: List[Console])
     ids = [str(submitted[i].job_id) for i in range(len(jobs))]
     for job, record, console, job_id in zip(jobs, records, consoles, ids):
         # one write: the job, and for a detached run that its driver leaves now
-        fields: Dict[str, Any] = {"slurm": SlurmJob(str(job_id), str(folder)), **with_packages(record, listings)}
+        fields: Dict[str, Any] = {"backend_parts": SlurmJob(str(job_id), str(folder)).to_parts(), **with_packages(record, listings)}
         if job.detach:
             fields["detached"] = True
         record.set_status(QUEUED, **fields)
@@ -196,11 +197,11 @@ def final_status(record: RunRecord, job: accounting.JobState) -> Tuple[str, Opti
         if status == COMPLETED:
             status = FAILED
     elif status != COMPLETED:
-        error = f"Slurm job {record.doc.slurm.job_id if record.doc.slurm else '?'} ended {state}" + _why_not_requeued(record)
+        error = f"Slurm job {_job_id(record)} ended {state}" + _why_not_requeued(record)
     if job.state == "NODE_FAIL":  # what the ranks saw (a peer gone, a signal) follows from the lost node
         lost = accounting.lost_nodes(job.nodes)
         where = f"lost node {', '.join(lost)}" if lost else f"a node of {job.nodes or 'its allocation'} lost"
-        error = f"Slurm job {record.doc.slurm.job_id if record.doc.slurm else '?'} ended NODE_FAIL: {where}" + (
+        error = f"Slurm job {_job_id(record)} ended NODE_FAIL: {where}" + (
             f"; {error.split(';')[0]}" if failed_rank is not None and error else "")
     return status, error, failed_rank
 
@@ -241,9 +242,9 @@ def settle(record: RunRecord, job: accounting.JobState, console: Optional[Consol
         mark_running(record, console, backend_time(job.start, record, live))
     if status in TERMINAL:
         before_end()
-        if job.state == "NODE_FAIL" and record.doc.slurm is not None:
+        if job.state == "NODE_FAIL" and slurm_job(record) is not None:
             # Slurm requeues it to wait for a node that may never return; the run ends here, so the job too
-            accounting.scancel([record.doc.slurm.job_id])
+            accounting.scancel([_job_id(record)])
         result, error, failed_rank = final_status(record, job)
         if canceled and result != COMPLETED:
             result, error = CANCELED, canceled
@@ -359,3 +360,8 @@ def wait(plans: List[Plan], records: List[RunRecord], ids: List[str], consoles: 
         if open_:
             time.sleep(tick)
     return [r.status for r in records]
+
+
+def _job_id(record: RunRecord) -> str:
+    job = slurm_job(record)
+    return job.job_id if job is not None else "?"

@@ -24,12 +24,13 @@ from types import FrameType
 from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Union
 
 from mltrain.atomic import atomic_write
+from mltrain.backends.slurm.compute import SlurmComputeConf
 from mltrain.errors import RunFailed
 from mltrain.ranks import contract, reports
 from mltrain.ranks.process import describe_exit, run_forked, run_program
 from mltrain.runs.console import Console
 from mltrain.spec.job import HYDRA_TASK_MODULE, FrozenJob
-from mltrain.spec.schema import SlurmComputeConf, compute_as
+from mltrain.spec.schema import compute_as
 
 if TYPE_CHECKING:
     from submitit.helpers import DelayedSubmission

@@ -9,10 +9,11 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict
 
+from mltrain.backends.slurm.compute import SlurmComputeConf
 from mltrain.backends.slurm.containers import container_flags
 from mltrain.errors import ConfigError
 from mltrain.spec.job import FrozenJob
-from mltrain.spec.schema import SlurmComputeConf, compute_as
+from mltrain.spec.schema import compute_as
 
 if TYPE_CHECKING:
     from submitit import AutoExecutor

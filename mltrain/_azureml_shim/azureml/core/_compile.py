@@ -14,6 +14,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from azureml.exceptions import ComputeTargetException, UserErrorException
 
+from mltrain.config.paths import shipped_options
+
 
 @dataclass
 class V1Job:
@@ -47,7 +49,7 @@ def compute_overrides(target: Any, workspace: Any) -> Tuple[List[str], Tuple[str
     if target is None or target == "local":
         return ["compute=local"], dirs
     name = getattr(target, "name", None) or str(target)
-    if name in ("local", "slurm"):
+    if name in shipped_options("compute"):  # mltrain's own presets, by name
         return [f"compute={name}"], dirs
     if workspace is None or not (workspace.config_dir / "compute" / f"{name}.yaml").is_file():
         where = workspace.config_dir / "compute" if workspace is not None else ".mltrain/compute"

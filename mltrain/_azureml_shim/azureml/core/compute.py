@@ -8,11 +8,14 @@ is not there raises Azure's ComputeTargetException, so the seeds' try/except run
 """
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from azureml.exceptions import ComputeTargetException
+
+from mltrain.backends.computes import DEFAULT_COMPUTE, compute_schema
 
 
 def _compute_dir(workspace: Any) -> Path:
@@ -36,7 +39,13 @@ def _kind(file: Path, seen: int = 0) -> str:
             return name[: -len("_schema")]
         if name not in ("_self_",) and (file.parent / f"{name}.yaml").is_file() and seen < 8:
             return _kind(file.parent / f"{name}.yaml", seen + 1)
-    return "local"
+    return DEFAULT_COMPUTE
+
+
+def _has_field(kind: str, name: str) -> bool:
+    """Whether `compute=kind`'s schema has the key (Azure's max_nodes is a Slurm cluster's, not this machine's)."""
+    schema = compute_schema(kind)
+    return schema is not None and name in {f.name for f in dataclasses.fields(schema)}
 
 
 class ComputeTarget:
@@ -84,11 +93,11 @@ class ComputeTarget:
                                             else "this machine") + "; edit this file to change that, e.g. for Slurm:",
                  "#   defaults: [slurm_schema, _self_]   then partition: NAME, gpus_per_node: N, ...",
                  f"defaults: [{base}, _self_]"]
-        if base == "default" and _kind(default) == "slurm" and config.max_nodes:
+        if base == "default" and config.max_nodes and _has_field(_kind(default), "max_nodes"):
             lines.append(f"max_nodes: {int(config.max_nodes)}")
         file.write_text("\n".join(lines) + "\n", encoding="utf-8")
         target = ComputeTarget(workspace=workspace, name=name)
-        where = "this machine" if target.kind == "local" else f"{target.kind} (default.yaml)"
+        where = "this machine" if target.kind == DEFAULT_COMPUTE else f"{target.kind} (default.yaml)"
         print(f"mltrain: compute target '{name}' maps to {where}: edit {file} to change it", file=sys.stderr)
         return target
 

@@ -1,0 +1,58 @@
+"""The slurm backend's compute schema (`compute=slurm`). It sits in the bottom layer with the job spec
+(mltrain.backends.computes says why)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+from mltrain.spec.schema import ComputeConf
+
+
+@dataclass
+class SlurmComputeConf(ComputeConf):
+    """A Slurm cluster through submitit: one job = one Slurm job of node_count x process_count_per_node tasks."""
+
+    kind: str = "slurm"
+    partition: Optional[str] = None
+    # Largest node_count this cluster accepts (Azure's max_nodes); null = no limit checked here.
+    max_nodes: Optional[int] = None
+    gpus_per_node: int = 0
+    cpus_per_task: int = 1
+    mem_gb: Optional[float] = None
+    timeout_min: int = 60
+    account: Optional[str] = None
+    qos: Optional[str] = None
+    constraint: Optional[str] = None
+    # Extra #SBATCH options ({"exclusive": true, "gres": "gpu:a100:4"}) and srun flags.
+    additional_parameters: Dict[str, Any] = field(default_factory=dict)
+    srun_args: List[str] = field(default_factory=list)
+    # How many members of a sweep's job array run at once.
+    array_parallelism: int = 256
+    # Seconds before the time limit at which every rank gets the checkpoint signal (USR2).
+    signal_delay_s: int = 90
+    # Requeues after preemption or timeout before the run is Failed.
+    max_requeues: int = 3
+    # How ranks run in environment.docker.base_image: pyxis (srun --container-image) | apptainer (exec wrapper).
+    container_runtime: str = "pyxis"
+    # Any other submitit executor parameter, passed as is (submitit rejects unknown ones).
+    submitit: Dict[str, Any] = field(default_factory=dict)
+    # Seconds between two looks at Slurm's accounting while mltrain waits and a run's own reports cannot
+    # tell how it is doing (a rank failed, a cancel); 5x that otherwise. The reports are read every 0.1 s.
+    poll_s: float = 1.0
+
+    @classmethod
+    def for_controller(cls, node: Any) -> None:
+        """One CPU, no GPU, at most 2 GB: a controller step queued beside the runs it starts must not hold a
+        GPU or a node they wait for (on a one-GPU cluster that would be a deadlock)."""
+        node.gpus_per_node, node.cpus_per_task = 0, 1
+        if node.mem_gb is not None:  # never more than the compute asks for already
+            node.mem_gb = min(float(node.mem_gb), CONTROLLER_MEM_GB)
+        node.additional_parameters = {k: v for k, v in node.additional_parameters.items()
+                                      if k.replace("-", "_") not in NOT_FOR_CONTROLLERS}
+
+
+#: What a controller step's Slurm job does not ask for (the runs it drives ask for them).
+NOT_FOR_CONTROLLERS = ("gres", "gpus", "gpus_per_node", "gpus_per_task", "gpus_per_socket", "cpus_per_gpu",
+                       "mem_per_gpu", "mem", "mem_per_cpu", "exclusive")
+#: A controller's memory: mltrain's sweep driver with Optuna stays well under it.
+CONTROLLER_MEM_GB = 2.0
