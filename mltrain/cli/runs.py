@@ -165,9 +165,9 @@ def _resume(args) -> int:
         from mltrain.cli.main import main as mltrain_main  # cycle
 
         again = sweep_resume.prepare(sweep, _root(args), args.detach)
-        # This command becomes the sweep's driver again, in the folder the sweep ran from: its overrides'
-        # relative paths and its `.mltrain/` are read from there, as the first command read them.
-        os.chdir(again.cwd)
+        if os.path.realpath(os.getcwd()) != os.path.realpath(again.cwd):
+            return _resume_from(again.cwd, sweep, _root(args))
+        # This command becomes the sweep's driver again (it runs in the folder the sweep ran from).
         with again.context():
             mltrain_main(again.argv)
         return 0
@@ -183,6 +183,26 @@ def _resume(args) -> int:
     if args.detach and result.status == QUEUED:
         return 0
     return exit_code(result.status)
+
+
+def _resume_from(cwd: str, sweep: Path, root: Path) -> int:
+    """`runs resume SWEEP` again, in a process started in the folder the sweep ran from: its overrides'
+    relative paths and its `.mltrain/` are read from there, as its first driver read them, and this
+    process's own directory never changes. That process is the sweep's driver; this one waits for it,
+    leaves Ctrl-C to it (the terminal sends it to both) and passes it a SIGTERM, and exits as it does."""
+    import signal  # startup
+    import subprocess  # startup
+
+    proc = subprocess.Popen([sys.executable, "-m", "mltrain", "runs", "--root", str(root), "resume", str(sweep)],
+                            cwd=cwd)
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN), signal.signal(
+        signal.SIGTERM, lambda *_: proc.send_signal(signal.SIGTERM))
+    try:
+        code = proc.wait()
+    finally:
+        signal.signal(signal.SIGINT, previous[0])
+        signal.signal(signal.SIGTERM, previous[1])
+    return code if code >= 0 else 128 - code
 
 
 def _records(args) -> list:
