@@ -140,11 +140,14 @@ def _write_line(log, line: bytes, copy: LogCopy):
         return None
 
 
-def run_program(argv: List[str], cwd: str, env: dict, log_path, on_start=None, on_chunk=None, on_line=None) -> int:
+def run_program(argv: List[str], cwd: str, env: dict, log_path, on_start=None, on_chunk=None, on_line=None,
+                new_session: bool = False) -> int:
     """Run one rank's program as a child of a rank wrapper (a Slurm task, an mpirun rank), its output
-    copied to log_path and handed on; returns its exit code. on_start gets the process (signals)."""
+    copied to log_path and handed on; returns its exit code. on_start gets the process (signals).
+    `new_session`: the program and all it starts are one process group, which one signal stops (a packed
+    member stopped while its worker goes on: mltrain.backends.slurm.pack)."""
     proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT)
+                            stderr=subprocess.STDOUT, start_new_session=new_session)
     pump = threading.Thread(target=copy_output, args=(proc.stdout, log_path),
                             kwargs={"on_chunk": on_chunk, "on_line": on_line}, daemon=True)
     # a wrapper that ends the task from a signal handler (a Slurm requeue) joins it first, so the
@@ -193,7 +196,7 @@ class ForkedChild:
 
 
 def run_forked(target: Callable[[], None], cwd: str, env: dict, log_path, on_start=None, on_chunk=None,
-               on_line=None) -> int:
+               on_line=None, new_session: bool = False) -> int:
     """run_program for a Python callable: the child is a fork of this process, so what this process
     has imported is not imported again. The child gets `env` and `cwd`, default signal handlers and its
     output on a pipe copied like a program's; its exit code is the callable's sys.exit code (0 when it
@@ -207,6 +210,8 @@ def run_forked(target: Callable[[], None], cwd: str, env: dict, log_path, on_sta
     if pid == 0:  # the child: never returns
         code = 1
         try:
+            if new_session:
+                os.setsid()
             os.close(read_fd)
             os.dup2(write_fd, 1)
             os.dup2(write_fd, 2)

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Set
 
 from mltrain.backends.base import Backend, Plan, driver_alive, failure_text, stop_driver
-from mltrain.backends.slurm import accounting, driver
+from mltrain.backends.slurm import accounting, driver, pack, pack_driver
 from mltrain.backends.slurm.compute import SlurmComputeConf
 from mltrain.backends.slurm.containers import container_flags
 from mltrain.backends.slurm.run_part import slurm_job
@@ -54,6 +54,7 @@ class SlurmBackend(Backend):
         """submitit's own check of the executor parameters (it names the valid ones), before anything
         exists; a sweep's members usually share their parameters, so each set is checked once."""
 
+        pack_driver.check(job)
         params = executor_parameters(job)
         key = repr(sorted(params.items()))
         if key not in self._checked:
@@ -93,6 +94,8 @@ class SlurmBackend(Backend):
                     details={"executor": executor_parameters(job), "folder": str(Path(job.run_dir) / "submitit")})
 
     def describe(self, plan: Plan) -> List[str]:
+        if pack_driver.packs(plan.job):
+            return [*plan.notes, *pack_driver.describe(plan)]
         max_requeues = compute_as(plan.job.compute, SlurmComputeConf).max_requeues
         script = sbatch_script(plan.details["executor"], Path(plan.details["folder"]), max_requeues)
         return [*plan.notes, "submitit parameters: " + repr(plan.details["executor"]), "sbatch script:",
@@ -100,6 +103,8 @@ class SlurmBackend(Backend):
 
     def launch(self, plans: List[Plan], records: List[RunRecord], consoles: List[Console],
                cancel: threading.Event) -> List[str]:
+        if pack_driver.packs(plans[0].job):
+            return pack_driver.launch(plans, records, consoles, cancel)
         try:
             ids = driver.submit(plans, records, consoles)
         except Exception as exc:  # no job reached the cluster (sbatch failed): every run ends Failed, here
@@ -138,7 +143,10 @@ class SlurmBackend(Backend):
 
     # ------------------------------------------------------------------ the run handle's view
     def refresh(self, records: List[RunRecord]) -> None:
-        jobs = {id(r): slurm_job(r) for r in records if r.status not in TERMINAL}
+        packed = [r for r in records if r.status not in TERMINAL and pack.packed_in(r) is not None]
+        for record in packed:  # its Slurm job is its worker's, which runs other members too
+            pack_driver.refresh(record)
+        jobs = {id(r): slurm_job(r) for r in records if r.status not in TERMINAL and r not in packed}
         job_ids = {key: job.job_id for key, job in jobs.items() if job is not None}
         pending = [r for r in records if id(r) in job_ids]
         seen = {id(r): reports.read_now(r.dir) for r in pending}
@@ -172,11 +180,14 @@ class SlurmBackend(Backend):
         return dataclasses.replace(job, compute=dataclasses.replace(compute, additional_parameters=extra))
 
     def concurrency(self, compute: Any) -> Optional[int]:
-        return getattr(compute, "array_parallelism", None)
+        return getattr(compute, "pack", 0) or getattr(compute, "array_parallelism", None)
 
     def cancel(self, record: RunRecord) -> None:
         self.refresh([record])
         if record.status in TERMINAL:
+            return
+        if pack.packed_in(record) is not None:
+            pack_driver.cancel(record)
             return
         if slurm_job(record) is None and not self._cancel_before_submission(record):
             return

@@ -28,6 +28,9 @@ class SlurmComputeConf(ComputeConf):
     srun_args: List[str] = field(default_factory=list)
     # How many members of a sweep's job array run at once.
     array_parallelism: int = 256
+    # Run a sweep's members inside this many Slurm jobs (workers), each taking the next member when one
+    # ends (mltrain.backends.slurm.pack); 0: one Slurm job (array task) per member.
+    pack: int = 0
     # Seconds before the time limit at which every rank gets the checkpoint signal (USR2).
     signal_delay_s: int = 90
     # Requeues after preemption or timeout before the run is Failed.

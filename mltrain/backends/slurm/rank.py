@@ -112,15 +112,17 @@ def _is_hydra_task(argv: List[str]) -> bool:
 class SlurmRank:
     """Picklable callable; submitit runs one per task and calls checkpoint() on preemption."""
 
-    def __init__(self, run_dir: str) -> None:
+    def __init__(self, run_dir: str, own_session: bool = False) -> None:
         self.run_dir = run_dir
+        # the program in a process group of its own, which a packed member's cancel stops whole
+        self.own_session = own_session
         self._proc: Optional[_Child] = None
 
     def __getstate__(self) -> Dict[str, str]:
         return {"run_dir": self.run_dir}
 
     def __setstate__(self, state: Dict[str, str]) -> None:
-        self.run_dir, self._proc = state["run_dir"], None
+        self.run_dir, self._proc, self.own_session = state["run_dir"], None, False
 
     def __call__(self) -> int:
         import submitit  # heavy
@@ -173,9 +175,10 @@ class SlurmRank:
             from mltrain.ranks import hydra_app_rank  # startup
 
             # prepare() is not annotated yet: mltrain.ranks is outside the strictly typed packages
-            code = run_forked(hydra_app_rank.prepare(), job.cwd, full, log_path, **keep)  # type: ignore[no-untyped-call]
+            code = run_forked(hydra_app_rank.prepare(), job.cwd, full, log_path, new_session=self.own_session,  # type: ignore[no-untyped-call]
+                              **keep)
         else:
-            code = run_program(argv, job.cwd, full, log_path, **keep)
+            code = run_program(argv, job.cwd, full, log_path, new_session=self.own_session, **keep)
         self._write_rank(place.rank, attempt, exit_code=code, ended=time.time())
         if code != 0:
             raise RunFailed(f"rank {place.rank} {describe_exit(code)}")

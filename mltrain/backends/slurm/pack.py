@@ -1,0 +1,334 @@
+"""Packing (`compute.pack=N`): a sweep's members run inside at most N Slurm jobs, the workers, instead of
+one job (array task) each. Each worker takes the next member from the sweep's queue, runs it as an
+unpacked member's task runs it (mltrain.backends.slurm.rank.SlurmRank: a plain Hydra app's task in a fork
+of the worker, which imported Hydra once), records its end and takes the next, until the queue stays
+empty for IDLE_S. Slurm then schedules N jobs, not one per member (hydra #2632, #2786; submitit #1734).
+
+The queue is a folder beside the sweep, `pack/<group>/` (one per resource group: members that ask Slurm
+for different resources get workers of their own), whose entries move by rename, atomic on the shared
+file system: `todo/SEQ` (the member's run folder) -> `claimed/SEQ@WORKER` -> `done/SEQ`. Whoever renames
+an entry owns the member: a worker, or the driver for a member it cancels before any worker took it. A
+worker keeps `workers/WORKER.alive` fresh while it lives and renames it `.gone` when it leaves, so the
+driver asks Slurm's accounting only about workers whose heartbeat stopped: a worker lost with its node
+has its member run again elsewhere, once. Members run one process each (world size 1).
+"""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+from mltrain.backends.slurm import accounting
+from mltrain.backends.slurm.rank import SlurmRank
+from mltrain.backends.slurm.run_part import NAME
+from mltrain.errors import RunFailed
+from mltrain.ranks import reports
+from mltrain.ranks.process import signal_group
+from mltrain.runs.console import RunLog
+from mltrain.runs.lifecycle import finish
+from mltrain.runs.record import RunRecord
+from mltrain.spec.status import CANCELED, COMPLETED, FAILED, QUEUED, RUNNING, TERMINAL
+
+#: Seconds a worker waits on an empty queue before it leaves (members of a HyperDrive sweep arrive as
+#: others end; a plain sweep's are all queued before the first worker starts).
+IDLE_S = 5.0
+#: A heartbeat older than this makes the driver ask accounting whether the worker still runs.
+STALE_S = 15.0
+HEARTBEAT_S = 1.0
+#: Times a member whose worker was lost runs again.
+RERUNS = 1
+#: Written when no more members will come (the workers then leave as soon as the queue is empty).
+CLOSED = "closed"
+
+
+def pack_part(pack_dir: Path, entry: str) -> Dict[str, Any]:
+    return {"pack": str(pack_dir), "entry": entry}
+
+
+def packed_in(record: RunRecord) -> Optional[Tuple[Path, str]]:
+    """(queue folder, entry) of a packed member, or None for a run that is a Slurm job of its own."""
+    part = record.doc.backend_parts.get(NAME) or {}
+    return (Path(part["pack"]), str(part["entry"])) if part.get("pack") else None
+
+
+def _dirs(pack_dir: Path) -> None:
+    for sub in ("todo", "claimed", "done", "workers"):
+        (pack_dir / sub).mkdir(parents=True, exist_ok=True)
+
+
+def entry_names(count: int) -> List[str]:
+    """Names for members queued now: they sort after every earlier one, in the given order."""
+    base = time.time_ns()
+    return [f"{base:020d}_{i:06d}" for i in range(count)]
+
+
+def enqueue(pack_dir: Path, names: List[str], run_dirs: List[str]) -> None:
+    """Put members at the end of the queue, in order (their records name their entries already)."""
+    _dirs(pack_dir)
+    (pack_dir / CLOSED).unlink(missing_ok=True)
+    for name, run_dir in zip(names, run_dirs):
+        tmp = pack_dir / f".{name}"
+        tmp.write_text(run_dir, encoding="utf-8")
+        os.rename(tmp, pack_dir / "todo" / name)  # appears whole
+
+
+def claim(pack_dir: Path, owner: str, name: Optional[str] = None) -> Optional[Tuple[str, str]]:
+    """Take `name`, or the first member still queued, for `owner`: (entry name, run folder) or None."""
+    todo = pack_dir / "todo"
+    for entry in [name] if name else sorted(os.listdir(todo)):
+        try:
+            os.rename(todo / entry, pack_dir / "claimed" / f"{entry}@{owner}")
+        except FileNotFoundError:  # another worker was first
+            continue
+        return entry, (pack_dir / "claimed" / f"{entry}@{owner}").read_text(encoding="utf-8")
+    return None
+
+
+def release(pack_dir: Path, entry: str, owner: str, again: bool = False) -> None:
+    """Done with a member (or, `again`, back at the head of the queue for another worker)."""
+    os.rename(pack_dir / "claimed" / f"{entry}@{owner}", pack_dir / ("todo" if again else "done") / entry)
+
+
+# ---------------------------------------------------------------------------------------- the worker
+
+
+@dataclass
+class PackWorker:
+    """What submitit runs in each worker job (pickled by reference to this module)."""
+
+    pack_dir: str
+    timeout_min: int
+    _current: Optional[Tuple[str, str]] = field(default=None, repr=False)
+
+    def __call__(self) -> int:
+        import submitit  # heavy
+
+        env = submitit.JobEnvironment()
+        owner = str(env.job_id)
+        pack_dir, started = Path(self.pack_dir), time.monotonic()
+        alive = pack_dir / "workers" / f"{owner}.alive"
+        stop, stopping = threading.Event(), threading.Event()
+        # scancel of this worker (or its node going away): SIGTERM reaches every process of the job; the member
+        # under way goes back to the queue for another worker, instead of being recorded Failed by a SIGTERM
+        # that was not its own doing (submitit's own handler would only log the signal).
+        signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+        alive.write_text(f"{socket.gethostname()} {os.getpid()}", encoding="utf-8")
+        threading.Thread(target=_beat, args=(alive, stop), daemon=True).start()
+        longest, idle_since = 0.0, time.monotonic()
+        try:
+            while True:
+                # a member is not started unless the worker's time limit leaves room for the longest seen yet
+                if stopping.is_set() or time.monotonic() - started + max(longest, 60.0) > self.timeout_min * 60:
+                    break
+                taken = claim(pack_dir, owner)
+                if taken is None:
+                    if time.monotonic() - idle_since > IDLE_S or (pack_dir / CLOSED).exists():
+                        break
+                    time.sleep(0.1)
+                    continue
+                began = time.monotonic()
+                self._current = (taken[0], owner)
+                ended = run_member(Path(taken[1]), owner, str(pack_dir / "submitit"), stopping)
+                release(pack_dir, taken[0], owner, again=ended == QUEUED)
+                self._current = None
+                longest, idle_since = max(longest, time.monotonic() - began), time.monotonic()
+        finally:
+            stop.set()
+            if alive.exists():
+                os.rename(alive, alive.with_suffix(".gone"))
+        return 0
+
+    def checkpoint(self, *args: object, **kwargs: object) -> Any:
+        """Preemption or the time limit: the member under way goes back to the queue (its rank program had
+        its SIGUSR1, as an unpacked member's has), and the worker is requeued."""
+        import submitit  # heavy
+
+        if self._current is not None:
+            entry, owner = self._current
+            release(Path(self.pack_dir), entry, owner, again=True)
+        return submitit.helpers.DelayedSubmission(PackWorker(self.pack_dir, self.timeout_min))
+
+
+def _beat(alive: Path, stop: threading.Event) -> None:
+    while not stop.wait(HEARTBEAT_S):
+        try:
+            os.utime(alive)
+        except OSError:
+            return
+
+
+def run_member(run_dir: Path, owner: str, folder: str, stopping: Optional[threading.Event] = None) -> str:
+    """Run one member in this worker and record its end (this worker owns its run.json meanwhile); Queued
+    when the worker was stopped under it: the caller puts it back in the queue."""
+    record = RunRecord.load(run_dir)
+    log = RunLog(record.log_path(), None)
+    asked = record.cancel_requested()
+    if asked or record.status in TERMINAL:
+        return record.status if record.status in TERMINAL else finish(record, CANCELED, asked)
+    part = record.doc.backend_parts.get(NAME) or {}
+    record.update(backend_parts={NAME: {**part, "job_id": owner, "submitit_folder": folder}})
+    record.set_status(RUNNING)
+    log.info(f"{RUNNING} in packed Slurm job {owner}")
+    rank = SlurmRank(str(run_dir), own_session=True)
+    done = threading.Event()
+    watcher = threading.Thread(target=_watch_cancel, args=(record, rank, done), daemon=True)
+    watcher.start()
+    try:
+        rank()
+        code = 0
+    except RunFailed:
+        code = 1
+    finally:
+        done.set()
+    watcher.join()
+    record.reload()
+    reason = record.cancel_requested()
+    if code == 0:
+        return finish(record, COMPLETED)
+    if reason:
+        return finish(record, CANCELED, reason)
+    if stopping is not None and stopping.is_set():
+        record.reopen()
+        record.set_status(QUEUED)
+        log.info(f"{QUEUED} again: its worker, Slurm job {owner}, was stopped under it")
+        return QUEUED
+    failed_rank, error = reports.failure(record)
+    return finish(record, FAILED, error, failed_rank)
+
+
+def _watch_cancel(record: RunRecord, rank: SlurmRank, done: threading.Event, grace_s: float = 5.0) -> None:
+    """A cancel of this member (`runs cancel`, a sweep policy, the sweep's own cancel) stops its program."""
+    while not done.wait(0.2):
+        if record.cancel_requested() is None:
+            continue
+        proc = rank._proc
+        if proc is None:
+            continue
+        for sig, wait in ((15, grace_s), (9, 0.0)):
+            try:
+                signal_group(proc, sig)  # type: ignore[arg-type]  # a Popen or a fork: both have a pid
+            except (ProcessLookupError, PermissionError):
+                return
+            if done.wait(wait):
+                return
+        return
+
+
+# ---------------------------------------------------------------------------------------- the driver
+
+
+@dataclass
+class Pool:
+    """The workers of one queue, as the driver knows them."""
+
+    pack_dir: Path
+    params: Dict[str, Any]
+    size: int
+    max_requeues: int
+    submitted: Dict[str, float] = field(default_factory=dict)  # worker job id -> when submitted
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    reruns: Dict[str, int] = field(default_factory=dict)
+    asked: float = 0.0
+    interval: float = 5.0
+    following: int = 0  # launch() calls of this driver following members of this queue
+
+    def close(self) -> None:
+        """No more members will come: the workers leave once the queue is empty, without waiting IDLE_S."""
+        (self.pack_dir / CLOSED).touch()
+
+    def tend(self, now: Optional[float] = None) -> None:
+        """Start workers while queued members outnumber them; find lost workers and run their members again."""
+        now = time.monotonic() if now is None else now
+        with self.lock:
+            self._lost(now)
+            todo = len(os.listdir(self.pack_dir / "todo"))
+            live = [w for w in self.submitted if not (self.pack_dir / "workers" / f"{w}.gone").exists()
+                    and not (self.pack_dir / "workers" / f"{w}.lost").exists()]
+            claimed = len(os.listdir(self.pack_dir / "claimed"))
+            want = min(self.size, todo + claimed) - len(live)
+            if todo and want > 0:
+                self._submit(min(want, todo))
+
+    def _submit(self, count: int) -> None:
+        from mltrain.backends.slurm.submission import make_executor  # heavy
+
+        executor = make_executor(self.params, self.pack_dir / "submitit", self.max_requeues)
+        with executor.batch():
+            jobs = [executor.submit(PackWorker(str(self.pack_dir), int(self.params["timeout_min"])))
+                    for _ in range(count)]
+        for job in jobs:
+            self.submitted[str(job.job_id)] = time.monotonic()
+
+    def _lost(self, now: float) -> None:
+        """Workers whose heartbeat stopped (or that never started) and that accounting says have ended."""
+        workers = self.pack_dir / "workers"
+        doubtful = []
+        for w, when in self.submitted.items():
+            alive = workers / f"{w}.alive"
+            if (workers / f"{w}.gone").exists() or (workers / f"{w}.lost").exists():
+                continue
+            try:
+                stale = time.time() - alive.stat().st_mtime > STALE_S
+            except FileNotFoundError:
+                stale = now - when > self.interval  # queued, or lost before it began
+            if stale:
+                doubtful.append(w)
+        if not doubtful or now - self.asked < self.interval:
+            return
+        self.asked = now
+        states = accounting.query(doubtful)
+        for w in doubtful:
+            state = states.get(w)
+            if state is not None and state.status in TERMINAL:
+                (workers / f"{w}.lost").write_text(state.state, encoding="utf-8")
+                self._rerun_members_of(w, state.state)
+
+    def _rerun_members_of(self, worker: str, state: str) -> None:
+        for claimed in os.listdir(self.pack_dir / "claimed"):
+            entry, _, owner = claimed.partition("@")
+            if owner != worker:
+                continue
+            record = RunRecord.load((self.pack_dir / "claimed" / claimed).read_text(encoding="utf-8"))
+            if record.status in TERMINAL:
+                release(self.pack_dir, entry, owner)
+                continue
+            why = f"its worker, Slurm job {worker}, ended {state}"
+            if self.reruns.get(entry, 0) >= RERUNS or record.cancel_requested():
+                release(self.pack_dir, entry, owner)
+                finish(record, FAILED, why + " (run again once already)")
+                continue
+            self.reruns[entry] = self.reruns.get(entry, 0) + 1
+            record.reopen()
+            record.set_status(QUEUED)
+            RunLog(record.log_path(), None).info(f"{QUEUED} again: {why}")
+            release(self.pack_dir, entry, owner, again=True)
+
+    def cancel_queued(self, entries: List[str], reason: str) -> None:
+        """Members no worker has taken yet end Canceled here; those under way are asked (their worker stops them)."""
+        for entry in entries:
+            taken = claim(self.pack_dir, "driver", entry)
+            if taken is not None:
+                finish(RunRecord.load(taken[1]), CANCELED, reason)
+                release(self.pack_dir, entry, "driver")
+
+    def stop(self) -> None:
+        accounting.scancel(list(self.submitted))
+
+
+_pools: Dict[str, Pool] = {}
+_pools_lock = threading.Lock()
+
+
+def pool_for(pack_dir: Path, params: Dict[str, Any], size: int, max_requeues: int) -> Pool:
+    """One pool per queue in this driver: a HyperDrive sweep's members, launched one by one, share it."""
+    with _pools_lock:
+        key = str(pack_dir)
+        if key not in _pools:
+            _dirs(pack_dir)
+            _pools[key] = Pool(pack_dir, params, size, max_requeues)
+        return _pools[key]

@@ -1,0 +1,217 @@
+"""The driver's side of packing (mltrain.backends.slurm.pack says what packing is): queue a sweep's
+members, keep workers for them, follow them to their ends, cancel them; and `runs status|cancel` of
+one packed member from any process."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Set
+
+from mltrain.backends.base import Plan, cancel_reason, driver_alive
+from mltrain.backends.slurm import driver
+from mltrain.backends.slurm.compute import SlurmComputeConf
+from mltrain.backends.slurm.pack import STALE_S, Pool, claim, enqueue, entry_names, pack_part, packed_in, pool_for, release
+from mltrain.backends.slurm.run_part import NAME
+from mltrain.backends.slurm.submission import sbatch_script
+from mltrain.errors import ConfigError
+from mltrain.runs.console import Console, RunLog
+from mltrain.runs.lifecycle import finish
+from mltrain.runs.record import RunRecord
+from mltrain.spec.job import FrozenJob
+from mltrain.spec.schema import compute_as
+from mltrain.spec.status import CANCELED, FAILED, QUEUED, RUNNING, TERMINAL
+
+#: Seconds the workers are given to stop the members of a canceled sweep before they are scancelled.
+CANCEL_GRACE_S = 30.0
+TICK_S = 0.1
+
+
+def packs(job: FrozenJob) -> bool:
+    """Whether this run is a sweep member to be packed."""
+    return bool(compute_as(job.compute, SlurmComputeConf).pack) and job.sweep_dir is not None
+
+
+def check(job: FrozenJob) -> None:
+    if packs(job) and job.world_size > 1:
+        raise ConfigError("compute.pack", f"packs single-process members; this sweep's members have "
+                                          f"{job.world_size} ranks (set compute.pack=0 to give each its own Slurm job)")
+
+
+def worker_params(plan: Plan) -> Dict[str, Any]:
+    """A worker's Slurm request: what one member asks for, as one task, under the sweep's name."""
+    params = {k: v for k, v in plan.details["executor"].items() if k != "slurm_array_parallelism"}
+    params.update(nodes=1, tasks_per_node=1, name=f"{plan.job.experiment}-pack")
+    return params
+
+
+def queue_of(plan: Plan) -> Path:
+    """The queue of the member's resource group: members asking for the same resources share workers."""
+    digest = hashlib.sha1(json.dumps(worker_params(plan), sort_keys=True, default=str).encode()).hexdigest()[:10]
+    assert plan.job.sweep_dir is not None
+    return Path(plan.job.sweep_dir) / "pack" / digest
+
+
+def describe(plan: Plan) -> List[str]:
+    c = compute_as(plan.job.compute, SlurmComputeConf)
+    where = queue_of(plan)
+    script = sbatch_script(worker_params(plan), where / "submitit", c.max_requeues)
+    return [f"packed (compute.pack={c.pack}): this member is queued in {where}/todo, in the sweep's order; up to "
+            f"{c.pack} worker jobs each take the next member when one ends, and leave when the queue stays empty",
+            "a worker's sbatch script:", *("  " + line for line in script.splitlines())]
+
+
+def launch(plans: List[Plan], records: List[RunRecord], consoles: List[Console], cancel: threading.Event) -> List[str]:
+    jobs = [p.job for p in plans]
+    compute = compute_as(jobs[0].compute, SlurmComputeConf)
+    listings = driver.prepare(jobs, records, consoles)
+    names = entry_names(len(plans))
+    queues = [queue_of(p) for p in plans]
+    pools: Dict[Path, Pool] = {}
+    for plan, queue in zip(plans, queues):
+        if queue not in pools:
+            pools[queue] = pool_for(queue, worker_params(plan), compute.pack, compute.max_requeues)
+    for record, console, queue, name in zip(records, consoles, queues, names):
+        fields: Dict[str, Any] = {"backend_parts": {NAME: pack_part(queue, name)}, **driver.with_packages(record, listings)}
+        if jobs[0].detach:
+            fields["detached"] = True
+        record.set_status(QUEUED, **fields)
+        RunLog(record.log_path(), console).info(f"{QUEUED}: packed, in {queue}", show=True)
+    for queue in pools:
+        members = [i for i, q in enumerate(queues) if q == queue]
+        enqueue(queue, [names[i] for i in members], [jobs[i].run_dir for i in members])
+    try:
+        for pool in pools.values():
+            pool.tend()
+    except Exception as exc:  # no worker reached the cluster: the members end Failed, here
+        for pool, queue in zip(pools.values(), pools):
+            pool.cancel_queued([names[i] for i, q in enumerate(queues) if q == queue], f"submission to Slurm failed: {exc}")
+        return [FAILED if r.status == CANCELED else r.status for r in _reloaded(records)]
+    if jobs[0].detach:
+        for plan, console in zip(plans, consoles):
+            console.status(f"detached: run {plan.job.run_id} is packed; follow it with "
+                           f"`mltrain runs status|logs|cancel {plan.job.run_id}`")
+        return [QUEUED] * len(plans)
+    for pool in pools.values():
+        pool.following += 1
+    try:
+        return follow(plans, records, consoles, names, queues, pools, cancel)
+    finally:
+        for pool in pools.values():
+            pool.following -= 1
+            if len(plans) > 1 and not pool.following:  # a plain sweep's members, all queued at once, have ended
+                pool.close()
+
+
+def _reloaded(records: List[RunRecord]) -> List[RunRecord]:
+    for record in records:
+        record.reload()
+    return records
+
+
+def follow(plans: List[Plan], records: List[RunRecord], consoles: List[Console], names: List[str],
+           queues: List[Path], pools: Dict[Path, Pool], cancel: threading.Event) -> List[str]:
+    """Follow the members to their ends: the queue folders say which one started and which ended (a
+    listing per tick; a run.json is read only when its member moved), the rank logs are shown as they grow."""
+    streams = [driver._streams(p, r, c) for p, r, c in zip(plans, records, consoles)]
+    open_ = set(range(len(plans)))
+    running: Set[int] = set()
+    deadline: Optional[float] = None
+    while open_:
+        if cancel.is_set() and deadline is None:
+            reason = cancel_reason(cancel)
+            for i in open_:
+                records[i].request_cancel(reason)
+            for queue, pool in pools.items():
+                pool.cancel_queued([names[i] for i in open_ if queues[i] == queue], reason)
+            deadline = time.monotonic() + CANCEL_GRACE_S
+        for pool in pools.values():
+            pool.tend()
+        claimed = {q: {n.partition("@")[0] for n in os.listdir(q / "claimed")} for q in pools}
+        done = {q: set(os.listdir(q / "done")) for q in pools}
+        for i in sorted(open_):
+            queue, name, record, console = queues[i], names[i], records[i], consoles[i]
+            if i not in running and name in claimed[queue] and name not in done[queue]:
+                record.reload()  # its worker says Running once it has started the member
+                if RUNNING in record.doc.phases and record.status not in TERMINAL:
+                    running.add(i)
+                    console.status(f"{RUNNING} (in packed Slurm job {record.scheduler_job_id})")
+            elif i in running and name not in claimed[queue] and name not in done[queue]:
+                running.discard(i)  # back in the queue: its worker was lost
+                console.status(f"{QUEUED} again: its worker was lost")
+            for s in streams[i]:
+                s.pump(final=name in done[queue])
+            if name in done[queue]:
+                record.reload()
+                _say_end(record, console)
+                open_.discard(i)
+        if deadline is not None and time.monotonic() > deadline and open_:
+            for pool in pools.values():
+                pool.stop()
+            for i in open_:
+                records[i].reload()
+                if records[i].status not in TERMINAL:
+                    finish(records[i], CANCELED, cancel_reason(cancel) + " (its worker did not stop it; scancel)",
+                           console=consoles[i])
+            break
+        if open_:
+            time.sleep(TICK_S)
+    return [r.status for r in records]
+
+
+def _say_end(record: RunRecord, console: Console) -> None:
+    ran, waited = record.times()
+    waited_text = f", after {waited:.1f}s waiting" if waited >= 0.05 else ""
+    console.status(f"{record.status} in {ran:.1f}s{waited_text}  {record.dir}")
+    if record.error and record.status == FAILED:
+        console.status(record.error)
+
+
+def cancel(record: RunRecord, reason: str = "canceled by the user", wait_s: float = CANCEL_GRACE_S) -> None:
+    """`runs cancel MEMBER` of a packed member: ended here if no worker has taken it, else its worker stops it."""
+    where = packed_in(record)
+    assert where is not None
+    queue, entry = where
+    record.request_cancel(reason)
+    taken = claim(queue, "canceller", entry)
+    if taken is not None:
+        record.reload()
+        if record.status not in TERMINAL:
+            finish(record, CANCELED, reason)
+        release(queue, entry, "canceller")
+        return
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        record.reload()
+        if record.status in TERMINAL:
+            return
+        time.sleep(0.1)
+
+
+def refresh(record: RunRecord) -> None:
+    """A packed member whose driver is gone and whose worker left or was lost before it ended: Failed."""
+    where = packed_in(record)
+    if where is None or record.status in TERMINAL or driver_alive(record):
+        return
+    queue, entry = where
+    owners = [n.partition("@")[2] for n in os.listdir(queue / "claimed") if n.partition("@")[0] == entry]
+    if not owners:
+        return  # still queued (a worker will take it) or just done (its record says so next look)
+    workers = queue / "workers"
+    owner = owners[0]
+    try:
+        beat = (workers / f"{owner}.alive").stat().st_mtime
+    except FileNotFoundError:
+        beat = 0.0
+    if time.time() - beat <= STALE_S and not (workers / f"{owner}.gone").exists():
+        return
+    from mltrain.backends.slurm import accounting  # startup
+
+    state = accounting.query([owner]).get(owner)
+    if state is not None and state.status in TERMINAL:
+        record.reload()
+        if record.status not in TERMINAL:
+            finish(record, FAILED, f"its worker, Slurm job {owner}, ended {state.state} before it did")
