@@ -1,16 +1,17 @@
 """Many short trials on Slurm (issue 36): a plain Hydra app whose task sleeps 1 s, swept over N members on the
 test cluster (8 CPUs, each member 1 CPU and 1 GB), to the sweep's end, with `hydra/launcher=mltrain_slurm`
-(one array task per member) and `hydra/launcher=submitit_slurm` (hydra-submitit-launcher), alternating, in
-one run. For each arm: the wall of the whole command, the ideal (N x 1 s / 8 slots), and the RPCs the
+packed (`hydra.launcher.pack=8`: 8 worker jobs take the members one after another) and unpacked (one array
+task per member), and `hydra/launcher=submitit_slurm` (hydra-submitit-launcher), alternating, in one run.
+For each arm: the wall of the whole command, the ideal (N x 1 s / 8 slots), and the RPCs the
 scheduler served during it, by kind, from Slurm's own counters: `sdiag` (slurmctld: REQUEST_JOB_INFO is
 squeue's and submitit's poll) and `sacctmgr show stats` (slurmdbd: DBD_GET_JOBS_COND is sacct's). The
 counters are cluster-wide: nothing else may use the cluster during the run.
 
 The issue's targets: RPCs for status (squeue + sacct) not growing with N (the same count +-20 % for 100 and
-1,000 members of the same length); packed <= 1.15 x the ideal (packing is not built yet: not measured).
+1,000 members of the same length); packed <= 1.15 x the ideal and <= 0.5 x hydra-submitit-launcher's wall.
 
 Usage: .venv/bin/python benchmarks/bench_slurm_scale.py [--members 100,1000] [--seconds 1] [--rounds 1]
-       [--arms mltrain_slurm,submitit_slurm]
+       [--arms mltrain_packed,mltrain_slurm,submitit_slurm]
 (needs SLURM_CONF: scripts/slurm_cluster.sh; pip install 'mltrain[bench]')
 """
 from __future__ import annotations
@@ -24,7 +25,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 HERE = Path(__file__).parent
 APP = HERE / "assets" / "sleep_app.py"
@@ -46,21 +47,40 @@ def counters(env: dict) -> Dict[str, int]:
     return out
 
 
-def run(launcher: str, members: int, seconds: float, work: Path, env: dict, tag: str) -> dict:
+#: arm -> (Hydra launcher, its extra overrides)
+ARMS = {"mltrain_packed": ("mltrain_slurm", [f"hydra.launcher.pack={SLOTS}"]), "mltrain_slurm": ("mltrain_slurm", []),
+        "submitit_slurm": ("submitit_slurm", [])}
+
+
+def run(arm: str, members: int, seconds: float, work: Path, env: dict, tag: str) -> dict:
+    launcher, extra = ARMS[arm]
     cmd = [sys.executable, str(APP), "-m", f"x=range(0,{members})", f"seconds={seconds}",
-           f"hydra/launcher={launcher}", f"hydra.sweep.dir={work}/{launcher}_{tag}", "hydra.launcher.timeout_min=30",
-           "hydra.launcher.mem_gb=1", "hydra.launcher.cpus_per_task=1", "hydra.launcher.array_parallelism=1000"]
+           f"hydra/launcher={launcher}", f"hydra.sweep.dir={work}/{arm}_{tag}", "hydra.launcher.timeout_min=30",
+           "hydra.launcher.mem_gb=1", "hydra.launcher.cpus_per_task=1", "hydra.launcher.array_parallelism=1000", *extra]
     before = counters(env)
     t0 = time.perf_counter()
     out = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - t0
     after = counters(env)
     if out.returncode != 0:
-        raise SystemExit(f"{launcher} failed:\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
+        raise SystemExit(f"{arm} failed:\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
     delta = {k: after.get(k, 0) - before.get(k, 0) for k in after if after.get(k, 0) != before.get(k, 0)}
-    return {"launcher": launcher, "members": members, "wall_s": round(wall, 2),
+    return {"launcher": arm, "members": members, "wall_s": round(wall, 2), "span_s": _span(work, arm, tag),
             "ideal_s": members * seconds / SLOTS, "status_rpcs": sum(delta.get(k, 0) for k in STATUS_KINDS),
             "submit_rpcs": sum(delta.get(k, 0) for k in SUBMIT_KINDS), "rpcs": delta}
+
+
+def _span(work: Path, arm: str, tag: str) -> Optional[float]:
+    """mltrain's arms: from the first member's run made to the last member's end, from the members' run.json
+    (the whole command adds the app's start and Hydra's BasicSweeper, which composes every member's config
+    once more to validate the batch before any launcher sees it: the same in every arm)."""
+    made, ended = [], []
+    for path in (work / "home" / "runs").glob("*/run.json"):
+        doc = json.loads(path.read_text())
+        if f"{arm}_{tag}" in str((doc.get("sweep") or {}).get("dir")):
+            made.append(doc["created"])
+            ended.append(max(doc["phases"].values()))
+    return round(max(ended) - min(made), 2) if made else None
 
 
 def main() -> None:
@@ -68,7 +88,7 @@ def main() -> None:
     p.add_argument("--members", default="100,1000")
     p.add_argument("--seconds", type=float, default=1.0)
     p.add_argument("--rounds", type=int, default=1)
-    p.add_argument("--arms", default="mltrain_slurm,submitit_slurm")
+    p.add_argument("--arms", default="mltrain_packed,mltrain_slurm,submitit_slurm")
     a = p.parse_args()
     if not os.environ.get("SLURM_CONF"):
         raise SystemExit("no SLURM_CONF: start a cluster with scripts/slurm_cluster.sh and source its env.sh")
@@ -86,10 +106,13 @@ def main() -> None:
                 print(json.dumps(row), flush=True)
     print(f"\n{a.seconds:g}-s members on {SLOTS} slots, whole sweep ({time.strftime('%Y-%m-%d')}, "
           f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f} at the end)")
-    print(f"  {'launcher':16} {'members':>7} {'wall':>8} {'ideal':>7} {'x ideal':>8} {'status RPCs':>12} {'submits':>8}")
+    print(f"  {'launcher':16} {'members':>7} {'wall':>8} {'ideal':>7} {'x ideal':>8} {'span':>8} {'x ideal':>8} "
+          f"{'status RPCs':>12} {'submits':>8}")
     for row in rows:
+        span = row["span_s"]
+        spans = f"{span:>7.1f}s {span / row['ideal_s']:>8.2f}" if span else f"{'-':>8} {'-':>8}"
         print(f"  {row['launcher']:16} {row['members']:>7} {row['wall_s']:>7.1f}s {row['ideal_s']:>6.1f}s "
-              f"{row['wall_s'] / row['ideal_s']:>8.2f} {row['status_rpcs']:>12} {row['submit_rpcs']:>8}")
+              f"{row['wall_s'] / row['ideal_s']:>8.2f} {spans} {row['status_rpcs']:>12} {row['submit_rpcs']:>8}")
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ import traceback
 from pathlib import Path
 
 import cloudpickle  # registers what unpickling the payload needs
+from hydra.core.plugins import Plugins
 from hydra.core.singleton import Singleton
 from hydra.core.utils import JobStatus, run_job, setup_globals
 from omegaconf.basecontainer import BaseContainer
@@ -19,7 +20,10 @@ from mltrain.atomic import atomic_write_bytes
 
 def prepare():
     """The task's entry point. A Slurm task imports this module (and with it Hydra) and calls this
-    before it forks the rank (mltrain.backends.slurm.rank), so the fork finds Hydra already loaded."""
+    before it forks the rank (mltrain.backends.slurm.rank), so the fork finds Hydra already loaded,
+    and Hydra's plugins already found: a packed worker forks one task after another (mltrain.backends.slurm.pack),
+    and each would otherwise scan every installed plugin again (Singleton.set_state does)."""
+    Plugins.instance()
     return main
 
 
@@ -31,8 +35,13 @@ def main() -> None:
     if "shared" in payload:
         payload = {**pickle.loads(payload["shared"]), "config": payload["config"]}
     setup_globals()
-    # JobRuntime, ConfigStore and Hydra's version base live in singletons the driver filled in.
-    Singleton.set_state(payload["singletons"])
+    # JobRuntime, ConfigStore and Hydra's version base live in singletons the driver filled in; the
+    # plugins this process found already (prepare()) are kept: set_state finds them again otherwise.
+    found = Singleton._instances.get(Plugins)
+    state = payload["singletons"]
+    if found is not None:
+        state = {**state, "instances": {**state["instances"], Plugins: found}}
+    Singleton.set_state(state)
     for name, fn in payload["resolvers"].items():
         BaseContainer._resolvers.setdefault(name, fn)
     ret = run_job(

@@ -171,12 +171,21 @@ class ForkedChild:
 
     def poll(self) -> Optional[int]:
         if self.returncode is None:
-            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:  # reaped by a wait() of another thread, which sets returncode
+                return self.returncode
             if pid:
                 self.returncode = os.waitstatus_to_exitcode(status)
         return self.returncode
 
     def wait(self, timeout: Optional[float] = None) -> int:
+        if timeout is None and self.returncode is None:  # blocks in the kernel: no polling on a busy node
+            try:
+                _, status = os.waitpid(self.pid, 0)
+                self.returncode = os.waitstatus_to_exitcode(status)
+            except ChildProcessError:  # reaped by a poll() of another thread meanwhile
+                pass
         deadline = None if timeout is None else time.monotonic() + timeout
         while self.poll() is None:
             if deadline is not None and time.monotonic() > deadline:

@@ -239,7 +239,10 @@ class Pool:
 
     def close(self) -> None:
         """No more members will come: the workers leave once the queue is empty, without waiting IDLE_S."""
-        (self.pack_dir / CLOSED).touch()
+        try:
+            (self.pack_dir / CLOSED).touch()
+        except OSError:  # the sweep's folder is gone: so are its workers' reasons to wait
+            pass
 
     def tend(self, now: Optional[float] = None) -> None:
         """Start workers while queued members outnumber them; find lost workers and run their members again."""
@@ -249,10 +252,22 @@ class Pool:
             todo = len(os.listdir(self.pack_dir / "todo"))
             live = [w for w in self.submitted if not (self.pack_dir / "workers" / f"{w}.gone").exists()
                     and not (self.pack_dir / "workers" / f"{w}.lost").exists()]
+            live += self._others_alive()  # an earlier driver's workers (a resumed sweep) count too
             claimed = len(os.listdir(self.pack_dir / "claimed"))
             want = min(self.size, todo + claimed) - len(live)
             if todo and want > 0:
                 self._submit(min(want, todo))
+
+    def _others_alive(self) -> List[str]:
+        out = []
+        for path in (self.pack_dir / "workers").glob("*.alive"):
+            try:
+                fresh = time.time() - path.stat().st_mtime <= STALE_S
+            except FileNotFoundError:
+                continue
+            if fresh and path.stem not in self.submitted:
+                out.append(path.stem)
+        return out
 
     def _submit(self, count: int) -> None:
         from mltrain.backends.slurm.submission import make_executor  # heavy

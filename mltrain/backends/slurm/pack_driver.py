@@ -142,8 +142,9 @@ def follow(plans: List[Plan], records: List[RunRecord], consoles: List[Console],
             elif i in running and name not in claimed[queue] and name not in done[queue]:
                 running.discard(i)  # back in the queue: its worker was lost
                 console.status(f"{QUEUED} again: its worker was lost")
-            for s in streams[i]:
-                s.pump(final=name in done[queue])
+            if i in running or name in done[queue]:  # a queued member has no output yet: not looked at
+                for s in streams[i]:
+                    s.pump(final=name in done[queue])
             if name in done[queue]:
                 record.reload()
                 _say_end(record, console)

@@ -1,0 +1,50 @@
+"""The packing queue's dealing (mltrain.backends.slurm.pack): members are taken in the sweep's order, each by
+one taker only, however many take at once; a member given back is taken again before later ones."""
+import threading
+
+from mltrain.backends.slurm.pack import claim, enqueue, entry_names, release
+
+
+def test_members_are_dealt_in_order_one_taker_each(tmp_path):
+    names = entry_names(5)
+    enqueue(tmp_path, names, [f"/runs/m{i}" for i in range(5)])
+    taken = [claim(tmp_path, owner) for owner in ("w1", "w2", "w1", "w2", "w1", "w2")]
+    assert [t[1] if t else None for t in taken] == ["/runs/m0", "/runs/m1", "/runs/m2", "/runs/m3", "/runs/m4", None]
+    assert sorted((tmp_path / "claimed").iterdir())[0].name == f"{names[0]}@w1"
+
+
+def test_a_member_given_back_is_taken_again_before_later_ones(tmp_path):
+    first, second = entry_names(1), entry_names(1)  # queued by two calls: the second's names sort after
+    enqueue(tmp_path, first, ["/runs/a"])
+    enqueue(tmp_path, second, ["/runs/b"])
+    entry, run_dir = claim(tmp_path, "w1")
+    assert run_dir == "/runs/a"
+    release(tmp_path, entry, "w1", again=True)  # its worker was stopped under it
+    assert claim(tmp_path, "w2") == (entry, "/runs/a")
+    release(tmp_path, entry, "w2")
+    assert (tmp_path / "done" / entry).read_text() == "/runs/a"
+
+
+def test_many_takers_at_once_never_take_one_member_twice(tmp_path):
+    enqueue(tmp_path, entry_names(300), [f"/runs/m{i}" for i in range(300)])
+    got: dict = {}
+
+    def take(owner: str) -> None:
+        while (t := claim(tmp_path, owner)) is not None:
+            got.setdefault(t[1], []).append(owner)
+
+    threads = [threading.Thread(target=take, args=(f"w{i}",)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(got) == sorted(f"/runs/m{i}" for i in range(300))
+    assert all(len(owners) == 1 for owners in got.values())
+
+
+def test_a_named_member_is_taken_only_if_still_queued(tmp_path):
+    names = entry_names(2)
+    enqueue(tmp_path, names, ["/runs/a", "/runs/b"])
+    assert claim(tmp_path, "w1") == (names[0], "/runs/a")
+    assert claim(tmp_path, "canceller", names[0]) is None  # a worker has it: its worker stops it
+    assert claim(tmp_path, "canceller", names[1]) == (names[1], "/runs/b")
