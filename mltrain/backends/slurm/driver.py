@@ -285,7 +285,8 @@ class _Stream:
         return bool(chunk)
 
 
-def _streams(plan: Plan, record: RunRecord, console: Console) -> List[_Stream]:
+def rank_streams(plan: Plan, record: RunRecord, console: Console) -> List[_Stream]:
+    """The rank logs a run shows on the console (job.console: rank 0, all, none), followed as they grow."""
     job = plan.job
     if job.console == "none":
         return []
@@ -305,7 +306,7 @@ def wait(plans: List[Plan], records: List[RunRecord], ids: List[str], consoles: 
     add nothing to the reports. Each `sacct` is a process and a database query; on a busy node they
     compete with the ranks, and on a shared cluster with everyone's.
     """
-    streams = [_streams(p, r, c) for p, r, c in zip(plans, records, consoles)]
+    streams = [rank_streams(p, r, c) for p, r, c in zip(plans, records, consoles)]
     poll = compute_as(plans[0].job.compute, SlurmComputeConf).poll_s
     tick = min(poll, TICK_S)
     open_ = {i for i, r in enumerate(records) if r.status not in TERMINAL}  # an early cancel ended some already

@@ -116,7 +116,7 @@ def follow(plans: List[Plan], records: List[RunRecord], consoles: List[Console],
            queues: List[Path], pools: Dict[Path, Pool], cancel: threading.Event) -> List[str]:
     """Follow the members to their ends: the queue folders say which one started and which ended (a
     listing per tick; a run.json is read only when its member moved), the rank logs are shown as they grow."""
-    streams = [driver._streams(p, r, c) for p, r, c in zip(plans, records, consoles)]
+    streams = [driver.rank_streams(p, r, c) for p, r, c in zip(plans, records, consoles)]
     open_ = set(range(len(plans)))
     running: Set[int] = set()
     deadline: Optional[float] = None
