@@ -65,6 +65,8 @@ COMMANDS = {
     "mltrain compute=slurm distribution=pytorch distribution.node_count=2 distribution.process_count_per_node=4 "
     "compute.gpus_per_node=4 compute.partition=gpu compute.timeout_min=240": ("dry", NO_GPU),
     "mltrain -m trainer.learning_rate=0.1,0.01,0.001 compute=slurm": ("run", SHORT),
+    'mltrain -m job=command job.command="echo seed ${job.params.seed}" compute=slurm compute.pack=8 '
+    "+job.params.seed=range(0,100)": ("run", []),
     "mltrain compute=slurm job=command job.command=\"sleep 600\" run.id=long-job --detach": ("run", []),
     "mltrain runs status long-job": ("run", []),
     "mltrain runs cancel long-job": ("run", []),
@@ -305,6 +307,8 @@ def _check(key: str, out: str, project: Path) -> None:
         assert (project / "curves.png").stat().st_size > 10_000
     elif key == "mltrain pipeline=digits compute=slurm":
         assert out.count("reused: run ") == 3 and "pipeline digits Completed (3 steps)" in out
+    elif "compute.pack=8" in key:  # a hundred members in a few worker jobs, each with its own run
+        assert "sweep of 100 runs" in out and "Running (in packed Slurm job" in out and "seed 99" in out
     elif key == "mltrain experiment=ddp_train":
         assert "sum 3.0 lr 0.05" in out  # two ranks all-reduced, the experiment's arguments
     elif key == "mltrain job create --file train-job.yml":
