@@ -25,6 +25,7 @@ from mltrain.cli import runs
 from mltrain.config.paths import mltrain_home
 from mltrain.errors import MltrainError
 from mltrain.models import mlflow_store as store
+from mltrain.processes import stop_group, within
 from mltrain.runs import mlflow_run
 
 INSTALL = "pip install 'mltrain[ui]'"
@@ -76,16 +77,8 @@ def _answers(url: str) -> bool:
 def _stop(server: subprocess.Popen) -> None:
     """Stop the server's whole process group (`mlflow server`, uvicorn and its worker) as a terminal's
     Ctrl-C would (SIGINT: uvicorn's graceful shutdown), then SIGTERM, then SIGKILL if it lingers."""
-    for sig, wait_s in ((signal.SIGINT, 5.0), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(server.pid, sig)
-        except ProcessLookupError:
-            pass
-        try:
-            server.wait(timeout=wait_s)
-            break
-        except subprocess.TimeoutExpired:
-            continue
+    stop_group(server.pid, ((signal.SIGINT, 5.0), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)),
+               within(lambda grace: server.wait(timeout=grace)))
     try:  # a worker that outlived its parent is still in the group
         os.killpg(server.pid, signal.SIGKILL)
     except ProcessLookupError:

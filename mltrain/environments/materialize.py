@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import fcntl
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -30,6 +29,7 @@ from mltrain.config.paths import mltrain_home
 from mltrain.environments.catalog import TORCH_MAX_PYTHON
 from mltrain.environments.spec import EnvironmentSpec, current_python
 from mltrain.errors import ConfigError, MltrainError
+from mltrain.processes import stop_group, within
 
 READY = ".ready"
 LIST_PACKAGES = ("import importlib.metadata as m, json; "
@@ -161,16 +161,8 @@ def _run_stoppable(cmd: List[str], stop: Optional[threading.Event]) -> subproces
             return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
         except subprocess.TimeoutExpired:
             if stop is not None and stop.is_set():
-                for sig, grace in ((signal.SIGTERM, 5.0), (signal.SIGKILL, None)):
-                    try:
-                        os.killpg(proc.pid, sig)
-                    except ProcessLookupError:
-                        pass
-                    try:
-                        proc.communicate(timeout=grace)
-                        break
-                    except subprocess.TimeoutExpired:
-                        continue
+                stop_group(proc.pid, ((signal.SIGTERM, 5.0), (signal.SIGKILL, None)),
+                           within(lambda grace: proc.communicate(timeout=grace)))
                 raise BuildStopped("the environment build was stopped") from None
 
 

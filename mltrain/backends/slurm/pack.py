@@ -27,8 +27,8 @@ from mltrain.backends.slurm import accounting
 from mltrain.backends.slurm.rank import SlurmRank
 from mltrain.backends.slurm.run_part import NAME
 from mltrain.errors import RunFailed
+from mltrain.processes import stop_group
 from mltrain.ranks import reports
-from mltrain.ranks.process import signal_group
 from mltrain.runs.console import RunLog
 from mltrain.runs.lifecycle import finish
 from mltrain.runs.record import RunRecord
@@ -209,13 +209,7 @@ def _watch_cancel(record: RunRecord, rank: SlurmRank, done: threading.Event, gra
         proc = rank._proc
         if proc is None:
             continue
-        for sig, wait in ((15, grace_s), (9, 0.0)):
-            try:
-                signal_group(proc, sig)  # type: ignore[arg-type]  # a Popen or a fork: both have a pid
-            except (ProcessLookupError, PermissionError):
-                return
-            if done.wait(wait):
-                return
+        stop_group(proc.pid, ((signal.SIGTERM, grace_s), (signal.SIGKILL, 0.0)), done.wait)
         return
 
 
