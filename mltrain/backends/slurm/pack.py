@@ -193,12 +193,17 @@ def run_member(run_dir: Path, owner: str, folder: str, stopping: Optional[thread
     if reason:
         return finish(record, CANCELED, reason)
     if stopping is not None and stopping.is_set():
-        record.reopen()
-        record.set_status(QUEUED)
-        log.info(f"{QUEUED} again: its worker, Slurm job {owner}, was stopped under it")
-        return QUEUED
+        return requeue(record, f"its worker, Slurm job {owner}, was stopped under it")
     failed_rank, error = reports.failure(record)
     return finish(record, FAILED, error, failed_rank)
+
+
+def requeue(record: RunRecord, why: str) -> str:
+    """A member to run again in another worker: a new attempt, Queued (the caller puts it back in the queue)."""
+    record.reopen()
+    record.set_status(QUEUED)
+    RunLog(record.log_path(), None).info(f"{QUEUED} again: {why}")
+    return QUEUED
 
 
 def _watch_cancel(record: RunRecord, rank: SlurmRank, done: threading.Event, grace_s: float = 5.0) -> None:
@@ -312,9 +317,7 @@ class Pool:
                 finish(record, FAILED, why + " (run again once already)")
                 continue
             self.reruns[entry] = self.reruns.get(entry, 0) + 1
-            record.reopen()
-            record.set_status(QUEUED)
-            RunLog(record.log_path(), None).info(f"{QUEUED} again: {why}")
+            requeue(record, why)
             release(self.pack_dir, entry, owner, again=True)
 
     def cancel_queued(self, entries: List[str], reason: str) -> None:
