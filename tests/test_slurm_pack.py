@@ -127,3 +127,21 @@ def test_a_sweep_policy_stops_packed_members_as_it_stops_others(home, project):
     records = {m["id"]: m for m in runs(home)}
     assert all("pack" in records[m["run_id"]]["slurm"] for m in members.values())  # they ran packed
     assert all(members[c]["intervals"] < 6 for c in "cd")  # stopped inside their workers before their end
+
+
+def test_a_packed_sweep_whose_workers_cannot_be_submitted_fails_every_member_in_one_line(home, tmp_path):
+    require_cluster()
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "sbatch").write_text("#!/bin/sh\necho 'sbatch: error: Batch job submission failed: Invalid partition' >&2\n"
+                                 "exit 1\n")
+    (fake / "sbatch").chmod(0o755)
+    r = run_mltrain("-m", "job=command", "job.command=true", *PACKED, "+job.params.i=1,2", cwd=tmp_path,
+                    env={"PATH": f"{fake}:{os.environ['PATH']}"})
+    assert r.rc != 0
+    members = _members(home)
+    assert [m["status"] for m in members] == ["Failed", "Failed"]
+    for m in members:
+        assert m["error"] == "submission to Slurm failed: sbatch: error: Batch job submission failed: Invalid partition"
+        assert f"[#{m['sweep']['index']}] Failed: {m['error']}" in r.err + r.out
+    assert not list(Path(members[0]["slurm"]["pack"]).glob("todo/*"))  # nothing left queued for a worker

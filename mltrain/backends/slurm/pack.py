@@ -320,12 +320,13 @@ class Pool:
             requeue(record, why)
             release(self.pack_dir, entry, owner, again=True)
 
-    def cancel_queued(self, entries: List[str], reason: str) -> None:
-        """Members no worker has taken yet end Canceled here; those under way are asked (their worker stops them)."""
+    def cancel_queued(self, entries: List[str], reason: str, status: str = CANCELED) -> None:
+        """Members no worker has taken yet end here (Canceled, or Failed when no worker could be submitted);
+        those under way are asked (their worker stops them)."""
         for entry in entries:
             taken = claim(self.pack_dir, "driver", entry)
             if taken is not None:
-                finish(RunRecord.load(taken[1]), CANCELED, reason)
+                finish(RunRecord.load(taken[1]), status, reason)
                 release(self.pack_dir, entry, "driver")
 
     def stop(self) -> None:

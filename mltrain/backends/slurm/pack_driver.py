@@ -88,8 +88,11 @@ def launch(plans: List[Plan], records: List[RunRecord], consoles: List[Console],
             pool.tend()
     except Exception as exc:  # no worker reached the cluster: the members end Failed, here
         for pool, queue in zip(pools.values(), pools):
-            pool.cancel_queued([names[i] for i, q in enumerate(queues) if q == queue], f"submission to Slurm failed: {exc}")
-        return [FAILED if r.status == CANCELED else r.status for r in _reloaded(records)]
+            pool.cancel_queued([names[i] for i, q in enumerate(queues) if q == queue],
+                               " ".join(f"submission to Slurm failed: {exc}".split()), FAILED)
+        for record, console in zip(_reloaded(records), consoles):
+            console.status(f"{record.status}: {record.error}")
+        return [r.status for r in records]
     if jobs[0].detach:
         for plan, console in zip(plans, consoles):
             console.status(f"detached: run {plan.job.run_id} is packed; follow it with "
