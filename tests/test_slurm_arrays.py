@@ -1,17 +1,20 @@
 """A sweep larger than the cluster's MaxArraySize, on the real test cluster: MaxArraySize is lowered to 5
 for the test (slurm.conf, `scontrol reconfigure`) and put back after it, so a 12-member sweep becomes
-arrays of 5, 5 and 2 that keep every member's index, and compute.array_parallelism=3 holds across them."""
+arrays of 5, 5 and 2 that keep every member's index, and compute.array_parallelism=3 holds across them.
+A sweep whose later array is refused is withdrawn whole; one the controller could never hold (MaxJobCount,
+lowered for its test with a restart of slurmctld) is refused before any run folder exists."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import time
 from datetime import datetime
 from pathlib import Path
 
 import pytest
-from slurm_support import require_cluster
-from support import run_mltrain, runs
+from slurm_support import require_cluster, restart_slurmctld
+from support import leftovers, run_mltrain, runs
 
 pytestmark = pytest.mark.slurm
 
@@ -35,6 +38,24 @@ def small_arrays():
         conf.write_text(original)
         subprocess.run(["scontrol", "reconfigure"], check=False, timeout=60)
     assert _max_array_size() == "1001"
+
+
+@pytest.fixture
+def few_jobs():
+    """MaxJobCount lowered to 10 above the job records the controller holds now (earlier tests' jobs stay
+    there MinJobAge, 300 s); read only at slurmctld's start, so the controller is restarted, and again after."""
+    require_cluster()
+    conf = Path(os.environ["SLURM_CONF"])
+    original = conf.read_text()
+    held = subprocess.run(["scontrol", "show", "jobs", "-o"], capture_output=True, text=True, timeout=30).stdout
+    limit = 10 + sum(1 for line in held.splitlines() if line.startswith("JobId="))
+    conf.write_text(original + f"MaxJobCount={limit}\n")
+    try:
+        restart_slurmctld(str(conf))
+        yield limit
+    finally:
+        conf.write_text(original)
+        restart_slurmctld(str(conf))
 
 
 def _span(job_id: str) -> tuple:
@@ -109,3 +130,49 @@ def test_sweep_members_ask_slurm_for_their_own_resources(home, tmp_path):
     spans = [_span(a) for a in order]
     for earlier, later in zip(spans, spans[1:]):
         assert later[0] >= earlier[1]
+
+
+def test_a_sweep_whose_later_array_is_refused_is_withdrawn_whole(home, tmp_path, small_arrays):
+    """The controller takes the first array of 5 and refuses the second (here an sbatch that says what
+    slurmctld says past MaxJobCount): the first is cancelled, no member stays queued, each ends Failed."""
+    fake, calls, ids = tmp_path / "bin", tmp_path / "calls", tmp_path / "ids"
+    fake.mkdir()
+    (fake / "sbatch").write_text(
+        f"#!/bin/sh\necho x >> {calls}\n"
+        f"if [ $(wc -l < {calls}) -ge 2 ]; then\n"
+        "  echo 'sbatch: error: Batch job submission failed: Resource temporarily unavailable' >&2; exit 1\nfi\n"
+        f'out=$({shutil.which("sbatch")} "$@") || exit $?\necho "$out" | tee {ids}\n')
+    (fake / "sbatch").chmod(0o755)
+    r = run_mltrain("-m", "job=command", 'job.command="sleep 60"', "compute=slurm", "+job.params.i=range(0,8)",
+                    cwd=tmp_path, env={"PATH": f"{fake}:{os.environ['PATH']}"}, timeout=120)
+    assert r.rc != 0
+    members = runs(home)
+    assert len(members) == 8
+    for m in members:
+        assert m["status"] == "Failed"
+        assert m["error"] == "submission to Slurm failed: sbatch: error: Batch job submission failed: " \
+                             "Resource temporarily unavailable", m["error"]
+    first = ids.read_text().split()[-1].split(";")[0]  # the array the controller took
+    assert first.isdigit(), ids.read_text()
+    deadline = time.monotonic() + 30
+    while subprocess.run(["squeue", "-h", "-j", first], capture_output=True, text=True).stdout.strip():
+        assert time.monotonic() < deadline, f"array {first} still queued after the sweep failed"
+        time.sleep(0.5)
+
+
+def test_a_sweep_the_controller_could_never_hold_is_refused_in_one_line_and_runs_packed(home, tmp_path, few_jobs):
+    limit = few_jobs
+    r = run_mltrain("-m", "job=command", "job.command=true", "compute=slurm", f"+job.params.i=range(0,{limit})",
+                    cwd=tmp_path, timeout=120)
+    assert r.rc != 0
+    assert r.err.strip() == (
+        f"mltrain: error: compute.pack: {limit} members would be {limit} Slurm jobs, and this cluster holds fewer "
+        f"than {limit} "
+        "at once (MaxJobCount, `scontrol show config`): run them in a few worker jobs with compute.pack=N "
+        "(hydra.launcher.pack=N for a plain Hydra app)"), r.err
+    assert leftovers(home) == []  # nothing was created: no run folder, no sweep folder
+    r = run_mltrain("-m", "job=command", "job.command=true", "compute=slurm", "compute.pack=2",
+                    f"+job.params.i=range(0,{limit})", cwd=tmp_path, timeout=240)
+    assert r.rc == 0, r.out[-3000:] + r.err
+    members = runs(home)
+    assert len(members) == limit and all(m["status"] == "Completed" for m in members)

@@ -15,7 +15,7 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Dict, List, Optional, Tuple
+from typing import Any, ClassVar, Dict, List, Optional, Sequence, Tuple
 
 from mltrain.errors import ConfigError, MltrainError
 from mltrain.processes import pid_alive
@@ -106,9 +106,10 @@ class Backend(ABC):
     def validate(self, job: FrozenJob) -> None:  # noqa: B027 - an optional hook: most backends need none
         """Refuse a frozen job this backend would only fail on at submission (ConfigError)."""
 
-    def preflight(self) -> None:  # noqa: B027 - an optional hook: most backends need none
+    def preflight(self, jobs: Sequence[FrozenJob] = ()) -> None:  # noqa: B027 - an optional hook
         """Refuse a real submission this machine cannot make (ConfigError), before any run folder
-        exists; a dry run does not call it, so it still shows the submission where nothing could run."""
+        exists; a dry run does not call it, so it still shows the submission where nothing could run.
+        `jobs`: the runs about to be submitted together (a sweep's members), where the caller has them."""
 
     # ------------------------------------------------------------------ submission
     @abstractmethod

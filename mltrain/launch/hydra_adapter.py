@@ -88,7 +88,7 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
             console.write_line(dry_run_text(job))
         return [job_return(c, RunResult(j, COMPLETED)) for c, j in zip(configs, jobs)]
     for name in sorted({job.backend for job in jobs}):
-        backends.get(name).preflight()
+        backends.get(name).preflight([job for job in jobs if job.backend == name])
     launcher.started = True  # runs are created from here on (mltrain's sweeper keeps their sweep folder)
     # A lone run is not a sweep: no sweep folder beside it (mltrain's sweeper removes the one Hydra made).
     launcher.single_run = initial_job_idx == 0 and len(jobs) == 1 and is_mltrain_config(configs[0])

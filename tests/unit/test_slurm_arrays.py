@@ -3,7 +3,13 @@ the members dealt into arrays in order, and array_parallelism kept one limit acr
 from pathlib import Path
 
 from mltrain.backends.base import Plan
-from mltrain.backends.slurm.accounting import DEFAULT_MAX_ARRAY_SIZE, parse_max_array_size
+from mltrain.backends.slurm.accounting import (
+    DEFAULT_MAX_ARRAY_SIZE,
+    DEFAULT_MAX_JOB_COUNT,
+    ClusterLimits,
+    parse_limits,
+    parse_max_array_size,
+)
 from mltrain.backends.slurm.driver import after_array, array_chunks, resource_groups
 
 RECORDED = Path(__file__).parent.parent / "data" / "slurm" / "scontrol_show_config_22.05.txt"
@@ -17,6 +23,16 @@ def test_max_array_size_is_read_from_scontrol_show_config():
     # MaxJobCount and MaxArraySize share a prefix of words, not a key
     assert parse_max_array_size("MaxJobCount             = 10000\n") is None
     assert parse_max_array_size("") is None
+
+
+def test_max_job_count_is_read_beside_it_and_slurms_defaults_stand_in_for_a_silent_controller():
+    text = RECORDED.read_text()
+    assert parse_limits(text) == ClusterLimits(1001, 10000) == ClusterLimits()
+    assert DEFAULT_MAX_JOB_COUNT == 10000
+    lowered = text.replace("MaxJobCount             = 10000", "MaxJobCount             = 250")
+    assert parse_limits(lowered) == ClusterLimits(1001, 250)
+    assert parse_limits("") == ClusterLimits(DEFAULT_MAX_ARRAY_SIZE, DEFAULT_MAX_JOB_COUNT)
+    assert parse_limits("MaxJobCount = 0\n").max_job_count == DEFAULT_MAX_JOB_COUNT  # never a limit of none
 
 
 def test_members_are_dealt_into_arrays_in_order_and_keep_their_positions():

@@ -153,23 +153,46 @@ def partition(name: Optional[str]) -> Optional[Partition]:
 
 #: Slurm's own default MaxArraySize (array indices 0 to 1000).
 DEFAULT_MAX_ARRAY_SIZE = 1001
+#: Slurm's own default MaxJobCount: job records the controller holds at once (a queued array counts as many
+#: as it has tasks when it is submitted: slurmctld refuses it with EAGAIN past the limit).
+DEFAULT_MAX_JOB_COUNT = 10000
 
 
-def parse_max_array_size(text: str) -> Optional[int]:
-    """MaxArraySize from `scontrol show config` output (`MaxArraySize            = 1001`); None when absent."""
+def parse_config_value(text: str, name: str) -> Optional[int]:
+    """A positive number from `scontrol show config` output (`MaxArraySize            = 1001`); None when absent."""
     for line in text.splitlines():
         key, sep, value = line.partition("=")
-        if sep and key.strip() == "MaxArraySize" and value.strip().isdigit():
+        if sep and key.strip() == name and value.strip().isdigit() and int(value.strip()) > 0:
             return int(value.strip())
     return None
 
 
-def max_array_size() -> int:
-    """How many tasks one job array may have on this cluster (its indices run from 0 to MaxArraySize - 1);
-    Slurm's default when the controller cannot say (the submission would then tell)."""
+def parse_max_array_size(text: str) -> Optional[int]:
+    return parse_config_value(text, "MaxArraySize")
+
+
+@dataclass(frozen=True)
+class ClusterLimits:
+    """What the controller allows one submission: tasks per array, job records in all."""
+    max_array_size: int = DEFAULT_MAX_ARRAY_SIZE
+    max_job_count: int = DEFAULT_MAX_JOB_COUNT
+
+
+def parse_limits(text: str) -> ClusterLimits:
+    return ClusterLimits(parse_config_value(text, "MaxArraySize") or DEFAULT_MAX_ARRAY_SIZE,
+                         parse_config_value(text, "MaxJobCount") or DEFAULT_MAX_JOB_COUNT)
+
+
+def limits() -> ClusterLimits:
+    """The cluster's limits, from one `scontrol show config`; Slurm's defaults when the controller cannot
+    say (the submission would then tell)."""
     try:
         proc = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True, timeout=QUERY_TIMEOUT_S)
     except (OSError, subprocess.TimeoutExpired):
-        return DEFAULT_MAX_ARRAY_SIZE
-    found = parse_max_array_size(proc.stdout) if proc.returncode == 0 else None
-    return found if found and found > 0 else DEFAULT_MAX_ARRAY_SIZE
+        return ClusterLimits()
+    return parse_limits(proc.stdout) if proc.returncode == 0 else ClusterLimits()
+
+
+def max_array_size() -> int:
+    """How many tasks one job array may have on this cluster (its indices run from 0 to MaxArraySize - 1)."""
+    return limits().max_array_size

@@ -6,7 +6,7 @@ import shutil
 import threading
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Set
+from typing import Any, Dict, List, Optional, Sequence, Set
 
 from mltrain.backends.base import Backend, Plan, driver_alive, failure_text, stop_driver
 from mltrain.backends.slurm import accounting, driver, pack, pack_driver
@@ -81,10 +81,11 @@ class SlurmBackend(Backend):
             raise ConfigError(key, f"{nodes} nodes asked of Slurm partition '{part.name}', which allows at most "
                                    f"{part.max_nodes} per job (MaxNodes)")
 
-    def preflight(self) -> None:
+    def preflight(self, jobs: Sequence[FrozenJob] = ()) -> None:
         if shutil.which("sbatch") is None or shutil.which("srun") is None:
             raise ConfigError("compute=slurm", "no Slurm here: srun and sbatch are not on PATH (run on a Slurm "
                               "login node, or use --dry-run to see the batch script)")
+        driver.check_job_count([job for job in jobs if not pack_driver.packs(job)])
 
     # ------------------------------------------------------------------ submission
     def plan(self, job: FrozenJob, share: int = 1) -> Plan:
@@ -107,7 +108,7 @@ class SlurmBackend(Backend):
             return pack_driver.launch(plans, records, consoles, cancel)
         try:
             ids = driver.submit(plans, records, consoles)
-        except Exception as exc:  # no job reached the cluster (sbatch failed): every run ends Failed, here
+        except Exception as exc:  # no job stays on the cluster (driver.submit withdraws a partial sweep)
 
             said = str(exc) if type(exc).__module__.startswith("submitit") else failure_text(exc)
             reason = f"submission to Slurm failed: {said}"

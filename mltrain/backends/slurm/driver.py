@@ -21,6 +21,7 @@ from mltrain.backends.slurm.compute import SlurmComputeConf
 from mltrain.backends.slurm.rank import SlurmRank
 from mltrain.backends.slurm.run_part import SlurmJob, slurm_job
 from mltrain.backends.slurm.submission import make_executor
+from mltrain.errors import ConfigError
 from mltrain.ranks import reports
 from mltrain.ranks.process import follow
 from mltrain.runs.console import Console, RunLog
@@ -61,15 +62,25 @@ def submit(plans: List[Plan], records: List[RunRecord], consoles: List[Console])
     else:
         submitted = {}
         previous: Optional[str] = None
-        for group in resource_groups(plans):
-            params = {**plans[group[0]].details["executor"], "slurm_array_parallelism": compute.array_parallelism}
-            for chunk in array_chunks(len(group), accounting.max_array_size()):
-                chunk_params = params if previous is None or not compute.array_parallelism else after_array(params, previous)
-                executor = make_executor(chunk_params, folder, compute.max_requeues)
-                with executor.batch():
-                    part = {group[i]: executor.submit(SlurmRank(jobs[group[i]].run_dir)) for i in chunk}
-                submitted.update(part)
-                previous = str(next(iter(part.values())).job_id).split("_")[0]
+        arrays: List[str] = []
+        max_array_size = accounting.limits().max_array_size
+        try:
+            for group in resource_groups(plans):
+                params = {**plans[group[0]].details["executor"], "slurm_array_parallelism": compute.array_parallelism}
+                for chunk in array_chunks(len(group), max_array_size):
+                    chunk_params = params if previous is None or not compute.array_parallelism else after_array(params, previous)
+                    executor = make_executor(chunk_params, folder, compute.max_requeues)
+                    with executor.batch():
+                        part = {group[i]: executor.submit(SlurmRank(jobs[group[i]].run_dir)) for i in chunk}
+                    submitted.update(part)
+                    previous = str(next(iter(part.values())).job_id).split("_")[0]
+                    arrays.append(previous)
+        except Exception:
+            # A later array refused (MaxJobCount reached, the controller busy): the sweep is queued whole
+            # or not at all, so the arrays already queued are withdrawn before every member ends Failed.
+            if arrays:
+                accounting.scancel(arrays)
+            raise
     ids = [str(submitted[i].job_id) for i in range(len(jobs))]
     for job, record, console, job_id in zip(jobs, records, consoles, ids):
         # one write: the job, and for a detached run that its driver leaves now
@@ -79,6 +90,19 @@ def submit(plans: List[Plan], records: List[RunRecord], consoles: List[Console])
         record.set_status(QUEUED, **fields)
         RunLog(record.log_path(), console).info(f"{QUEUED}: submitted as Slurm job {job_id}", show=True)
     return ids
+
+
+def check_job_count(jobs: List[FrozenJob]) -> None:
+    """Refuse, before any run folder exists, a sweep the controller could never hold: each member of a job
+    array is a job record, and slurmctld refuses a submission that would reach MaxJobCount."""
+    if len(jobs) < 2:
+        return
+    limit = accounting.limits().max_job_count
+    if len(jobs) >= limit:
+        raise ConfigError("compute.pack", f"{len(jobs)} members would be {len(jobs)} Slurm jobs, and this cluster "
+                                          f"holds fewer than {limit} at once (MaxJobCount, `scontrol show config`): "
+                                          f"run them in a few worker jobs with compute.pack=N "
+                                          f"(hydra.launcher.pack=N for a plain Hydra app)")
 
 
 def resource_groups(plans: List[Plan]) -> List[List[int]]:
