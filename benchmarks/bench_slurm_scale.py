@@ -10,8 +10,12 @@ counters are cluster-wide: nothing else may use the cluster during the run.
 The issue's targets: RPCs for status (squeue + sacct) not growing with N (the same count +-20 % for 100 and
 1,000 members of the same length); packed <= 1.15 x the ideal and <= 0.5 x hydra-submitit-launcher's wall.
 
+With `--max-array-size N` the cluster's MaxArraySize is lowered to N for the run (slurm.conf, slurmctld
+restarted; put back at the end): an arm that fails is then reported (its last line, and how many members
+completed) instead of stopping the run.
+
 Usage: .venv/bin/python benchmarks/bench_slurm_scale.py [--members 100,1000] [--seconds 1] [--rounds 1]
-       [--arms mltrain_packed,mltrain_slurm,submitit_slurm]
+       [--arms mltrain_packed,mltrain_slurm,submitit_slurm] [--max-array-size 101]
 (needs SLURM_CONF: scripts/slurm_cluster.sh; pip install 'mltrain[bench]')
 """
 from __future__ import annotations
@@ -52,7 +56,7 @@ ARMS = {"mltrain_packed": ("mltrain_slurm", [f"hydra.launcher.pack={SLOTS}"]), "
         "submitit_slurm": ("submitit_slurm", [])}
 
 
-def run(arm: str, members: int, seconds: float, work: Path, env: dict, tag: str) -> dict:
+def run(arm: str, members: int, seconds: float, work: Path, env: dict, tag: str, tolerate: bool = False) -> dict:
     launcher, extra = ARMS[arm]
     cmd = [sys.executable, str(APP), "-m", f"x=range(0,{members})", f"seconds={seconds}",
            f"hydra/launcher={launcher}", f"hydra.sweep.dir={work}/{arm}_{tag}", "hydra.launcher.timeout_min=30",
@@ -62,12 +66,69 @@ def run(arm: str, members: int, seconds: float, work: Path, env: dict, tag: str)
     out = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - t0
     after = counters(env)
-    if out.returncode != 0:
+    if out.returncode != 0 and not tolerate:
         raise SystemExit(f"{arm} failed:\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
+    error = next((line for line in reversed(out.stderr.splitlines()) if line.strip()), "") if out.returncode else ""
     delta = {k: after.get(k, 0) - before.get(k, 0) for k in after if after.get(k, 0) != before.get(k, 0)}
     return {"launcher": arm, "members": members, "wall_s": round(wall, 2), "span_s": _span(work, arm, tag),
             "ideal_s": members * seconds / SLOTS, "status_rpcs": sum(delta.get(k, 0) for k in STATUS_KINDS),
-            "submit_rpcs": sum(delta.get(k, 0) for k in SUBMIT_KINDS), "rpcs": delta}
+            "submit_rpcs": sum(delta.get(k, 0) for k in SUBMIT_KINDS), "rpcs": delta, "rc": out.returncode,
+            "error": error[:300], "completed": _completed(work, arm, tag, out.stdout)}
+
+
+def _completed(work: Path, arm: str, tag: str, stdout: str) -> int:
+    """Members that completed: mltrain's from their run.json, hydra-submitit-launcher's from the results
+    it writes beside each member (`*_result.pkl` with a "success" tag) in its submitit folder."""
+    if arm.startswith("mltrain"):
+        done = 0
+        for path in (work / "home" / "runs").glob("*/run.json"):
+            doc = json.loads(path.read_text())
+            done += f"{arm}_{tag}" in str((doc.get("sweep") or {}).get("dir")) and doc.get("status") == "Completed"
+        return done
+    import pickle
+
+    done = 0
+    for path in (work / f"{arm}_{tag}").rglob("*_result.pkl"):
+        try:
+            done += pickle.loads(path.read_bytes())[0] == "success"
+        except Exception:  # noqa: BLE001 - a result being written, or a failure's traceback
+            pass
+    return done
+
+
+def restart_slurmctld(env: dict) -> None:
+    """slurmctld stopped (SIGTERM: it saves its state) and started again, answering before this returns:
+    `scontrol reconfigure` returns before the controller has read the new value (seen on this cluster: an
+    array of 1,000 tasks submitted right after it was accepted under MaxArraySize=101)."""
+    pidfile = Path(env["SLURM_CONF"]).resolve().parent.parent / "run" / "slurmctld.pid"
+    pid = int(pidfile.read_text().split()[0])
+    os.kill(pid, 15)
+    deadline = time.monotonic() + 30
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    subprocess.run(["slurmctld"], env=env, check=True)
+    while subprocess.run(["scontrol", "ping"], env=env, capture_output=True, text=True).stdout.count("UP") == 0:
+        if time.monotonic() > deadline + 30:
+            raise SystemExit("slurmctld did not come back")
+        time.sleep(0.2)
+
+
+def lowered_max_array_size(size: int, env: dict):
+    """MaxArraySize=size in the cluster's slurm.conf for the run (the last value of a key wins), then back."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def lowered():
+        conf = Path(env["SLURM_CONF"])
+        original = conf.read_text()
+        conf.write_text(original + f"MaxArraySize={size}\n")
+        try:
+            restart_slurmctld(env)
+            yield
+        finally:
+            conf.write_text(original)
+            restart_slurmctld(env)
+    return lowered()
 
 
 def _span(work: Path, arm: str, tag: str) -> Optional[float]:
@@ -89,6 +150,7 @@ def main() -> None:
     p.add_argument("--seconds", type=float, default=1.0)
     p.add_argument("--rounds", type=int, default=1)
     p.add_argument("--arms", default="mltrain_packed,mltrain_slurm,submitit_slurm")
+    p.add_argument("--max-array-size", type=int, default=0, help="lower the cluster's MaxArraySize for the run")
     a = p.parse_args()
     if not os.environ.get("SLURM_CONF"):
         raise SystemExit("no SLURM_CONF: start a cluster with scripts/slurm_cluster.sh and source its env.sh")
@@ -98,13 +160,17 @@ def main() -> None:
     for launcher in arms:  # warm-up: page cache, bytecode, Slurm's accounting
         run(launcher, 2, 0.0, work, env, "warm")
     rows: List[dict] = []
-    for r in range(a.rounds):
-        for n in (int(x) for x in a.members.split(",")):
-            for launcher in (arms if r % 2 == 0 else arms[::-1]):
-                row = run(launcher, n, a.seconds, work, env, f"{n}_{r}")
-                rows.append(row)
-                print(json.dumps(row), flush=True)
-    print(f"\n{a.seconds:g}-s members on {SLOTS} slots, whole sweep ({time.strftime('%Y-%m-%d')}, "
+    import contextlib
+
+    with lowered_max_array_size(a.max_array_size, env) if a.max_array_size else contextlib.nullcontext():
+        for r in range(a.rounds):
+            for n in (int(x) for x in a.members.split(",")):
+                for launcher in (arms if r % 2 == 0 else arms[::-1]):
+                    row = run(launcher, n, a.seconds, work, env, f"{n}_{r}", tolerate=bool(a.max_array_size))
+                    rows.append(row)
+                    print(json.dumps(row), flush=True)
+    limit = f", MaxArraySize={a.max_array_size}" if a.max_array_size else ""
+    print(f"\n{a.seconds:g}-s members on {SLOTS} slots, whole sweep ({time.strftime('%Y-%m-%d')}{limit}, "
           f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f} at the end)")
     print(f"  {'launcher':16} {'members':>7} {'wall':>8} {'ideal':>7} {'x ideal':>8} {'span':>8} {'x ideal':>8} "
           f"{'status RPCs':>12} {'submits':>8}")
@@ -112,7 +178,8 @@ def main() -> None:
         span = row["span_s"]
         spans = f"{span:>7.1f}s {span / row['ideal_s']:>8.2f}" if span else f"{'-':>8} {'-':>8}"
         print(f"  {row['launcher']:16} {row['members']:>7} {row['wall_s']:>7.1f}s {row['ideal_s']:>6.1f}s "
-              f"{row['wall_s'] / row['ideal_s']:>8.2f} {spans} {row['status_rpcs']:>12} {row['submit_rpcs']:>8}")
+              f"{row['wall_s'] / row['ideal_s']:>8.2f} {spans} {row['status_rpcs']:>12} {row['submit_rpcs']:>8}"
+              f"  completed {row['completed']}/{row['members']}" + (f", exit {row['rc']}: {row['error']}" if row["rc"] else ""))
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """A sweep larger than the cluster's MaxArraySize, on the real test cluster: MaxArraySize is lowered to 5
-for the test (slurm.conf, `scontrol reconfigure`) and put back after it, so a 12-member sweep becomes
+for the test (slurm.conf, slurmctld restarted: `scontrol reconfigure` returns before the controller has
+read the new value) and put back after it, so a 12-member sweep becomes
 arrays of 5, 5 and 2 that keep every member's index, and compute.array_parallelism=3 holds across them.
 A sweep whose later array is refused is withdrawn whole; one the controller could never hold (MaxJobCount,
 lowered for its test with a restart of slurmctld) is refused before any run folder exists."""
@@ -31,12 +32,12 @@ def small_arrays():
     original = conf.read_text()
     conf.write_text(original + "MaxArraySize=5\n")  # the last value of a key wins
     try:
-        subprocess.run(["scontrol", "reconfigure"], check=True, timeout=60)
+        restart_slurmctld(str(conf))
         assert _max_array_size() == "5"
         yield
     finally:
         conf.write_text(original)
-        subprocess.run(["scontrol", "reconfigure"], check=False, timeout=60)
+        restart_slurmctld(str(conf))
     assert _max_array_size() == "1001"
 
 

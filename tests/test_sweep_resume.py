@@ -160,7 +160,16 @@ def test_a_completed_sweep_or_a_detached_resume_is_refused_in_one_line(home, pro
 def test_members_still_running_on_slurm_are_followed_again(home, project, whole):
     require_cluster()
     args = [a.replace(f"max_total_runs={TOTAL}", "max_total_runs=4") for a in sweep_args(1.0)]
-    completed, running, _ = start_and_stop(home, project, signal.SIGKILL, args + ["compute=slurm", "compute.poll_s=0.3"])
+    check_followed_on_slurm(home, project, whole, args + ["compute=slurm", "compute.poll_s=0.3"])
+
+
+def check_followed_on_slurm(home: Path, project: Path, whole: dict, args: list) -> dict:
+    """The driver killed with members on Slurm, then resumed: every member Slurm had is followed (or
+    settled), never run again; a member the driver had made and not yet submitted when it died (its
+    record has no Slurm part) runs again; the sweep ends as the uninterrupted one. The records, by id."""
+    completed, stopped, _ = start_and_stop(home, project, signal.SIGKILL, args)
+    unsubmitted = {x["id"] for x in runs(home) if x["id"] in stopped and not x.get("slurm")}
+    running = stopped - unsubmitted
     sweep = the_sweep(home)
     resumed = run_mltrain("runs", "resume", sweep.name, cwd=project, timeout=180)
     assert resumed.rc == 0, resumed.out + resumed.err
@@ -171,10 +180,24 @@ def test_members_still_running_on_slurm_are_followed_again(home, project, whole)
     run_of = {m["index"]: m["run_id"] for m in doc["members"]}
     looked = {run_of[int(i)] for i in re.findall(r"\[#(\d+)\] \S+(?:: followed again| while the sweep's driver was "
                                                   r"away: settled)", resumed.out)}
-    assert running <= looked and looked - running <= completed and "run again (" not in resumed.out, resumed.out
+    again = {run_of[int(i)] for i in re.findall(r"\[#(\d+)\] run again \(driver lost", resumed.out)}
+    assert running <= looked and looked - running <= completed and again == unsubmitted, resumed.out
     records = {x["id"]: x for x in runs(home)}
     assert doc["status"] == "Completed" and [m["params"] for m in doc["members"]] == \
         [m["params"] for m in whole["members"][:4]]
     assert all(m["status"] == "Completed" == records[m["run_id"]]["status"] and m["intervals"] == 6
                for m in doc["members"]), doc["members"]
-    assert not any(r.get("attempts") for r in records.values()), "a Slurm job that ran on is not run again"
+    ran_twice = {i for i, r in records.items() if r.get("attempts")}
+    assert ran_twice == unsubmitted, "a Slurm job that ran on is not run again"
+    return records
+
+
+def test_packed_members_still_running_on_slurm_are_followed_again(home, project, whole):
+    """The same with the members packed into 2 Slurm worker jobs (issue 36): the workers outlive the
+    killed driver and run on; the resume follows the members they run through their records, runs the
+    sweep's remaining members packed again, and runs nothing twice."""
+    require_cluster()
+    args = [a.replace(f"max_total_runs={TOTAL}", "max_total_runs=4") for a in sweep_args(1.0)]
+    records = check_followed_on_slurm(home, project, whole,
+                                      args + ["compute=slurm", "compute.poll_s=0.3", "compute.pack=2"])
+    assert all("pack" in r["slurm"] for r in records.values())  # every member ran packed

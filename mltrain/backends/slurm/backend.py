@@ -149,6 +149,9 @@ class SlurmBackend(Backend):
             pack_driver.refresh(record)
         jobs = {id(r): slurm_job(r) for r in records if r.status not in TERMINAL and r not in packed}
         job_ids = {key: job.job_id for key, job in jobs.items() if job is not None}
+        for record in records:  # made, never submitted: only its driver could still submit it
+            if id(record) in jobs and id(record) not in job_ids:
+                _lost_before_submission(record)
         pending = [r for r in records if id(r) in job_ids]
         seen = {id(r): reports.read_now(r.dir) for r in pending}
         finished = [r for r in pending if reports.ended_well(r.dir, r.doc.world.world_size, seen[id(r)])]
@@ -224,3 +227,16 @@ class SlurmBackend(Backend):
                 return False
             time.sleep(0.05)
         return False  # still preparing (an environment being built): the driver cancels it once it has the id
+
+
+def _lost_before_submission(record: RunRecord) -> None:
+    """A run whose driver died on this machine after making it and before Slurm had it (no job id, no
+    worker's queue entry) will never start: it Failed, "driver lost", as a local run's does, so that
+    `runs resume` runs it again."""
+    pid = record.doc.driver_pid
+    if not pid or not record.host_is_here() or driver_alive(record):
+        return
+    record.reload()
+    if record.status not in TERMINAL and slurm_job(record) is None and pack.packed_in(record) is None:
+        finish(record, FAILED, error=f"driver lost: the mltrain driver (pid {pid}) exited before the run was "
+                                     "submitted to Slurm")
