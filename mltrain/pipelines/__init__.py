@@ -191,7 +191,7 @@ def run(sweeper: Any, arguments: List[str]) -> list:
     sweeper.launcher.started = True  # runs exist from here on (no sweep folder was made: nothing to remove)
     pipe.create(run_dir)
     interrupt = threading.Event()
-    with CancelOnSignal(interrupt):
+    with mlflow_run.mirror_started(not detach) as mirror, CancelOnSignal(interrupt):
         if pipe.queued_on is not None:
             pipe.submit_graph()
             if detach:
@@ -202,7 +202,8 @@ def run(sweeper: Any, arguments: List[str]) -> list:
         else:
             pipe.run_here(interrupt)
     status = graph_record.sync(pipe.record)
-    mlflow_run.mirror_now([*(sr.job.run_dir for sr in pipe.runs.values()), str(pipe.record.dir)])
+    if mirror is not None:
+        mirror.run([*(sr.job.run_dir for sr in pipe.runs.values()), str(pipe.record.dir)])
     _summary(pipe)
     if status != COMPLETED:
         error = RunCanceled if status == CANCELED else RunFailed

@@ -11,6 +11,7 @@ metrics.jsonl and mirrors the run into the shared store.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.util
 import json
@@ -22,7 +23,7 @@ import sys
 import time
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional
+from typing import Dict, Iterable, Iterator, List, Optional
 
 from mltrain.atomic import atomic_write
 from mltrain.config.paths import mltrain_home
@@ -157,6 +158,20 @@ class Mirror:
         """Nothing to mirror: the program reads the end of its input and exits."""
         if self.proc is not None and self.proc.returncode is None:
             self.proc.communicate("")
+
+
+@contextlib.contextmanager
+def mirror_started(start: bool = True) -> Iterator[Optional[Mirror]]:
+    """A Mirror started at the top of a command that follows its runs to their end (a sweep, a pipeline),
+    so that the mirror program's start-up overlaps the runs instead of following them; closed unused if
+    the block raises. None when tracking is off or `start` is False (a detached command)."""
+    mirror = Mirror() if start and enabled() else None
+    try:
+        yield mirror
+    except BaseException:
+        if mirror is not None:
+            mirror.close()
+        raise
 
 
 def mirror_now(run_dirs: Iterable[str]) -> None:

@@ -63,10 +63,12 @@ def run(sweeper: Any, arguments: List[str]) -> list:
         ctl = controller.Controller(sweeper, sweep, search, sweep_dir, seed)
     else:  # the sweep's own multirun.yaml stays: a second resume reads the same
         ctl = resume.Resumed(again, sweeper, sweep, search, sweep_dir, seed)
-    ctl.run()
+    with mlflow_run.mirror_started() as mirror:
+        ctl.run()
     doc = results.write(ctl, final=True)
     # after sweep.json's final write: the mirror ends the sweep's parent run from it
-    mlflow_run.mirror_now(m.job.run_dir for m in ctl.members if m.job is not None)
+    if mirror is not None:
+        mirror.run(m.job.run_dir for m in ctl.members if m.job is not None)
     console = Console()
     for line in results.summary_lines(doc):
         console.write_line(line) if not line.startswith("sweep of") else console.status(line)
