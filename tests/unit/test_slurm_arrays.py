@@ -2,6 +2,8 @@
 the members dealt into arrays in order, and array_parallelism kept one limit across them."""
 from pathlib import Path
 
+import pytest
+
 from mltrain.backends.base import Plan
 from mltrain.backends.slurm.accounting import (
     DEFAULT_MAX_ARRAY_SIZE,
@@ -10,7 +12,8 @@ from mltrain.backends.slurm.accounting import (
     parse_limits,
     parse_max_array_size,
 )
-from mltrain.backends.slurm.driver import after_array, array_chunks, resource_groups
+from mltrain.backends.slurm.driver import after_array, array_chunks, check_job_count, resource_groups
+from mltrain.errors import ConfigError
 
 RECORDED = Path(__file__).parent.parent / "data" / "slurm" / "scontrol_show_config_22.05.txt"
 
@@ -62,3 +65,15 @@ def test_members_asking_for_different_resources_go_in_arrays_of_their_own():
     plans = [Plan(job=None, ranks=[], details={"executor": a}) for a in asks]  # type: ignore[arg-type]
     assert resource_groups(plans) == [[0, 2], [1, 4], [3]]  # first-seen order; key order does not matter
     assert resource_groups(plans[:1]) == [[0]]
+
+
+def test_a_sweep_with_as_many_members_as_max_job_count_is_refused_pointing_to_packing():
+    limit = parse_limits(RECORDED.read_text()).max_job_count
+    check_job_count(limit - 1, limit)  # fits (Slurm refuses only at the limit)
+    check_job_count(1, 1)  # a lone run is never a sweep Slurm could not hold
+    with pytest.raises(ConfigError) as refused:
+        check_job_count(limit, limit)
+    assert str(refused.value) == (
+        "compute.pack: 10000 members would be 10000 Slurm jobs, and this cluster holds fewer than 10000 at once "
+        "(MaxJobCount, `scontrol show config`): run them in a few worker jobs with compute.pack=N "
+        "(hydra.launcher.pack=N for a plain Hydra app)")

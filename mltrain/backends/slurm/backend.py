@@ -85,7 +85,9 @@ class SlurmBackend(Backend):
         if shutil.which("sbatch") is None or shutil.which("srun") is None:
             raise ConfigError("compute=slurm", "no Slurm here: srun and sbatch are not on PATH (run on a Slurm "
                               "login node, or use --dry-run to see the batch script)")
-        driver.check_job_count([job for job in jobs if not pack_driver.packs(job)])
+        unpacked = [job for job in jobs if not pack_driver.packs(job)]
+        if len(unpacked) > 1:
+            driver.check_job_count(len(unpacked), accounting.limits().max_job_count)
 
     # ------------------------------------------------------------------ submission
     def plan(self, job: FrozenJob, share: int = 1) -> Plan:

@@ -92,16 +92,13 @@ def submit(plans: List[Plan], records: List[RunRecord], consoles: List[Console])
     return ids
 
 
-def check_job_count(jobs: List[FrozenJob]) -> None:
+def check_job_count(members: int, max_job_count: int) -> None:
     """Refuse, before any run folder exists, a sweep the controller could never hold: each member of a job
     array is a job record, and slurmctld refuses a submission that would reach MaxJobCount."""
-    if len(jobs) < 2:
-        return
-    limit = accounting.limits().max_job_count
-    if len(jobs) >= limit:
-        raise ConfigError("compute.pack", f"{len(jobs)} members would be {len(jobs)} Slurm jobs, and this cluster "
-                                          f"holds fewer than {limit} at once (MaxJobCount, `scontrol show config`): "
-                                          f"run them in a few worker jobs with compute.pack=N "
+    if members >= 2 and members >= max_job_count:
+        raise ConfigError("compute.pack", f"{members} members would be {members} Slurm jobs, and this cluster "
+                                          f"holds fewer than {max_job_count} at once (MaxJobCount, `scontrol show "
+                                          f"config`): run them in a few worker jobs with compute.pack=N "
                                           f"(hydra.launcher.pack=N for a plain Hydra app)")
 
 
