@@ -15,15 +15,16 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, ClassVar, Dict, List, Optional, Sequence, Tuple
 
 from mltrain.errors import ConfigError, MltrainError
 from mltrain.processes import pid_alive
 from mltrain.runs.console import Console, RunLog
+from mltrain.runs.lifecycle import finish
 from mltrain.runs.record import RunRecord
 from mltrain.spec.job import FrozenJob
 from mltrain.spec.schema import ComputeConf
-from mltrain.spec.status import PREPARING, TERMINAL
+from mltrain.spec.status import FAILED, PREPARING, TERMINAL
 
 #: Stands for a value only the start of the run knows (a port the OS hands out, a node name).
 PORT = "<port>"
@@ -218,6 +219,18 @@ def driver_alive(record: RunRecord) -> bool:
     if not pid or not record.host_is_here():
         return False
     return pid_alive(int(pid))
+
+
+def lose_orphan(record: RunRecord, when: str, still: Callable[[RunRecord], bool] = lambda _: True) -> None:
+    """A run whose driver died on this machine without recording its end, where nothing else will end it:
+    Failed, "driver lost: the mltrain driver (pid N) exited `when`", so that `runs resume` runs it again.
+    `still`: whether it is still such a run once read again (the driver may have moved it on meanwhile)."""
+    pid = record.doc.driver_pid
+    if record.status in TERMINAL or not pid or not record.host_is_here() or driver_alive(record):
+        return
+    record.reload()
+    if record.status not in TERMINAL and still(record):
+        finish(record, FAILED, error=f"driver lost: the mltrain driver (pid {pid}) exited {when}")
 
 
 def stop_driver(record: RunRecord) -> bool:

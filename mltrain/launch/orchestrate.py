@@ -109,15 +109,9 @@ def execute(jobs: List[FrozenJob], records: List[RunRecord], consoles: List[Cons
     # now so that its start-up overlaps the runs (0.1 s of a 0.6 s job otherwise: benchmarks/bench_mirror.py).
     # A detached run is mirrored by the look that sees it end (mltrain.handle): mirroring 100 queued members
     # at once was seconds of CPU competing with the members' own start and the next command.
-    mirror = mlflow_run.Mirror() if not jobs[0].detach else None
-    try:
-        with CancelOnSignal(cancel) as guard:
-            share = max(1, min(backend.concurrency(jobs[0].compute) or 1, len(jobs)))
-            statuses = backend.launch([backend.plan(job, share) for job in jobs], records, consoles, cancel)
-    except BaseException:
-        if mirror is not None:
-            mirror.close()
-        raise
+    with mlflow_run.mirror_started(not jobs[0].detach) as mirror, CancelOnSignal(cancel) as guard:
+        share = max(1, min(backend.concurrency(jobs[0].compute) or 1, len(jobs)))
+        statuses = backend.launch([backend.plan(job, share) for job in jobs], records, consoles, cancel)
     results = [RunResult(job, status, record.doc.error) for job, status, record in zip(jobs, statuses, records)]
     if mirror is not None:
         mirror.run(job.run_dir for job, status in zip(jobs, statuses) if status in TERMINAL)

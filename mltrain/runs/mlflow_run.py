@@ -162,7 +162,7 @@ class Mirror:
 
 @contextlib.contextmanager
 def mirror_started(start: bool = True) -> Iterator[Optional[Mirror]]:
-    """A Mirror started at the top of a command that follows its runs to their end (a sweep, a pipeline),
+    """A Mirror started at the top of a command that follows its runs to their end (a run, a sweep, a pipeline),
     so that the mirror program's start-up overlaps the runs instead of following them; closed unused if
     the block raises. None when tracking is off or `start` is False (a detached command)."""
     mirror = Mirror() if start and enabled() else None

@@ -18,8 +18,8 @@ from mltrain.backends.base import (
     Outcome,
     Plan,
     cancel_reason,
-    driver_alive,
     failure_text,
+    lose_orphan,
     prepare_environment,
     stop_driver,
 )
@@ -134,14 +134,7 @@ class LocalBackend(Backend):
         """A run whose driver is gone without recording an end will never end: it Failed, "driver lost".
         Its ranks do not outlive the driver: the guard started with them stops them (supervisor.py)."""
         for record in records:
-            if record.status in TERMINAL:
-                continue
-            pid = record.doc.driver_pid
-            if pid and record.host_is_here() and not driver_alive(record):
-                record.reload()
-                if record.status not in TERMINAL:
-                    finish(record, FAILED, error=f"driver lost: the mltrain driver (pid {pid}) exited before the run "
-                                                         "ended; its guard stopped the ranks")
+            lose_orphan(record, "before the run ended; its guard stopped the ranks")
 
     def cancel(self, record: RunRecord) -> None:
         """The driver stops every rank and records Canceled."""

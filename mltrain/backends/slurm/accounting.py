@@ -2,6 +2,7 @@
 states mapped to run statuses. The parsing is pure, so it is tested on recorded sacct text."""
 from __future__ import annotations
 
+import functools
 import subprocess
 import time
 from dataclasses import dataclass
@@ -183,16 +184,13 @@ def parse_limits(text: str) -> ClusterLimits:
                          parse_config_value(text, "MaxJobCount") or DEFAULT_MAX_JOB_COUNT)
 
 
+@functools.lru_cache(maxsize=1)
 def limits() -> ClusterLimits:
-    """The cluster's limits, from one `scontrol show config`; Slurm's defaults when the controller cannot
-    say (the submission would then tell)."""
+    """The cluster's limits, from one `scontrol show config` per command (the preflight and the submission
+    both ask); Slurm's defaults when the controller cannot say (the submission would then tell)."""
     try:
         proc = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True, timeout=QUERY_TIMEOUT_S)
     except (OSError, subprocess.TimeoutExpired):
         return ClusterLimits()
     return parse_limits(proc.stdout) if proc.returncode == 0 else ClusterLimits()
 
-
-def max_array_size() -> int:
-    """How many tasks one job array may have on this cluster (its indices run from 0 to MaxArraySize - 1)."""
-    return limits().max_array_size

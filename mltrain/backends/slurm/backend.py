@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Set
 
-from mltrain.backends.base import Backend, Plan, driver_alive, failure_text, stop_driver
+from mltrain.backends.base import Backend, Plan, driver_alive, failure_text, lose_orphan, stop_driver
 from mltrain.backends.slurm import accounting, driver, pack, pack_driver
 from mltrain.backends.slurm.compute import SlurmComputeConf
 from mltrain.backends.slurm.containers import container_flags
@@ -151,9 +151,10 @@ class SlurmBackend(Backend):
             pack_driver.refresh(record)
         jobs = {id(r): slurm_job(r) for r in records if r.status not in TERMINAL and r not in packed}
         job_ids = {key: job.job_id for key, job in jobs.items() if job is not None}
-        for record in records:  # made, never submitted: only its driver could still submit it
+        for record in records:  # made, never submitted (no job id, no worker's queue entry): only its driver could
             if id(record) in jobs and id(record) not in job_ids:
-                _lost_before_submission(record)
+                lose_orphan(record, "before the run was submitted to Slurm",
+                            lambda r: slurm_job(r) is None and pack.packed_in(r) is None)
         pending = [r for r in records if id(r) in job_ids]
         seen = {id(r): reports.read_now(r.dir) for r in pending}
         finished = [r for r in pending if reports.ended_well(r.dir, r.doc.world.world_size, seen[id(r)])]
@@ -230,15 +231,3 @@ class SlurmBackend(Backend):
             time.sleep(0.05)
         return False  # still preparing (an environment being built): the driver cancels it once it has the id
 
-
-def _lost_before_submission(record: RunRecord) -> None:
-    """A run whose driver died on this machine after making it and before Slurm had it (no job id, no
-    worker's queue entry) will never start: it Failed, "driver lost", as a local run's does, so that
-    `runs resume` runs it again."""
-    pid = record.doc.driver_pid
-    if not pid or not record.host_is_here() or driver_alive(record):
-        return
-    record.reload()
-    if record.status not in TERMINAL and slurm_job(record) is None and pack.packed_in(record) is None:
-        finish(record, FAILED, error=f"driver lost: the mltrain driver (pid {pid}) exited before the run was "
-                                     "submitted to Slurm")
