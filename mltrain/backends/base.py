@@ -4,7 +4,8 @@ A backend is built around a Plan: `plan(job)` says what would be started (each r
 working directory and variables, plus the backend's own submission: an mpirun line, submitit's
 parameters and batch script) without starting anything; the dry run prints it and `launch()` starts
 exactly that. After launch, the run handle (mltrain.handle) asks the backend named in the
-run's record for its state (`refresh`) and to stop it (`cancel`).
+run's record for its state (`refresh`) and to stop it (`cancel`). Sweeps and pipelines hand their runs
+over with `submit`, which returns a Submission at once (mltrain.backends.handover).
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Dict, List, Optional, Sequence, Tuple
 
+from mltrain.backends.handover import Followed, Submission, Supervised
 from mltrain.errors import ConfigError, MltrainError
 from mltrain.processes import pid_alive
 from mltrain.runs.console import Console, RunLog
@@ -28,24 +30,6 @@ from mltrain.spec.status import FAILED, PREPARING, TERMINAL
 
 #: Stands for a value only the start of the run knows (a port the OS hands out, a node name).
 PORT = "<port>"
-
-
-class Cancel(threading.Event):
-    """The cancel request a backend's launch() watches, with why it was made: a sweep's
-    early-termination policy says which rule stopped the run, and that reason is what its record keeps."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.reason = "canceled by the user"
-
-    def request(self, reason: str) -> None:
-        self.reason = reason
-        self.set()
-
-
-def cancel_reason(cancel: threading.Event) -> str:
-    """Why the run is being canceled: a Cancel says; a plain Event (a command stopped by a signal) does not."""
-    return cancel.reason if isinstance(cancel, Cancel) and cancel.reason else "canceled by the user"
 
 
 @dataclass
@@ -127,6 +111,16 @@ class Backend(ABC):
                cancel: threading.Event) -> List[str]:
         """Start every run and follow it to its final status (or, detached, until it is queued).
         Never raises for a failing run: the returned statuses say it."""
+
+    def submit(self, plan: Plan, record: RunRecord, console: Console) -> Submission:
+        """Hand one run over and return at once; the Submission says how it goes and cancels it. The run is
+        driven by this process (launch(), in a thread of its own) until it ends."""
+        return Supervised(self, plan, record, console)
+
+    def follow(self, record: RunRecord) -> Submission:
+        """A run of this backend that goes on without this process (its driver was killed): followed
+        through refresh() and stopped through cancel()."""
+        return Followed(self, record)
 
     # ------------------------------------------------------------------ the run handle's view
     @abstractmethod

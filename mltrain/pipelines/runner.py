@@ -20,14 +20,14 @@ from typing import Any, Dict, List, Optional
 
 from mltrain import backends
 from mltrain.backends import backend_of, refresh
-from mltrain.backends.base import Cancel
+from mltrain.backends.handover import Cancel, Submission
 from mltrain.environments.spec import EnvironmentSpec
 from mltrain.errors import ConfigError, MltrainError
 from mltrain.launch.orchestrate import create_run
 from mltrain.pipelines import graph, reuse
 from mltrain.pipelines import graph_record as precord
 from mltrain.runs.console import Console, RunLog
-from mltrain.runs.lifecycle import finish, outputs_manifest
+from mltrain.runs.lifecycle import outputs_manifest
 from mltrain.runs.record import RunRecord
 from mltrain.runs.waiting import wait_until
 from mltrain.spec.kinds import JOB_KINDS
@@ -44,8 +44,7 @@ class StepRun:
     job: Any                       # FrozenJob
     record: Optional[RunRecord] = None
     console: Optional[Console] = None
-    thread: Optional[threading.Thread] = None
-    cancel: Any = None
+    submission: Optional[Submission] = None  # the step's run on its way (Backend.submit)
     done: bool = False             # ended, and settled by the driver
 
     @property
@@ -215,10 +214,10 @@ class PipelineRun:
                 stopping = "the pipeline was canceled"
                 self.console.status(f"{stopping}: canceling every step in flight")
                 for sr in self.runs.values():
-                    if sr.thread is not None and not sr.done:
-                        sr.cancel.request(stopping)
+                    if sr.submission is not None and not sr.done:
+                        sr.submission.cancel(stopping)
             for sr in self.runs.values():
-                if sr.done or sr.thread is not None:
+                if sr.done or sr.submission is not None:
                     continue
                 parents = {p: self.runs[p].record for p in sr.step.parents}
                 blocked = stopping and f"not started: {stopping}" or precord.upstream_reason(sr.record, parents)
@@ -228,7 +227,7 @@ class PipelineRun:
                     continue
                 if not all(self.runs[p].done for p in sr.step.parents):
                     continue
-                if sum(1 for r in self.runs.values() if r.thread is not None and not r.done) >= limit:
+                if sum(1 for r in self.runs.values() if r.submission is not None and not r.done) >= limit:
                     continue
                 producer = self.decide(sr)
                 if producer is not None:
@@ -236,12 +235,10 @@ class PipelineRun:
                     continue
                 backend = backends.get(sr.job.backend)
                 plan = backend.plan(sr.job, share=share)
-                sr.cancel = Cancel()
-                sr.thread = threading.Thread(target=_launch, args=(backend, plan, sr), daemon=True,
-                                             name=f"pipeline-step-{sr.name}")
-                sr.thread.start()
+                assert sr.record is not None and sr.console is not None
+                sr.submission = backend.submit(plan, sr.record, sr.console)
             for sr in self.runs.values():
-                if sr.thread is not None and not sr.done and not sr.thread.is_alive():
+                if sr.submission is not None and not sr.done and sr.submission.describe().ended:
                     self._settle(sr)
             failed = None if self.settings.continue_on_step_failure or stopping else \
                 precord.failed_step({n: sr.record for n, sr in self.runs.items() if sr.done})
@@ -249,8 +246,8 @@ class PipelineRun:
                 stopping = precord.stop_reason(failed)
                 self.console.status(f"{stopping}: canceling every step in flight")
                 for sr in self.runs.values():
-                    if sr.thread is not None and not sr.done:
-                        sr.cancel.request(f"canceled: {stopping}")
+                    if sr.submission is not None and not sr.done:
+                        sr.submission.cancel(f"canceled: {stopping}")
                 return False  # the steps not started yet are canceled on the next pass
             precord.sync(self.record)
             return all(sr.done for sr in self.runs.values())
@@ -369,15 +366,6 @@ def _hashed(files: Dict[str, str], hash_paths: List[str]) -> Dict[str, str]:
     if not hash_paths:
         return files
     return {f: h for f, h in files.items() if any(f == p or f.startswith(p + "/") for p in hash_paths)}
-
-
-def _launch(backend: Any, plan: Any, sr: StepRun) -> None:
-    try:
-        backend.launch([plan], [sr.record], [sr.console], sr.cancel)
-    except Exception as exc:  # launch() records its own failures; this is mltrain's fault, kept visible
-        sr.record.reload()
-        if sr.record.status not in TERMINAL:
-            finish(sr.record, FAILED, error=f"internal error: {type(exc).__name__}: {exc}", console=sr.console)
 
 
 def _width(steps: List[graph.Step]) -> int:

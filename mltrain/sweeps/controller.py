@@ -24,7 +24,7 @@ from hydra.core.utils import setup_globals
 
 from mltrain import backends
 from mltrain.atomic import atomic_write_bytes
-from mltrain.backends.base import Cancel
+from mltrain.backends.handover import Submission
 from mltrain.config.compose import compose_members
 from mltrain.errors import ConfigError, MltrainError, RunCanceled, RunFailed
 from mltrain.launch.hydra_adapter import freeze_members
@@ -53,8 +53,7 @@ class Member:
     job: Any = None
     record: Any = None
     console: Optional[Console] = None
-    cancel: Any = None
-    thread: Optional[threading.Thread] = None
+    submission: Optional[Submission] = None  # the member's run on its way (Backend.submit)
     status: str = "NotStarted"
     values: List[float] = field(default_factory=list)
     steps: List[Optional[int]] = field(default_factory=list)  # the step each value was logged with
@@ -69,9 +68,14 @@ class Member:
     ended: Optional[float] = None
     config: Any = None
 
+    def cancel(self, reason: str) -> None:
+        """Stop the member's run (the reason is what its record keeps)."""
+        if self.submission is not None:
+            self.submission.cancel(reason)
+
     @property
     def running(self) -> bool:
-        return self.thread is not None and self.ended is None
+        return self.submission is not None and self.ended is None
 
     @property
     def run_id(self) -> Optional[str]:
@@ -171,20 +175,11 @@ class Controller:
         self._hand_over(member, job)
 
     def _hand_over(self, member: Member, job: Any) -> None:
-        """The member's run (its record made) to its backend, in a thread of its own."""
+        """The member's run (its record made) to its backend, which takes it at once (Backend.submit)."""
         backend = backends.get(job.backend)
         plan = backend.plan(job, share=self.concurrent)
-        member.cancel = Cancel()
         member.started = time.time()
-
-        def body() -> None:
-            try:
-                member.status = backend.launch([plan], [member.record], [member.console], member.cancel)[0]
-            except Exception as exc:  # launch() records its own failures; this is mltrain's fault, kept visible
-                member.status, member.error = FAILED, f"internal error: {type(exc).__name__}: {exc}"
-
-        member.thread = threading.Thread(target=body, name=f"sweep-member-{member.index}", daemon=True)
-        member.thread.start()
+        member.submission = backend.submit(plan, member.record, member.console)
 
     def _follow(self) -> bool:
         """Read what running members logged, apply the policy, and settle members that ended."""
@@ -192,7 +187,8 @@ class Controller:
         for member in self.members:
             if not member.running:
                 continue
-            if not member.thread.is_alive():  # looked at before reading: no value written before the end is missed
+            assert member.submission is not None
+            if member.submission.describe().ended:  # looked at before reading: no value written before the end is missed
                 ended.append(member)
             for value, step in self._new_values(member):
                 if member.restart:  # the earlier attempt's values from this step on are logged again
@@ -238,7 +234,7 @@ class Controller:
                     member = self.members[index]
                     member.reason, member.cut_at = reason, interval
                     member.console.status(f"canceled by {reason}")
-                    member.cancel.request(reason)
+                    member.cancel(reason)
             for m in live:
                 m.judged = max(m.judged, interval)
 
@@ -311,7 +307,7 @@ class Controller:
         for member in self.members:
             if member.running:
                 member.reason = member.reason or reason
-                member.cancel.request(reason)
+                member.cancel(reason)
 
     # ------------------------------------------------------------------ the end
     def raise_for_outcome(self) -> None:

@@ -25,7 +25,6 @@ import json
 import os
 import pickle
 import shutil
-import threading
 import time
 import warnings
 from dataclasses import dataclass
@@ -34,13 +33,11 @@ from typing import Any, Iterator, List, Optional
 
 from mltrain import backends
 from mltrain.atomic import atomic_write
-from mltrain.backends.base import Cancel
 from mltrain.config.paths import extra_config_dirs, generated_config_dir, request_config_dirs
 from mltrain.errors import MltrainError
 from mltrain.launch.orchestrate import complete_run
 from mltrain.runs.console import Console
 from mltrain.runs.record import RunRecord
-from mltrain.runs.waiting import wait_until
 from mltrain.spec.job import FrozenJob
 from mltrain.spec.status import CANCELED, COMPLETED, FAILED, TERMINAL
 from mltrain.spec.sweep_record import MemberRow, SweepDoc
@@ -271,7 +268,7 @@ class Resumed(Controller):
             self._reread(member)
             self._follow_again(member, record)
             if cut:  # the policy had cut it: the cancel the first driver asked for, asked again
-                member.cancel.request(row.canceled_by)
+                member.cancel(row.canceled_by)
             else:  # a stop of the sweep that had not reached it yet: the resumed sweep goes on with it
                 member.reason = None
 
@@ -301,32 +298,8 @@ class Resumed(Controller):
     def _follow_again(self, member: Member, record: RunRecord) -> None:
         """A member still running without its driver (a Slurm job): watched until it ends, canceled
         through its backend when the policy or the sweep says so."""
-        member.cancel = Cancel()
-        backend = backends.backend_of(record)
         member.console.status(f"{record.status}: followed again")
-
-        def body() -> None:
-            asked = []
-
-            def ended() -> bool:
-                if record.status in TERMINAL:
-                    return True
-                if member.cancel.is_set() and not asked:
-                    asked.append(True)
-                    backend.cancel(record)
-                return False
-
-            def look() -> bool:
-                record.reload()
-                backends.refresh([record])
-                return ended()
-
-            if not ended():
-                wait_until(look, poll=backend.wait_poll_s)
-            member.status = record.status
-
-        member.thread = threading.Thread(target=body, name=f"sweep-member-{member.index}", daemon=True)
-        member.thread.start()
+        member.submission = backends.backend_of(record).follow(record)
 
 
 class _Told:

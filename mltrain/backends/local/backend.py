@@ -17,12 +17,12 @@ from mltrain.backends.base import (
     Backend,
     Outcome,
     Plan,
-    cancel_reason,
     failure_text,
     lose_orphan,
     prepare_environment,
     stop_driver,
 )
+from mltrain.backends.handover import cancel_reason
 from mltrain.backends.local.compute import LocalComputeConf
 from mltrain.backends.local.ports import claim_port
 from mltrain.backends.local.supervisor import LocalSupervisor

@@ -19,7 +19,8 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-from mltrain.backends.base import Outcome, Plan, bind, cancel_reason
+from mltrain.backends.base import Outcome, Plan, bind
+from mltrain.backends.handover import cancel_reason
 from mltrain.backends.local import guard as guard_mod
 from mltrain.ranks.contract import RankPlace, tf_config
 from mltrain.ranks.process import POLL_S, LogCopy, copy_output, describe_exit, stop_groups, tail

@@ -13,7 +13,8 @@ import threading
 import time
 from typing import Dict, List, Tuple, Union
 
-from mltrain.backends.base import Outcome, cancel_reason
+from mltrain.backends.base import Outcome
+from mltrain.backends.handover import cancel_reason
 from mltrain.ranks import contract, reports
 from mltrain.ranks.process import POLL_S, copy_output, stop_groups
 from mltrain.runs.console import Console, RunLog

@@ -15,7 +15,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from mltrain.backends.base import Plan, cancel_reason
+from mltrain.backends.base import Plan
+from mltrain.backends.handover import cancel_reason
 from mltrain.backends.slurm import accounting
 from mltrain.backends.slurm.compute import SlurmComputeConf
 from mltrain.backends.slurm.rank import SlurmRank

@@ -11,7 +11,8 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Set
 
-from mltrain.backends.base import Plan, cancel_reason, driver_alive
+from mltrain.backends.base import Plan, driver_alive
+from mltrain.backends.handover import cancel_reason
 from mltrain.backends.slurm import driver
 from mltrain.backends.slurm.compute import SlurmComputeConf
 from mltrain.backends.slurm.pack import STALE_S, Pool, claim, enqueue, entry_names, pack_part, packed_in, pool_for, release
