@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
-from support import leftovers, only_run, run_mltrain, runs
+from support import leftovers, mltrain_exe, only_run, run_mltrain, runs, until
 
 pytestmark = pytest.mark.slow
 
@@ -442,3 +443,26 @@ def test_designer_components_by_name_run_as_pipeline_steps(home, project):
     halves = [Path(steps["split"]["dir"]) / "outputs" / f"image_directory_{i}" for i in (1, 2)]
     counts = [sum(1 for p in h.rglob("*.png")) for h in halves]
     assert counts[0] == counts[1] > 0  # fraction 0.5, stratified by label
+
+
+def test_a_killed_command_job_leaves_no_generated_files_and_its_run_says_driver_lost(home, project, tmp_path):
+    """`job create` of a command job composes the job file's fields in memory: a driver killed with SIGKILL
+    (no atexit) leaves nothing in the temporary folder, and the next look at its run settles it."""
+    write(project, "job.yml", """\
+        command: sleep 60
+        environment: azureml://registries/azureml/environments/sklearn-1.5/labels/latest
+        """)
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    env = {**os.environ, "TMPDIR": str(temp)}
+    proc = subprocess.Popen([*mltrain_exe(), "job", "create", "--file", "job.yml"], cwd=project, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        until(lambda: [r for r in runs(home) if r["status"] == "Running"], 60, "the job running")
+        assert not list(temp.glob("mltrain-azureml-*")), "job create wrote its job as config files"
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)  # the driver only: its guard stops the rank (mltrain.backends.local.guard)
+        proc.wait()
+    status = run_mltrain("runs", "status", only_run(home)["id"], cwd=project)
+    assert "Failed" in status.out and "driver lost" in status.out, status.out + status.err
+    assert not list(temp.glob("mltrain-azureml-*"))  # (mltrain-ports: the port claims every local run shares)

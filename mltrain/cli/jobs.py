@@ -3,9 +3,10 @@
     mltrain job create --file job.yml [--set FIELD=VALUE ...] [--name N] [--experiment-name E]
                        [--stream | --detach] [--dry-run] [mltrain overrides ...]
 
-The file is read and checked whole (mltrain.azureml) before anything exists; then mltrain's own
-command runs the plan, so every engine, override (`compute=slurm`, `run.root=...`) and flag behaves
-as it does for `mltrain ...`.
+The file is read and checked whole (mltrain.azureml) before anything exists. A command job is then one
+typed job request composed and run in this process (mltrain.launch.request); a sweep or a pipeline runs
+through mltrain's own command. Every override (`compute=slurm`, `run.root=...`) and flag behaves as it
+does for `mltrain ...`.
 """
 from __future__ import annotations
 
@@ -14,12 +15,14 @@ import os
 import shutil
 import sys
 import tempfile
+from pathlib import Path
 from typing import List, Optional
 
 import yaml
 
 from mltrain.azureml import job_plan
-from mltrain.azureml.job_request import EMPTY_CODE, Request
+from mltrain.azureml.job_request import EMPTY_CODE, GROUP, Request
+from mltrain.cli.main import _open_mapping
 from mltrain.cli.main import main as mltrain_main
 from mltrain.config.paths import extra_config_dirs
 from mltrain.errors import MltrainError
@@ -86,9 +89,21 @@ def _parse(args: List[str]):
 
 
 def _launch(plan, request, flags: List[str]) -> Optional[int]:
-
-
-
+    console = Console()
+    for note in plan.notes:
+        console.status(f"azureml: {note}")
+    if request.dry_run:
+        for line in plan.lines:
+            console.write_line(line)
+    user = list(request.overrides)
+    mine = [o for o in plan.overrides if _key(o) not in {_key(u) for u in user}]
+    extra = [f for f in flags if f in ("--detach", "--dry-run")]
+    if plan.kind == "command" and not _sweeps(user):
+        return _run_command_job(plan, mine + user, extra, console)
+    # A sweep or a pipeline (or a command job swept from the command line, `compute=local,slurm`) still runs
+    # through `mltrain -m`'s Hydra sweeper, from generated config files: `runs resume SWEEP` composes the
+    # members again from the config folders the sweep recorded, and the generated folder is copied into the
+    # sweep for that (mltrain.sweeps.resume).
     folder = tempfile.mkdtemp(prefix="mltrain-azureml-")
     atexit.register(shutil.rmtree, folder, True)
     os.makedirs(os.path.join(folder, EMPTY_CODE))
@@ -100,20 +115,54 @@ def _launch(plan, request, flags: List[str]) -> Optional[int]:
             if rel.startswith("azureml_job/"):
                 handle.write("# @package _global_\n")
             yaml.safe_dump(values, handle, sort_keys=False)
-    console = Console()
-    for note in plan.notes:
-        console.status(f"azureml: {note}")
-    if request.dry_run:
-        for line in plan.lines:
-            console.write_line(line)
-
-    user = list(request.overrides)
-    mine = [o for o in plan.overrides if _key(o) not in {_key(u) for u in user}]
-    extra = [f for f in flags if f in ("--detach", "--dry-run")]
     # the generated files, then the repository's `.mltrain` nearest the job file (its computes, environments)
     with extra_config_dirs([folder, *plan.config_dirs], generated=folder):
         mltrain_main(mine + user + extra)
     return 0
+
+
+def _run_command_job(plan, overrides: List[str], flags: List[str], console: Console) -> int:
+    """A command job as one typed request in this process: the job file's values are the request's
+    in-memory config (no generated file), its groups and the user's overrides its overrides."""
+    from mltrain import backends  # startup
+    from mltrain.errors import RunCanceled, RunFailed  # startup
+    from mltrain.launch.dryrun import dry_run_text  # startup
+    from mltrain.launch.orchestrate import run_all  # startup
+    from mltrain.launch.request import JobRequest, freeze_request  # startup
+    from mltrain.spec.status import CANCELED, COMPLETED, QUEUED  # startup
+
+    (values,) = plan.files.values()
+    values = _absolute_empty_code(values, str(_empty_code()))
+    generated = f"+{GROUP}="
+    chosen = [_open_mapping(o) for o in overrides if not o.startswith(generated)]
+    if "--detach" in flags:
+        chosen.append("run.detach=true")
+    job = freeze_request(JobRequest(overrides=tuple(chosen), config_dirs=tuple(plan.config_dirs), config=values))
+    if "--dry-run" in flags:
+        console.write_line(dry_run_text(job))
+        return 0
+    backends.get(job.backend).preflight([job])
+    result = run_all([job])[0]
+    if result.status in (COMPLETED, QUEUED):
+        return 0
+    # the run's end and its error are printed already, as `mltrain job=command` prints them
+    return (RunCanceled if result.status == CANCELED else RunFailed)("").exit_code
+
+
+def _sweeps(overrides: List[str]) -> bool:
+    from mltrain.launch.request import sweeps_in  # startup
+
+    return bool(sweeps_in(overrides))
+
+
+def _empty_code() -> Path:
+    """The source folder of a command job without `code:` (Azure runs it in an empty folder): one empty
+    folder under MLTRAIN_HOME, snapshotted like any other."""
+    from mltrain.config.paths import mltrain_home  # startup
+
+    path = mltrain_home() / "azureml" / EMPTY_CODE
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def _key(override: str) -> str:

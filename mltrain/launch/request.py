@@ -4,8 +4,8 @@
     job = freeze_request(request)        # a FrozenJob, or one MltrainError with the CLI's one line
 
 A request says what to compose (the job kind, config-group choices and values as Hydra overrides,
-extra config folders searched before the current folder's `.mltrain/` and mltrain's presets), the
-run's name and experiment, and who asked (`origin`, recorded in run.json). Composition goes through
+extra config folders searched before the current folder's `.mltrain/` and mltrain's presets, values
+held in memory as one more config), the run's name and experiment, and who asked (`origin`, recorded in run.json). Composition goes through
 Hydra's public compose API (`initialize_config_module` + `compose`), in this process: no argv, no
 temporary environment variables, no change of directory. The result is frozen by the same
 `launch.freeze` the launcher plugin uses, so a request and the equivalent `mltrain` command make the
@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from mltrain.config.paths import builtin_search_url, extra_config_dirs
 from mltrain.config.sections import open_sections
 from mltrain.errors import ConfigError, MltrainError, one_line
 from mltrain.spec.job import FrozenJob
+
+#: Where a request's in-memory config node is held in Hydra's ConfigStore while it composes (compose()).
+REQUEST_GROUP, REQUEST_NODE = "mltrain_request", "node"
 
 
 @dataclass(frozen=True)
@@ -35,10 +38,15 @@ class JobRequest:
     experiment_name: Optional[str] = None
     #: {"front_end": "azureml-v1", "file": ..., "line": ...}: kept in run.json
     origin: Dict[str, Any] = field(default_factory=dict)
+    #: values composed in last, as a `_global_` config file listed after every group would be (a v2 job file's
+    #: fields, read by its front end): an in-memory config node, no file written
+    config: Optional[Dict[str, Any]] = None
 
     def all_overrides(self) -> Tuple[str, ...]:
         """The request as Hydra overrides, the request's own fields last (they win)."""
         mine = [f"job={self.job}"] if self.job else []
+        if self.config is not None:
+            mine.append(f"+{REQUEST_GROUP}={REQUEST_NODE}")
         tail = []
         if self.experiment_name:
             tail.append(f"experiment_name={quote(self.experiment_name)}")
@@ -98,6 +106,11 @@ def compose(request: JobRequest) -> Any:
     if GlobalHydra.instance().is_initialized():  # a caller's own Hydra app or an earlier compose
         GlobalHydra.instance().clear()
     try:
+        if request.config is not None:  # gone again with the ConfigStore's state below
+            from hydra.core.config_store import ConfigStore  # startup
+
+            ConfigStore.instance().store(group=REQUEST_GROUP, name=REQUEST_NODE, node=request.config,
+                                         package="_global_")
         url = builtin_search_url()
         with extra_config_dirs(request.config_dirs):  # Hydra builds the search path as it initializes
             init = (initialize_config_module(url[len("pkg://"):], version_base="1.3") if url.startswith("pkg://")
@@ -118,16 +131,21 @@ def compose(request: JobRequest) -> Any:
 
 def _refuse_sweeps(overrides: Sequence[str]) -> None:
     """A request is one run: `a=1,2` would otherwise compose as the string '1,2' or fail deep in Hydra."""
+    for item in sweeps_in(overrides):
+        raise ConfigError(item.key_or_group, f"'{item.input_line}' is a sweep; a job request is one run "
+                                             "(submit a sweep instead)")
+
+
+def sweeps_in(overrides: Sequence[str]) -> List[Any]:
+    """The overrides that sweep (`a=1,2`, `a=range(3)`), parsed by Hydra; a line Hydra cannot parse is one
+    MltrainError."""
     from hydra.core.override_parser.overrides_parser import OverridesParser  # startup
 
     try:
         parsed = OverridesParser.create().parse_overrides(list(overrides))
     except Exception as exc:  # noqa: BLE001 - Hydra's parse errors are several lines
         raise MltrainError(one_line(exc)) from None
-    for item in parsed:
-        if item.is_sweep_override():
-            raise ConfigError(item.key_or_group, f"'{item.input_line}' is a sweep; a job request is one run "
-                                                 "(submit a sweep instead)")
+    return [item for item in parsed if item.is_sweep_override()]
 
 
 def freeze_request(request: JobRequest) -> FrozenJob:
