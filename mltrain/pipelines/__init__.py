@@ -15,6 +15,7 @@ from typing import Any, Dict, List
 
 from mltrain import backends
 from mltrain.errors import ConfigError, MltrainError, RunCanceled, RunFailed, first_line, one_line
+from mltrain.launch.composer import Composer
 from mltrain.runs import mlflow_run
 from mltrain.runs.console import Console
 from mltrain.spec.job import new_run_id
@@ -75,17 +76,16 @@ def _cli_overrides(arguments: List[str]) -> List[str]:
     return out
 
 
-def build(sweeper: Any, arguments: List[str]):
+def build(composer: Composer, arguments: List[str]):
     """(name, settings, steps, frozen jobs by step, pipeline run id, runs root): everything checked and
     frozen, nothing created."""
     from hydra.core.utils import setup_globals  # startup
     from omegaconf import OmegaConf, open_dict  # startup
 
     from mltrain.components.checks import PRODUCED_LATER  # startup
-    from mltrain.config.compose import compose_members  # startup
     from mltrain.pipelines import graph  # startup
 
-    cfg = sweeper.config
+    cfg = composer.config
     name = str(cfg.hydra.runtime.choices.get("pipeline") or "pipeline")
     node = OmegaConf.to_container(cfg.pipeline, resolve=False)
     settings = PipelineConf(max_concurrent_steps=int(cfg.pipeline.max_concurrent_steps),
@@ -99,11 +99,10 @@ def build(sweeper: Any, arguments: List[str]):
     run_id = str(cfg.run.id) if cfg.run.id else new_run_id(name)
     setup_globals()
     configs = {}
-    bases: dict = {}  # steps choosing the same groups compose once
     for step in steps:
         try:
-            configs[step.name] = compose_members(sweeper.launcher, [step_overrides(step.overrides, cli)], 0,
-                                                 bases)[0]
+            # steps choosing the same groups compose once (HydraComposer)
+            configs[step.name] = composer.compose(step_overrides(step.overrides, cli))
         except Exception as exc:
             raise _step_error(step.name, exc) from None
     dirs = {s.name: Path(os.path.expanduser(str(configs[s.name].run.root))).resolve() / f"{run_id}.{s.name}"
@@ -172,13 +171,14 @@ def _step_error(step: str, exc: BaseException) -> MltrainError:
     raise exc
 
 
-def run(sweeper: Any, arguments: List[str]) -> list:
-    """The body of MltrainSweeper.sweep() when a pipeline is chosen."""
+def run(composer: Composer, arguments: List[str]) -> list:
+    """The pipeline the command chose (`pipeline=NAME`), with the command's other `arguments` for every step;
+    mltrain's Hydra sweeper comes here with a HydraComposer."""
     from mltrain.launch.orchestrate import CancelOnSignal  # startup
     from mltrain.pipelines import graph_record, runner  # startup
 
-    cfg = sweeper.config
-    name, settings, steps, jobs, run_id, root = build(sweeper, arguments)
+    cfg = composer.config
+    name, settings, steps, jobs, run_id, root = build(composer, arguments)
     pipe = runner.PipelineRun(name, steps, jobs, root, settings, list(arguments))
     detach = bool(cfg.run.detach)
     if detach:
@@ -188,7 +188,7 @@ def run(sweeper: Any, arguments: List[str]) -> list:
     for backend in sorted({j.backend for j in jobs.values()}):
         backends.get(backend).preflight()
     run_dir = runner.pipeline_dir(root, run_id)
-    sweeper.launcher.started = True  # runs exist from here on (no sweep folder was made: nothing to remove)
+    composer.mark_started()  # runs exist from here on
     pipe.create(run_dir)
     interrupt = threading.Event()
     with mlflow_run.mirror_started(not detach) as mirror, CancelOnSignal(interrupt):

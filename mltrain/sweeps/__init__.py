@@ -14,6 +14,7 @@ from typing import Any, List
 from mltrain import backends
 from mltrain.backends import backend_for
 from mltrain.errors import ConfigError
+from mltrain.launch.composer import Composer
 from mltrain.launch.dryrun import dry_run_text
 from mltrain.runs import mlflow_run
 from mltrain.runs.console import Console
@@ -31,14 +32,15 @@ def wanted(config: Any) -> bool:
     return is_hyperdrive(from_config(OmegaConf.to_container(node, resolve=True)))
 
 
-def run(sweeper: Any, arguments: List[str]) -> list:
-    """The body of MltrainSweeper.sweep() for a HyperDrive sweep."""
+def run(composer: Composer, arguments: List[str]) -> list:
+    """A HyperDrive sweep of the command's `arguments` (Hydra's overrides, sweeps included); mltrain's Hydra
+    sweeper comes here with a HydraComposer."""
     from omegaconf import OmegaConf  # startup
 
     from mltrain.sweeps import controller, results, resume, space  # startup
 
     again = resume.pending()  # `mltrain runs resume SWEEP` came back in through Hydra with the sweep's overrides
-    cfg = sweeper.config
+    cfg = composer.config
     sweep = settings.check(settings.from_config(OmegaConf.to_container(cfg.sweep, resolve=True)))
     search = space.parse(list(arguments), dict(sweep.params))
     if not search.dimensions:
@@ -53,16 +55,16 @@ def run(sweeper: Any, arguments: List[str]) -> list:
     if again is not None:
         seed = again.seed if again.seed is not None else seed
     if cfg.dry_run:
-        return _dry_run(sweeper, sweep, search, seed)
+        return _dry_run(composer, sweep, search, seed)
     backends.get(backend_for(str(cfg.compute.kind), str(cfg.distribution.kind))).preflight()
     sweep_dir = Path(str(cfg.hydra.sweep.dir)).expanduser()
     sweep_dir.mkdir(parents=True, exist_ok=True)
     if again is None:
         OmegaConf.save(cfg, sweep_dir / "multirun.yaml")
         resume.keep_config_path(sweep_dir)
-        ctl = controller.Controller(sweeper, sweep, search, sweep_dir, seed)
+        ctl = controller.Controller(composer, sweep, search, sweep_dir, seed)
     else:  # the sweep's own multirun.yaml stays: a second resume reads the same
-        ctl = resume.Resumed(again, sweeper, sweep, search, sweep_dir, seed)
+        ctl = resume.Resumed(again, composer, sweep, search, sweep_dir, seed)
     with mlflow_run.mirror_started() as mirror:
         ctl.run()
     doc = results.write(ctl, final=True)
@@ -78,25 +80,22 @@ def run(sweeper: Any, arguments: List[str]) -> list:
     return []
 
 
-def _dry_run(sweeper: Any, sweep: Any, search: Any, seed: int) -> list:
+def _dry_run(composer: Composer, sweep: Any, search: Any, seed: int) -> list:
     """The sweep's plan and the first member's dry run, sampled from an in-memory study: nothing is
     written, nothing starts."""
-    from mltrain.config.compose import compose_members  # startup
-    from mltrain.launch.hydra_adapter import freeze_members  # startup
     from mltrain.sweeps.controller import concurrent_runs, make_study, total_runs  # startup
     from mltrain.sweeps.space import override_for  # startup
 
     console = Console()
     total = total_runs(sweep, search)
     console.status(f"sweep (dry run): {sweep.sampling} sampling, seed {seed}, {total} runs, "
-                   f"{concurrent_runs(sweep, sweeper.config, total)} at a time, primary metric "
+                   f"{concurrent_runs(sweep, composer.config, total)} at a time, primary metric "
                    f"{sweep.primary_metric or '-'} ({sweep.goal}), early termination {sweep.early_termination.policy}")
     for key, text in search.describe().items():
         console.write_line(f"  {key} = {text}")
     trial = make_study(sweep, search, None, seed).ask(search.distributions())
     overrides = search.fixed + [override_for(d.key, d.value(trial.params[d.key])) for d in search.dimensions]
     console.status("first member: " + " ".join(overrides))
-    config = compose_members(sweeper.launcher, [overrides], 0)[0]
-    job = freeze_members([config], str(sweeper.launcher.params.get("runs_root") or "~/.mltrain/runs"))[0]
+    job = composer.freeze([composer.compose(overrides)])[0]
     console.write_line(dry_run_text(job))
     return []

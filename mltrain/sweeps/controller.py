@@ -25,9 +25,8 @@ from hydra.core.utils import setup_globals
 from mltrain import backends
 from mltrain.atomic import atomic_write_bytes
 from mltrain.backends.handover import Submission
-from mltrain.config.compose import compose_members
 from mltrain.errors import ConfigError, MltrainError, RunCanceled, RunFailed
-from mltrain.launch.hydra_adapter import freeze_members
+from mltrain.launch.composer import Composer
 from mltrain.launch.orchestrate import CancelOnSignal, create_run
 from mltrain.runs.console import Console
 from mltrain.runs.metrics import read_new
@@ -83,19 +82,18 @@ class Member:
 
 
 class Controller:
-    def __init__(self, sweeper: Any, settings: SweepConf, space: Space, sweep_dir: Path, seed: int) -> None:
-        self.sweeper, self.settings, self.space = sweeper, settings, space
+    def __init__(self, composer: Composer, settings: SweepConf, space: Space, sweep_dir: Path, seed: int) -> None:
+        self.composer, self.settings, self.space = composer, settings, space
         self.sweep_dir, self.seed = sweep_dir, seed
         self.members: List[Member] = []
         self.console = Console()
         self.total = total_runs(settings, space)
-        self.concurrent = concurrent_runs(settings, sweeper.config, self.total)
+        self.concurrent = concurrent_runs(settings, composer.config, self.total)
         self.goal = settings.goal
         self.started = time.time()
         self.spent = 0.0  # seconds the sweep ran before a resume (sweep.max_duration_minutes counts them)
         self.stop_reason: Optional[str] = None
         self.interrupted = False
-        self.bases: dict = {}  # members differ in values only: one composition of the defaults for all
 
     # ------------------------------------------------------------------ the loop
     def run(self) -> List[Member]:
@@ -165,12 +163,11 @@ class Controller:
             self._tell(member)
 
     def _start(self, member: Member) -> None:
-        launcher = self.sweeper.launcher
         setup_globals()
-        config = compose_members(launcher, [member.overrides], member.index, self.bases)[0]
-        job = freeze_members([config], str(launcher.params.get("runs_root") or "~/.mltrain/runs"))[0]
+        config = self.composer.compose(member.overrides, member.index)
+        job = self.composer.freeze([config])[0]
         member.config, member.job = config, job
-        launcher.started = True  # from here on runs exist: mltrain's sweeper keeps the sweep folder
+        self.composer.mark_started()  # from here on runs exist: the sweep folder is kept
         member.record = create_run(job, member.console)
         self._hand_over(member, job)
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from hydra.core.config_store import ConfigStore
 
+from hydra_plugins.mltrain_launcher.launcher import MltrainLauncher
 from mltrain.config.hydra_internals import BasicSweeper, BasicSweeperConf
 from mltrain.errors import ConfigError
 
@@ -33,22 +34,27 @@ class MltrainSweeper(BasicSweeper):
         # copy Hydra's loop, undo that when the launcher started no run (a refused config, a dry run) or
         # a lone run (`mltrain` without -m is a sweep of one to Hydra, not to the user).
         from mltrain import pipelines, sweeps  # plugin
+        from mltrain.launch.composer import HydraComposer  # plugin
 
         pipelines.refuse_sweep(arguments)
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         existing = next(p for p in (sweep_dir, *sweep_dir.parents) if p.exists())
+        composer = None
         try:
             make_sweep_dir(sweep_dir, Path(str(self.config.run.root)))
-            if pipelines.wanted(self.config):
-                return pipelines.run(self, arguments)
-            if sweeps.wanted(self.config):
-                return sweeps.run(self, arguments)
+            engine = pipelines if pipelines.wanted(self.config) else sweeps if sweeps.wanted(self.config) else None
+            if engine is not None:  # mltrain's own engines, beside Hydra: they compose through the composer
+                composer = HydraComposer(self.config, self.launcher)
+                return engine.run(composer, arguments)
             return super().sweep(arguments)
         finally:
-            if sweep_dir != existing and not getattr(self.launcher, "started", False):
+            # what the engine or mltrain's launcher says (another launcher: Hydra's own way, the folder stays)
+            ours = isinstance(self.launcher, MltrainLauncher)
+            started = composer.started if composer is not None else (self.launcher.started if ours else True)
+            if sweep_dir != existing and not started:
                 top = next(p for p in (sweep_dir, *sweep_dir.parents) if p.parent == existing)
                 shutil.rmtree(top, ignore_errors=True)
-            elif sweep_dir != existing and getattr(self.launcher, "single_run", False):
+            elif sweep_dir != existing and composer is None and ours and self.launcher.single_run:
                 # the run itself may live beside it: remove the sweep folder and only the parents left empty
                 shutil.rmtree(sweep_dir, ignore_errors=True)
                 for parent in sweep_dir.parents:
