@@ -1,9 +1,9 @@
 """The driver of a sweep or pipeline submitted through the Python API:
 `python -m mltrain.cli.multirun REQUEST.json`.
 
-Sweeps and pipelines still run inside mltrain's Hydra sweeper (the front-door issue's next step moves
-them beside it), so this driver is the `mltrain -m` app itself, started in its own process because a
-HyperDrive sweep or a pipeline must outlive the notebook that submitted it. The request arrives typed
+Sweeps and pipelines compose through the composer mltrain's Hydra sweeper builds (mltrain.launch.composer),
+so this driver is the `mltrain -m` app itself, started in its own process because a HyperDrive sweep or a
+pipeline must outlive the notebook that submitted it. The request arrives typed
 (JSON written by mltrain.api), the config folders reach the search path through the composition's own
 context (mltrain.config.paths.extra_config_dirs), and the outcome goes back typed: outcome.json in the
 request's folder, {"status", "error", "exit_code"}, written once the command ends.
