@@ -171,3 +171,20 @@ def test_a_sweep_whose_later_array_is_refused_is_withdrawn_whole(home, tmp_path)
         assert time.monotonic() < deadline, f"array {first} still queued after the sweep failed"
         time.sleep(0.5)
 
+
+
+def test_a_sweep_past_max_job_count_is_refused_before_its_members_are_composed(home, tmp_path):
+    """10,001 unpacked members on a cluster of Slurm's default MaxJobCount (10,000): one line pointing to
+    compute.pack, from the first member's config, in seconds (composing all 10,001 took minutes), and
+    nothing created."""
+    require_cluster()
+    if _shown("MaxJobCount") != "10000":
+        pytest.skip("the test cluster's MaxJobCount is not Slurm's default")
+    started = time.monotonic()
+    r = run_mltrain("-m", "job=command", "job.command=true", "compute=slurm", "+job.params.i=range(0,10001)",
+                    "--detach", cwd=tmp_path, timeout=120)
+    took = time.monotonic() - started
+    assert r.rc != 0
+    assert r.err.count("\n") == 1 and "compute.pack" in r.err and "MaxJobCount" in r.err, r.err
+    assert took < 30, f"refused after {took:.0f}s"
+    assert runs(home) == [] and not (home / "runs").exists() or not any((home / "runs").iterdir())

@@ -76,11 +76,23 @@ def job_return(cfg: DictConfig, result: RunResult):
     return ret
 
 
+def _refuse_early(first: DictConfig, members: int, runs_root: str, compute: Any) -> None:
+    """A sweep its backend could never hold (more Slurm jobs than the cluster's MaxJobCount) is refused from
+    its first member, before the others are composed: 10,000 members took minutes to compose before the one
+    line. Members differ in values, so the first one's backend and packing stand for all of them."""
+    job = freeze_members([first], runs_root, compute)[0]
+    backends.get(job.backend).preflight([job] * members)
+
+
 def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list:
     """The body of MltrainLauncher.launch()."""
     setup_globals()
-    configs = compose_members(launcher, job_overrides, initial_job_idx)
     runs_root = str(launcher.params.get("runs_root") or "~/.mltrain/runs")
+    bases: dict = {}  # the members' shared compositions, across both calls below
+    configs = compose_members(launcher, job_overrides[:1], initial_job_idx, bases)
+    if len(job_overrides) > 1 and not (is_mltrain_config(configs[0]) and configs[0].dry_run):
+        _refuse_early(configs[0], len(job_overrides), runs_root, app_compute(launcher.params))
+    configs += compose_members(launcher, job_overrides[1:], initial_job_idx + 1, bases)
     jobs = freeze_members(configs, runs_root, app_compute(launcher.params))
     if any(is_mltrain_config(c) and c.dry_run for c in configs):
         console = Console()
