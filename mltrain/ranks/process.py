@@ -9,10 +9,11 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import traceback
 from collections import deque
 from typing import Callable, Deque, List, Optional, Sequence
+
+from mltrain.runs.waiting import wait_until
 
 POLL_S = 0.05
 TAIL_LINES = 15
@@ -186,11 +187,8 @@ class ForkedChild:
                 self.returncode = os.waitstatus_to_exitcode(status)
             except ChildProcessError:  # reaped by a poll() of another thread meanwhile
                 pass
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while self.poll() is None:
-            if deadline is not None and time.monotonic() > deadline:
-                raise subprocess.TimeoutExpired(f"pid {self.pid}", timeout)
-            time.sleep(0.01)
+        if not wait_until(lambda: self.poll() is not None, timeout, poll=0.01):
+            raise subprocess.TimeoutExpired(f"pid {self.pid}", timeout or 0.0)
         return self.returncode  # type: ignore[return-value]
 
     def send_signal(self, sig: int) -> None:
@@ -276,9 +274,7 @@ def stop_groups(procs: Sequence[subprocess.Popen], grace_s: float,
     alive = [p for p in procs if p.poll() is None]
     for p in alive:
         signal_group(p, signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline and any(p.poll() is None for p in alive):
-        time.sleep(POLL_S)
+    wait_until(lambda: all(p.poll() is not None for p in alive), grace_s, poll=POLL_S)
     for p in alive:
         if p.poll() is None and on_kill is not None:
             on_kill(p)

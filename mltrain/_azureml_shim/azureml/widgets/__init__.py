@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import html
 import sys
-import time
 from typing import Any, Dict, List
 
 
@@ -49,11 +48,15 @@ class RunDetails:
             return
         from IPython.display import HTML, display
 
+        from mltrain.runs.waiting import wait_until
+
         handle = display(HTML(self._html()), display_id=True)
-        while self.run.get_status() not in ("Completed", "Failed", "Canceled"):
-            time.sleep(2)
+
+        def refreshed() -> bool:  # the table again every 2 s, as Azure's widget refreshes it
             handle.update(HTML(self._html()))
-        handle.update(HTML(self._html()))
+            return self.run.get_status() in ("Completed", "Failed", "Canceled")
+
+        wait_until(refreshed, poll=2)
 
 
 def _short(value: Any) -> str:
