@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -50,8 +51,11 @@ def install_previous(rev: str) -> Path:
         return target
     source = Path(tempfile.mkdtemp(prefix="mltrain-release-src-"))
     subprocess.run(f"git archive {sha} | tar -x -C {source}", shell=True, cwd=ROOT, check=True)
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(source)],
-                   check=True, cwd=source)
+    try:
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(source)],
+                       check=True, cwd=source)
+    finally:
+        shutil.rmtree(source, ignore_errors=True)
     return target
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -238,3 +239,27 @@ def test_no_sweep_settings_keeps_hydras_plain_grid(home, project):
     assert r.rc == 0, r.out + r.err
     assert len(runs(home)) == 2 and not list((home / "runs" / "_sweeps").glob("*/sweep.json"))
     assert os.path.exists(next((home / "runs" / "_sweeps").glob("*/summary.json")))
+
+
+def _sacct_calls(home: Path, tmp: Path, members: int) -> int:
+    """How many times a HyperDrive sweep of `members` 8-second members, all at once on Slurm, ran sacct."""
+    wrapper, log = tmp / f"bin{members}", tmp / f"sacct{members}.log"
+    wrapper.mkdir()
+    (wrapper / "sacct").write_text(f"#!/bin/sh\necho \"$*\" >> {log}\nexec {shutil.which('sacct')} \"$@\"\n")
+    (wrapper / "sacct").chmod(0o755)
+    values = ",".join(str(i) for i in range(members))
+    r = run_mltrain("-m", "job=command", 'job.command="sleep 8"', "compute=slurm", "compute.poll_s=0.5",
+                    f"+job.params.i=choice({values})", "sweep.sampling=grid", "sweep.max_concurrent_runs=8",
+                    cwd=tmp, timeout=300, env={"PATH": f"{wrapper}:{os.environ['PATH']}",
+                                               "MLTRAIN_HOME": str(home / f"home{members}")})
+    assert r.rc == 0, r.out + r.err
+    return len(log.read_text().splitlines()) if log.exists() else 0
+
+
+def test_members_followed_at_once_on_slurm_share_one_sacct_per_interval(home, tmp_path):
+    """Each member of a HyperDrive sweep is followed on its own (a thread each); accounting is asked once
+    per interval for all of them (accounting.SharedQuery), so 8 members at once ask about as often as
+    one member alone (the release before asked 16 times against 2)."""
+    require_cluster()
+    alone, together = _sacct_calls(home, tmp_path, 1), _sacct_calls(home, tmp_path, 8)
+    assert together <= 2 * alone + 2, (alone, together)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import functools
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 from mltrain.spec.status import CANCELED, COMPLETED, FAILED, QUEUED, RUNNING
 
@@ -91,6 +92,50 @@ def query(job_ids: List[str]) -> Dict[str, JobState]:
     if proc.returncode != 0:
         return {}
     return parse(proc.stdout, job_ids)
+
+
+class SharedQuery:
+    """One `sacct` per interval for every run this process follows. A HyperDrive sweep follows each member in
+    a thread of its own (mltrain.backends.handover), and a resumed one each member it finds still on Slurm:
+    asked separately, accounting would be asked once per member per interval (submitit #1759). Here, once
+    any caller has asked within `fresh_s`, the others share that answer (a job it did not cover yet gets
+    none: its follower asks again a poll later, as after any unanswered look); otherwise one call is made
+    for every job a caller asked about within STALE_S. The calls are bounded by time, not by members."""
+
+    STALE_S = 60.0
+    SHARE_PART = 0.75
+
+    def __init__(self, run: Callable[[List[str]], Dict[str, JobState]] = query) -> None:
+        self._run = run
+        self._lock = threading.Lock()
+        self._wanted: Dict[str, float] = {}   # job id -> when a caller last asked about it
+        self._known: Dict[str, Tuple[float, JobState]] = {}  # job id -> (when answered, its state)
+        self._asked = -1e18  # when accounting was last asked
+
+    def __call__(self, job_ids: List[str], fresh_s: float) -> Dict[str, JobState]:
+        if not job_ids:
+            return {}
+        with self._lock:  # a caller arriving while another asks waits for that answer, then shares it
+            now = time.monotonic()
+            for job_id in job_ids:
+                self._wanted[job_id] = now
+            # SHARE_PART: a lone follower asking every fresh_s never gets its own previous answer back
+            if now - self._asked >= fresh_s * self.SHARE_PART:
+                for job_id, when in list(self._wanted.items()):
+                    if now - when > self.STALE_S:
+                        del self._wanted[job_id]
+                        self._known.pop(job_id, None)
+                # asked, answered or not: a slurmdbd that does not answer is not asked by every follower in turn
+                self._asked = now
+                states = self._run(sorted(self._wanted))
+                for job_id, state in states.items():
+                    self._known[job_id] = (self._asked, state)
+            # the last call's answers only: one that did not answer leaves nothing to share
+            return {j: self._known[j][1] for j in job_ids if j in self._known and self._known[j][0] == self._asked}
+
+
+#: The process's shared accounting (SharedQuery).
+query_shared = SharedQuery()
 
 
 def lost_nodes(nodes: str) -> List[str]:

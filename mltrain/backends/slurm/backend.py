@@ -26,6 +26,8 @@ from mltrain.spec.status import CANCELED, COMPLETED, FAILED, QUEUED, TERMINAL
 FIRST_NODE, JOB_PORT = "<first node>", "<from job id>"
 #: How long a cancel issued before the job id is known waits for the driver to carry it out.
 CANCEL_WAIT_S = 30.0
+#: How old an accounting answer another look in this process got may be for refresh() to use it (SharedQuery).
+REFRESH_FRESH_S = 1.0
 
 
 class SlurmBackend(Backend):
@@ -158,7 +160,7 @@ class SlurmBackend(Backend):
         pending = [r for r in records if id(r) in job_ids]
         seen = {id(r): reports.read_now(r.dir) for r in pending}
         finished = [r for r in pending if reports.ended_well(r.dir, r.doc.world.world_size, seen[id(r)])]
-        states = accounting.query([job_ids[id(r)] for r in pending if r not in finished])
+        states = accounting.query_shared([job_ids[id(r)] for r in pending if r not in finished], fresh_s=REFRESH_FRESH_S)
         for record in pending:
             record.reload()
             if record.status in TERMINAL:

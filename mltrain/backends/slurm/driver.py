@@ -347,7 +347,8 @@ def wait(plans: List[Plan], records: List[RunRecord], ids: List[str], consoles: 
         # no answer (slurmdbd away): asked again soon, then less often, never read as an end
         interval = poll if urgent else (safety if not silent else min(SAFETY_POLLS, 2 ** (silent - 1)) * poll)
         if now >= asked + interval:
-            states = accounting.query([ids[i] for i in open_])
+            # an answer another follower in this process got within this interval serves here too (SharedQuery)
+            states = accounting.query_shared([ids[i] for i in open_], fresh_s=interval)
             asked = now
             silent = 0 if states else silent + 1
         told = False  # whether accounting ended a run the reports had not
