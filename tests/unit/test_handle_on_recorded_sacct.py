@@ -41,6 +41,9 @@ def detached(tmp_path):
 def sacct(monkeypatch):
     said = {"text": ""}
     monkeypatch.setattr(accounting, "query", lambda ids: accounting.parse(said["text"], ids))
+    # each look here stands for a command of its own (`runs status`), which shares no earlier answer;
+    # the sharing between followers in one process has its own tests (test_shared_sacct.py)
+    monkeypatch.setattr(accounting, "query_shared", lambda ids, fresh_s: accounting.query(ids))
     return said
 
 

@@ -105,8 +105,8 @@ class SharedQuery:
     STALE_S = 60.0
     SHARE_PART = 0.75
 
-    def __init__(self, run: Callable[[List[str]], Dict[str, JobState]] = query) -> None:
-        self._run = run
+    def __init__(self, run: Optional[Callable[[List[str]], Dict[str, JobState]]] = None) -> None:
+        self._run = run or (lambda ids: query(ids))  # looked up when asked: the module's query as it is then
         self._lock = threading.Lock()
         self._wanted: Dict[str, float] = {}   # job id -> when a caller last asked about it
         self._known: Dict[str, Tuple[float, JobState]] = {}  # job id -> (when answered, its state)
