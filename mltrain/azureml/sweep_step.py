@@ -161,6 +161,10 @@ def _earlier_sweep(sweep_dir: Path, runs_root: Path) -> Optional[str]:
 
 
 def _run_sweep(argv: List[str], cwd: str, env: Dict[str, str]) -> int:
+    # A process of its own, not a call: a v2 sweep runs through `mltrain -m`'s Hydra app (its sweeper plugin
+    # builds the engine's composer, mltrain.launch.composer), which takes the process's argv, sets Hydra's
+    # global state and ends by exiting; and the sweep's folder must be `hydra.sweep.dir`, a Hydra override.
+    # Its errors come back as its exit code and its sweep.json, read below, never as scraped text.
     print(f"sweep step: {' '.join(argv)}", flush=True)
     proc = subprocess.Popen(argv, cwd=cwd, env=env)
 
