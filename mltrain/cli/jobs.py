@@ -137,7 +137,10 @@ def _run_command_job(plan, overrides: List[str], flags: List[str], console: Cons
     chosen = [_open_mapping(o) for o in overrides if not o.startswith(generated)]
     if "--detach" in flags:
         chosen.append("run.detach=true")
-    job = freeze_request(JobRequest(overrides=tuple(chosen), config_dirs=tuple(plan.config_dirs), config=values))
+    # isolate=False: this command runs no other Hydra app, so Hydra's global state needs no putting back
+    # (restoring it finds every installed plugin again: 0.1 s)
+    job = freeze_request(JobRequest(overrides=tuple(chosen), config_dirs=tuple(plan.config_dirs), config=values),
+                         isolate=False)
     if "--dry-run" in flags:
         console.write_line(dry_run_text(job))
         return 0

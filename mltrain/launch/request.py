@@ -17,6 +17,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from mltrain.config.hydra_internals import restore_singletons, saved_singletons
 from mltrain.config.paths import builtin_search_url, extra_config_dirs
 from mltrain.config.sections import open_sections
 from mltrain.errors import ConfigError, MltrainError, one_line
@@ -81,8 +82,9 @@ def literal(value: Any) -> str:
     return quote(str(value))
 
 
-def compose(request: JobRequest) -> Any:
-    """The composed config (with its `hydra` node), as `mltrain` composes it for one run."""
+def compose(request: JobRequest, isolate: bool = True) -> Any:
+    """The composed config (with its `hydra` node), as `mltrain` composes it for one run. `isolate`: Hydra's
+    global state put back as the caller had it (False only where no other Hydra app runs: `mltrain job create`)."""
     from hydra import compose as hydra_compose  # startup
     from hydra import initialize_config_dir, initialize_config_module  # startup
     from hydra.core.global_hydra import GlobalHydra  # startup
@@ -96,13 +98,12 @@ def compose(request: JobRequest) -> Any:
     overrides = list(request.all_overrides())
     _refuse_sweeps(overrides)
     overrides = open_sections(overrides)
-    from hydra.core.singleton import Singleton  # startup
 
     # Hydra's singletons (the global Hydra, JobRuntime, HydraConfig, the ConfigStore) as the caller had them,
     # put back afterwards: composing here must change nothing for a Hydra app in the same process (the
     # launcher conformance suites run after in-process submissions in the test run; hydra-submitit-launcher
     # carries the same state across processes with these two calls).
-    saved = Singleton.get_state()
+    saved = saved_singletons() if isolate else None
     if GlobalHydra.instance().is_initialized():  # a caller's own Hydra app or an earlier compose
         GlobalHydra.instance().clear()
     try:
@@ -126,7 +127,8 @@ def compose(request: JobRequest) -> Any:
         raise MltrainError(inside_preset or one_line(exc)) from None
     finally:
         GlobalHydra.instance().clear()
-        Singleton.set_state(saved)
+        if saved is not None:
+            restore_singletons(saved)
 
 
 def _refuse_sweeps(overrides: Sequence[str]) -> None:
@@ -148,21 +150,22 @@ def sweeps_in(overrides: Sequence[str]) -> List[Any]:
     return [item for item in parsed if item.is_sweep_override()]
 
 
-def freeze_request(request: JobRequest) -> FrozenJob:
-    """Compose, validate and freeze one run. Raises MltrainError with the CLI's one line."""
+def freeze_request(request: JobRequest, isolate: bool = True) -> FrozenJob:
+    """Compose, validate and freeze one run. Raises MltrainError with the CLI's one line. `isolate`: as for
+    compose()."""
     from hydra.core.hydra_config import HydraConfig  # startup
-    from hydra.core.singleton import Singleton  # startup
     from omegaconf.errors import OmegaConfBaseException  # startup
 
     from mltrain.launch.freeze import freeze  # startup
 
-    cfg = compose(request)
-    saved = Singleton.get_state()  # the caller's HydraConfig, put back (see compose)
+    cfg = compose(request, isolate)
+    saved = saved_singletons() if isolate else None  # the caller's HydraConfig, put back (see compose)
     HydraConfig.instance().set_config(cfg)  # `${hydra:...}` in a preset resolves as under the CLI
     try:
         job = freeze(cfg, str(cfg.run.root))
     except OmegaConfBaseException as exc:
         raise MltrainError(one_line(exc)) from None
     finally:
-        Singleton.set_state(saved)
+        if saved is not None:
+            restore_singletons(saved)
     return dataclasses.replace(job, sweep_dir=None, sweep_index=None)

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import cloudpickle  # registers what unpickling the payload needs
 from hydra.core.plugins import Plugins
-from hydra.core.singleton import Singleton
 from hydra.core.utils import JobStatus, run_job, setup_globals
 from omegaconf.basecontainer import BaseContainer
 
 from mltrain.atomic import atomic_write_bytes
+from mltrain.config.hydra_internals import restore_singletons
 
 
 def prepare():
@@ -37,11 +37,7 @@ def main() -> None:
     setup_globals()
     # JobRuntime, ConfigStore and Hydra's version base live in singletons the driver filled in; the
     # plugins this process found already (prepare()) are kept: set_state finds them again otherwise.
-    found = Singleton._instances.get(Plugins)
-    state = payload["singletons"]
-    if found is not None:
-        state = {**state, "instances": {**state["instances"], Plugins: found}}
-    Singleton.set_state(state)
+    restore_singletons({"state": payload["singletons"], "scanned": True})  # the driver's, after its scan
     for name, fn in payload["resolvers"].items():
         BaseContainer._resolvers.setdefault(name, fn)
     ret = run_job(
