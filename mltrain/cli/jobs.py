@@ -21,7 +21,7 @@ from typing import List, Optional
 import yaml
 
 from mltrain.azureml import job_plan
-from mltrain.azureml.job_request import EMPTY_CODE, GROUP, Request
+from mltrain.azureml.job_request import EMPTY_CODE, GROUP, Plan, Request
 from mltrain.cli.main import _open_mapping
 from mltrain.cli.main import main as mltrain_main
 from mltrain.config.paths import extra_config_dirs
@@ -121,7 +121,7 @@ def _launch(plan, request, flags: List[str]) -> Optional[int]:
     return 0
 
 
-def _run_command_job(plan, overrides: List[str], flags: List[str], console: Console) -> int:
+def _run_command_job(plan: Plan, overrides: List[str], flags: List[str], console: Console) -> int:
     """A command job as one typed request in this process: the job file's values are the request's
     in-memory config (no generated file), its groups and the user's overrides its overrides."""
     from mltrain import backends  # startup
@@ -132,7 +132,7 @@ def _run_command_job(plan, overrides: List[str], flags: List[str], console: Cons
     from mltrain.spec.status import CANCELED, COMPLETED, QUEUED  # startup
 
     (values,) = plan.files.values()
-    values = _absolute_empty_code(values, str(_empty_code()))
+    values = _absolute_empty_code(values, str(_empty_code(make="--dry-run" not in flags)))
     generated = f"+{GROUP}="
     chosen = [_open_mapping(o) for o in overrides if not o.startswith(generated)]
     if "--detach" in flags:
@@ -149,7 +149,7 @@ def _run_command_job(plan, overrides: List[str], flags: List[str], console: Cons
     if result.status in (COMPLETED, QUEUED):
         return 0
     # the run's end and its error are printed already, as `mltrain job=command` prints them
-    return (RunCanceled if result.status == CANCELED else RunFailed)("").exit_code
+    return (RunCanceled if result.status == CANCELED else RunFailed).exit_code
 
 
 def _sweeps(overrides: List[str]) -> bool:
@@ -158,13 +158,14 @@ def _sweeps(overrides: List[str]) -> bool:
     return bool(sweeps_in(overrides))
 
 
-def _empty_code() -> Path:
+def _empty_code(make: bool) -> Path:
     """The source folder of a command job without `code:` (Azure runs it in an empty folder): one empty
-    folder under MLTRAIN_HOME, snapshotted like any other."""
+    folder under MLTRAIN_HOME, snapshotted like any other (made only for a run: a dry run makes nothing)."""
     from mltrain.config.paths import mltrain_home  # startup
 
     path = mltrain_home() / "azureml" / EMPTY_CODE
-    path.mkdir(parents=True, exist_ok=True)
+    if make:
+        path.mkdir(parents=True, exist_ok=True)
     return path
 
 
