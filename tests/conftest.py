@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -43,6 +44,32 @@ def pytest_collection_modifyitems(config, items):
         # clusters runs on one worker, one after another: some reconfigure or restart the cluster.
         if "slurm" in [m.name for m in item.iter_markers()] or "cluster_problem" in text:
             item.add_marker(pytest.mark.xdist_group("slurm"))
+
+
+@pytest.fixture(autouse=True)
+def _fresh_mlflow_stores():
+    """pytest 8 hands a test the tmp_path of the test before it when that one passed (its folder is removed
+    at once: tmp_path_retention_policy = "failed"), and MLflow keeps one SQLAlchemy engine per store URI
+    for the whole process: a test's MlflowClient on its store would read it through the engine of the
+    removed file at the same path ("Run ... not found"). Each test's stores start with no engine."""
+    yield
+    for name in ("mlflow.tracking._tracking_service.registry", "mlflow.tracking._model_registry.registry"):
+        module = sys.modules.get(name)  # the stores built per URI
+        if module is not None:
+            for kind in vars(module).values():
+                cached = getattr(kind, "_get_store_with_resolved_uri", None)
+                if isinstance(kind, type) and hasattr(cached, "cache_clear"):
+                    cached.cache_clear()
+    for name in ("mlflow.store.tracking.sqlalchemy_store", "mlflow.store.model_registry.sqlalchemy_store"):
+        module = sys.modules.get(name)  # never imports MLflow for a test that did not
+        if module is None:
+            continue
+        store = module.SqlAlchemyStore
+        with store._engine_map_lock:
+            engines = list(store._engine_map.values())
+            store._engine_map.clear()
+        for engine in engines:
+            engine.dispose()
 
 
 @pytest.fixture(autouse=True)
