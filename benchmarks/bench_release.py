@@ -33,14 +33,12 @@ from pathlib import Path
 from typing import Callable, Dict, List
 
 HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE))
+import bench_slurm_sweep  # noqa: E402 - its queue drain
+from bench_job_create import HELLO  # noqa: E402 - the same hello-world job file
+
 ROOT = HERE.parent
 BIN = Path(sys.executable).parent
-HELLO = """\
-$schema: https://azuremlschemas.azureedge.net/latest/commandJob.schema.json
-command: echo "hello world"
-environment:
-  image: library/python:latest
-"""
 
 
 def install_previous(rev: str) -> Path:
@@ -71,13 +69,7 @@ def timed(cmd: List[str], cwd: Path, env: Dict[str, str]) -> float:
 def drain(env: Dict[str, str]) -> None:
     """Cancel every job of this user and wait for an empty queue (this cluster is the benchmark's own)."""
     subprocess.run(["scancel", "-u", os.environ.get("USER", "root")], env=env, check=False)
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        out = subprocess.run(["squeue", "-h", "-o", "%A"], env=env, capture_output=True, text=True).stdout
-        if not out.strip():
-            return
-        time.sleep(0.5)
-    raise SystemExit("the queue did not drain")
+    bench_slurm_sweep.drain(env, limit_s=120)
 
 
 def rows(work: Path, slurm: bool) -> Dict[str, Dict[str, Callable[[Dict[str, str]], float]]]:

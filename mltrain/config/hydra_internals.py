@@ -60,7 +60,6 @@ def skip_mode_discovery() -> None:
 
 def saved_singletons() -> Any:
     """Hydra's `Singleton.get_state()`, noting whether this process had found its plugins by then."""
-
     return {"state": Singleton.get_state(), "scanned": Plugins in Singleton._instances}
 
 
@@ -68,7 +67,6 @@ def restore_singletons(saved: Any) -> None:
     """Hydra's `Singleton.set_state`, keeping the plugins this process has found instead of scanning every
     installed plugin again, where the saved state was taken after they were found (its ConfigStore then
     holds what the plugins' modules stored; one taken before has them found, and stored, again)."""
-
     state = saved["state"]
     # the config sources (pkg://, file://) are registered by the plugins' scan: kept with them
     found = {kind: Singleton._instances[kind] for kind in (Plugins, SourcesRegistry) if kind in Singleton._instances}

@@ -3,7 +3,7 @@ member, freeze it, then print the dry run or run them, and answer Hydra with Job
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, List, Sequence
+from typing import Any, List, Optional, Sequence
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.utils import JobReturn, JobStatus, setup_globals
@@ -21,9 +21,11 @@ from mltrain.spec.job import FrozenJob
 from mltrain.spec.status import CANCELED, COMPLETED, FAILED, QUEUED
 
 
-def freeze_members(configs: List[DictConfig], runs_root: str, app_compute=None) -> List[FrozenJob]:
+def freeze_members(configs: List[DictConfig], runs_root: str, app_compute=None,
+                   shapes: Optional[dict] = None) -> List[FrozenJob]:
     jobs = []
-    shapes: dict = {}  # the first member's config, which later members are copies of (freeze._config_of)
+    # the first member's config, which later members are copies of (freeze._config_of); across calls when given
+    shapes = {} if shapes is None else shapes
     for cfg in configs:
         if not is_mltrain_config(cfg) or _uses_hydra_resolver(cfg):
             HydraConfig.instance().set_config(cfg)  # a copy of the hydra node: not free, 100 times over
@@ -76,24 +78,23 @@ def job_return(cfg: DictConfig, result: RunResult):
     return ret
 
 
-def _refuse_early(first: DictConfig, members: int, runs_root: str, compute: Any) -> None:
-    """A sweep its backend could never hold (more Slurm jobs than the cluster's MaxJobCount) is refused from
-    its first member, before the others are composed: 10,000 members took minutes to compose before the one
-    line. Members differ in values, so the first one's backend and packing stand for all of them."""
-    job = freeze_members([first], runs_root, compute)[0]
-    backends.get(job.backend).preflight([job] * members)
-
-
 def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list:
     """The body of MltrainLauncher.launch()."""
     setup_globals()
     runs_root = str(launcher.params.get("runs_root") or "~/.mltrain/runs")
-    bases: dict = {}  # the members' shared compositions, across both calls below
+    compute = app_compute(launcher.params)
+    bases: dict = {}  # the members' shared compositions, and their shared shape, across the calls below
+    shapes: dict = {}
     configs = compose_members(launcher, job_overrides[:1], initial_job_idx, bases)
+    jobs = freeze_members(configs, runs_root, compute, shapes)
     if len(job_overrides) > 1 and not (is_mltrain_config(configs[0]) and configs[0].dry_run):
-        _refuse_early(configs[0], len(job_overrides), runs_root, app_compute(launcher.params))
-    configs += compose_members(launcher, job_overrides[1:], initial_job_idx + 1, bases)
-    jobs = freeze_members(configs, runs_root, app_compute(launcher.params))
+        # A sweep its backend could never hold (more Slurm jobs than the cluster's MaxJobCount) is refused
+        # from its first member, before the others are composed (10,000 members took minutes to compose
+        # before the one line): members differ in values, so its backend and packing stand for all.
+        backends.get(jobs[0].backend).preflight([jobs[0]] * len(job_overrides))
+    rest = compose_members(launcher, job_overrides[1:], initial_job_idx + 1, bases)
+    configs += rest
+    jobs += freeze_members(rest, runs_root, compute, shapes)
     if any(is_mltrain_config(c) and c.dry_run for c in configs):
         console = Console()
         for job in jobs:
