@@ -119,11 +119,11 @@ def submit(job: Optional[str] = None, overrides: Sequence[str] = (), cwd: Option
 
 @dataclass(frozen=True)
 class MultirunRequest:
-    """A sweep (`-m` with `sweep.*`) or a pipeline (`pipeline=NAME`), run by its own driver process
-    (mltrain.cli.multirun). `ready` is the file whose appearance says the engine has started: the sweep's
-    sweep.json, the pipeline run's run.json."""
+    """A sweep (`sweep.*` set) or a pipeline (`pipeline=NAME`), run by its own driver process
+    (mltrain.cli.multirun) as `mltrain -m OVERRIDES` runs it (mltrain.launch.app_request). `ready` is the file
+    whose appearance says the engine has started: the sweep's sweep.json, the pipeline run's run.json."""
 
-    argv: Tuple[str, ...]
+    overrides: Tuple[str, ...]
     ready: str
     config_dirs: Tuple[str, ...] = ()
     name: str = "multirun"
@@ -173,7 +173,7 @@ def submit_multirun(request: MultirunRequest, timeout: float = 300.0) -> Multiru
     driver's MltrainError (its one line, read from the typed outcome)."""
     folder = mltrain_home() / "drivers" / f"{request.name}_{uuid.uuid4().hex[:8]}"
     folder.mkdir(parents=True)
-    atomic_write(folder / "request.json", json.dumps({"argv": list(request.argv), "folder": str(folder),
+    atomic_write(folder / "request.json", json.dumps({"overrides": list(request.overrides), "folder": str(folder),
                                                       "config_dirs": list(request.config_dirs)}, indent=2))
     with open(folder / "driver.log", "ab") as out:
         process = subprocess.Popen([sys.executable, "-m", "mltrain.cli.multirun", str(folder / "request.json")],

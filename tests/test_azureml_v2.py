@@ -466,3 +466,63 @@ def test_a_killed_command_job_leaves_no_generated_files_and_its_run_says_driver_
     status = run_mltrain("runs", "status", only_run(home)["id"], cwd=project)
     assert "Failed" in status.out and "driver lost" in status.out, status.out + status.err
     assert not list(temp.glob("mltrain-azureml-*"))  # (mltrain-ports: the port claims every local run shares)
+
+
+SLOW_TRIAL = """\
+import argparse, time, mlflow
+p = argparse.ArgumentParser(); p.add_argument("--x", type=float)
+a = p.parse_args()
+time.sleep(2)
+mlflow.log_metric("score", a.x)
+"""
+
+
+@pytest.mark.tracking
+def test_a_v2_sweep_runs_in_process_from_memory_and_resumes_after_its_driver_is_killed(home, project, tmp_path):
+    """`job create` of a sweep file runs `mltrain -m` in its own process from the file's fields held in memory:
+    nothing is written to the temporary folder, the sweep's folder keeps the generated config, and after
+    kill -9 of the driver `runs resume SWEEP` composes the members again from it and completes the sweep."""
+    write(project, "src/trial.py", SLOW_TRIAL)
+    write(project, "sweep.yml", """\
+        $schema: https://azuremlschemas.azureedge.net/latest/sweepJob.schema.json
+        type: sweep
+        name: slow-sweep
+        trial:
+          code: src
+          command: python trial.py --x ${{search_space.x}}
+          environment: azureml://registries/azureml/environments/sklearn-1.5/labels/latest
+        sampling_algorithm: grid
+        search_space:
+          x:
+            type: choice
+            values: [1, 2, 3, 4]
+        objective:
+          goal: maximize
+          primary_metric: score
+        limits:
+          max_total_trials: 4
+          max_concurrent_trials: 1
+        """)
+    dry = create(project, "sweep.yml", "--dry-run")
+    assert dry.rc == 0, dry.out + dry.err
+    assert not (home / "runs" / "_sweeps").exists() or not list((home / "runs" / "_sweeps").iterdir())
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    env = {**os.environ, "TMPDIR": str(temp)}
+    proc = subprocess.Popen([*mltrain_exe(), "job", "create", "--file", "sweep.yml"], cwd=project, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        until(lambda: [r for r in runs(home) if r["status"] == "Completed"], 120, "a first trial completed")
+        assert not list(temp.glob("mltrain-azureml-*")), "job create wrote its sweep as config files"
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    (sweep,) = (home / "runs" / "_sweeps").iterdir()
+    kept = sweep / "generated_config" / "azureml_job" / "slow-sweep.yaml"
+    assert kept.read_text().startswith("# @package _global_\n"), kept.read_text()
+    assert json.loads((sweep / "config_path.json").read_text())[0] == str(sweep / "generated_config")
+    resumed = run_mltrain("runs", "resume", sweep.name, cwd=project, timeout=240)
+    assert resumed.rc == 0, resumed.out + resumed.err
+    doc = json.loads((sweep / "sweep.json").read_text())
+    assert sorted(m["params"]["job.params.x"] for m in doc["members"] if m["status"] == "Completed") == [1, 2, 3, 4]
+    assert not list(temp.glob("mltrain-azureml-*"))

@@ -330,6 +330,29 @@ def test_the_designer_module_takes_center_crop_224_as_azures_module_does(tmp_pat
     assert p.stderr.count("--center-crop is True or False; '224' is taken as True") == 1, p.stderr
 
 
+
+def test_the_designer_module_under_a_python_without_mltrain_runs_on_mltrains_once(tmp_path):
+    """A job's command may start a `python` (here the system's) that sees the stand-ins but not mltrain: the
+    module starts again on mltrain's interpreter (MLTRAIN_PYTHON); where that is the same interpreter, one line
+    and exit 2, not a loop."""
+    import mltrain
+
+    system = Path("/usr/bin/python3")
+    if not system.is_file() or subprocess.run([str(system), "-c", "import mltrain"], capture_output=True,
+                                              cwd=tmp_path).returncode == 0:
+        pytest.skip("no system Python without mltrain here")
+    shim = Path(mltrain.__file__).parent / "_azureml_shim"
+    module = "azureml.designer.modules.computer_vision.transform.init_image_transformation.init_image_transformation"
+    argv = [str(system), "-m", module, "--resize", "--output-path", str(tmp_path / "t")]
+    env = {**os.environ, "PYTHONPATH": str(shim), "MLTRAIN_PYTHON": sys.executable}
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert json.loads((tmp_path / "t" / "image_transformation.json").read_text())["transforms"] == [["Resize", 256]]
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=60, env={**env, "MLTRAIN_PYTHON": str(system)},
+                       cwd=tmp_path)
+    assert p.returncode == 2 and p.stderr.strip().splitlines() == [
+        "error: init_image_transformation: mltrain is not importable by this Python; run it with mltrain's"], p.stderr
+
 # ------------------------------------------------- 5. a job that pip-installs its own MLflow
 
 OWN_MLFLOW = "mlflow<2.19"

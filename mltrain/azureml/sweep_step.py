@@ -161,10 +161,11 @@ def _earlier_sweep(sweep_dir: Path, runs_root: Path) -> Optional[str]:
 
 
 def _run_sweep(argv: List[str], cwd: str, env: Dict[str, str]) -> int:
-    # A process of its own, not a call: a v2 sweep runs through `mltrain -m`'s Hydra app (its sweeper plugin
-    # builds the engine's composer, mltrain.launch.composer), which takes the process's argv, sets Hydra's
-    # global state and ends by exiting; and the sweep's folder must be `hydra.sweep.dir`, a Hydra override.
-    # Its errors come back as its exit code and its sweep.json, read below, never as scraped text.
+    # A process of its own, not a call: the sweep runs from the folder the pipeline ran from (`cwd`: the trials'
+    # relative paths and the repository's `.mltrain` are read there) and without this rank's variables (`env`:
+    # RANK, MASTER_PORT, the step's MLflow run), which a call in this rank process could only give it by
+    # changing this process's directory and environment. Its errors come back as its exit code and its
+    # sweep.json, read below, never as scraped text.
     print(f"sweep step: {' '.join(argv)}", flush=True)
     proc = subprocess.Popen(argv, cwd=cwd, env=env)
 

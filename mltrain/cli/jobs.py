@@ -4,28 +4,23 @@
                        [--stream | --detach] [--dry-run] [mltrain overrides ...]
 
 The file is read and checked whole (mltrain.azureml) before anything exists. A command job is then one
-typed job request composed and run in this process (mltrain.launch.request); a sweep or a pipeline runs
-through mltrain's own command. Every override (`compute=slurm`, `run.root=...`) and flag behaves as it
-does for `mltrain ...`.
+typed job request composed and run in this process (mltrain.launch.request); a sweep or a pipeline is what
+`mltrain -m` runs, from typed parts in this process (mltrain.launch.app_request). Every override
+(`compute=slurm`, `run.root=...`) and flag behaves as it does for `mltrain ...`.
 """
 from __future__ import annotations
 
-import atexit
-import os
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 from typing import List, Optional
-
-import yaml
 
 from mltrain.azureml import job_plan
 from mltrain.azureml.job_request import EMPTY_CODE, GROUP, Plan, Request
 from mltrain.cli.main import _open_mapping
-from mltrain.cli.main import main as mltrain_main
-from mltrain.config.paths import extra_config_dirs
+from mltrain.config.memory_nodes import ConfigNode
+from mltrain.config.sections import open_sections
 from mltrain.errors import MltrainError
+from mltrain.launch.app_request import AppRequest, run_app
 from mltrain.runs.console import Console
 
 USAGE = ("usage: mltrain job create --file FILE [--set FIELD=VALUE ...] [--name NAME] [--experiment-name NAME] "
@@ -100,25 +95,31 @@ def _launch(plan, request, flags: List[str]) -> Optional[int]:
     extra = [f for f in flags if f in ("--detach", "--dry-run")]
     if plan.kind == "command" and not _sweeps(user):
         return _run_command_job(plan, mine + user, extra, console)
-    # A sweep or a pipeline (or a command job swept from the command line, `compute=local,slurm`) still runs
-    # through `mltrain -m`'s Hydra sweeper, from generated config files: `runs resume SWEEP` composes the
-    # members again from the config folders the sweep recorded, and the generated folder is copied into the
-    # sweep for that (mltrain.sweeps.resume).
-    folder = tempfile.mkdtemp(prefix="mltrain-azureml-")
-    atexit.register(shutil.rmtree, folder, True)
-    os.makedirs(os.path.join(folder, EMPTY_CODE))
-    for rel, values in plan.files.items():
-        values = _absolute_empty_code(values, os.path.join(folder, EMPTY_CODE))
-        path = os.path.join(folder, rel)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "w", encoding="utf-8") as handle:
-            if rel.startswith("azureml_job/"):
-                handle.write("# @package _global_\n")
-            yaml.safe_dump(values, handle, sort_keys=False)
-    # the generated files, then the repository's `.mltrain` nearest the job file (its computes, environments)
-    with extra_config_dirs([folder, *plan.config_dirs], generated=folder):
-        mltrain_main(mine + user + extra)
+    # A sweep or a pipeline (or a command job swept from the command line, `compute=local,slurm`): what
+    # `mltrain -m` runs, from typed parts in this process; the file's generated config groups are config nodes
+    # held in memory (a sweep writes them into its own folder for `runs resume SWEEP`).
+    empty = _empty_code(make=False)
+    # the steps' and trials' source folder is checked when they are frozen, dry run or not: a dry run that
+    # makes the empty folder removes it again
+    made = not empty.exists()
+    empty.mkdir(parents=True, exist_ok=True)
+    nodes = tuple(_node(rel, _absolute_empty_code(values, str(empty))) for rel, values in plan.files.items())
+    chosen = open_sections([_open_mapping(o) for o in mine + user])
+    chosen += [override for flag, override in (("--dry-run", "dry_run=true"), ("--detach", "run.detach=true"))
+               if flag in extra]
+    try:
+        # isolate=False: this command runs no other Hydra app (as for a command job below)
+        run_app(AppRequest(overrides=tuple(chosen), config_dirs=tuple(plan.config_dirs), nodes=nodes), isolate=False)
+    finally:
+        if made and request.dry_run:
+            empty.rmdir()
     return 0
+
+
+def _node(relative_path: str, values) -> ConfigNode:
+    """A generated file of the plan (`azureml_job/NAME.yaml`, `pipeline/NAME.yaml`) as a config node."""
+    group, _, name = relative_path[:-len(".yaml")].partition("/")
+    return ConfigNode(group, name, values, "_global_" if group == GROUP else None)
 
 
 def _run_command_job(plan: Plan, overrides: List[str], flags: List[str], console: Console) -> int:

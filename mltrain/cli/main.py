@@ -13,7 +13,7 @@ import sys
 from typing import List, Optional
 
 from mltrain.config.paths import builtin_conf_dir, builtin_search_url, list_options, user_conf_dirs
-from mltrain.errors import MltrainError, RunCanceled, RunFailed, one_line, yaml_error_line
+from mltrain.errors import MltrainError, RunCanceled, RunFailed
 
 MANAGEMENT = {"runs": "mltrain.cli.runs", "env": "mltrain.cli.env", "horovod": "mltrain.cli.horovod",
               "models": "mltrain.cli.models", "ui": "mltrain.cli.ui", "job": "mltrain.cli.jobs"}
@@ -129,29 +129,19 @@ def launch_argv(argv: List[str]) -> None:
     sys.argv = [sys.argv[0] if sys.argv else "mltrain"] + _rewrite_argv(argv)
     # Let Hydra's exceptions reach us: Hydra would print several lines and a hint; we print one.
     os.environ["HYDRA_FULL_ERROR"] = "1"
+    from mltrain.launch.app_request import interrupted, user_error  # startup
+
     try:
         _hydra_app()
     except SystemExit:
         raise
     except KeyboardInterrupt:
-        canceled = MltrainError("canceled")
-        canceled.exit_code = 130
-        raise canceled from None
-    except MltrainError:
-        raise
+        raise interrupted() from None
     except Exception as exc:
-        import yaml  # startup
-
-        if isinstance(exc, yaml.YAMLError):  # one of the user's own presets does not parse
-            raise MltrainError(yaml_error_line(exc)) from None
-        if not _is_user_error(exc):
+        error = user_error(exc)
+        if error is None or error is exc:
             raise
-        from hydra.errors import ConfigCompositionException  # startup
-
-        from mltrain.config.messages import composition_error_line  # startup
-
-        inside_preset = isinstance(exc, ConfigCompositionException) and composition_error_line(str(exc))
-        raise MltrainError(inside_preset or one_line(exc)) from None
+        raise error from None
 
 
 def entry() -> None:
@@ -166,13 +156,6 @@ def entry() -> None:
     except SystemExit as exc:
         code = exit_code_of(exc)
     finish(code, collect=False)
-
-
-def _is_user_error(exc: BaseException) -> bool:
-    from hydra.errors import HydraException  # startup
-    from omegaconf.errors import OmegaConfBaseException  # startup
-
-    return isinstance(exc, (MltrainError, HydraException, OmegaConfBaseException))
 
 
 def _die(message: str, code: int) -> None:

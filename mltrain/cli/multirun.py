@@ -1,12 +1,10 @@
 """The driver of a sweep or pipeline submitted through the Python API:
 `python -m mltrain.cli.multirun REQUEST.json`.
 
-Sweeps and pipelines compose through the composer mltrain's Hydra sweeper builds (mltrain.launch.composer),
-so this driver is the `mltrain -m` app itself, started in its own process because a HyperDrive sweep or a
-pipeline must outlive the notebook that submitted it. The request arrives typed
-(JSON written by mltrain.api), the config folders reach the search path through the composition's own
-context (mltrain.config.paths.extra_config_dirs), and the outcome goes back typed: outcome.json in the
-request's folder, {"status", "error", "exit_code"}, written once the command ends.
+The request arrives typed (JSON written by mltrain.api: overrides and config folders) and runs as `mltrain -m`
+runs it, in this process (mltrain.launch.app_request), which is a process of its own because a HyperDrive
+sweep or a pipeline must outlive the notebook that submitted it. The outcome goes back typed: outcome.json in
+the request's folder, {"status", "error", "exit_code"}, written once the command ends.
 """
 from __future__ import annotations
 
@@ -16,9 +14,8 @@ import sys
 from pathlib import Path
 
 from mltrain.atomic import atomic_write
-from mltrain.cli.main import launch_argv
-from mltrain.config.paths import extra_config_dirs
 from mltrain.errors import MltrainError, RunCanceled, RunFailed
+from mltrain.launch.app_request import AppRequest, run_app
 
 OUTCOME = "outcome.json"
 
@@ -28,8 +25,8 @@ def drive(request_file: str) -> int:
     folder = Path(request["folder"])
     outcome = {"status": "Completed", "error": None, "exit_code": 0, "pid": os.getpid()}
     try:
-        with extra_config_dirs(request.get("config_dirs") or ()):
-            launch_argv(list(request["argv"]))
+        run_app(AppRequest(overrides=tuple(request["overrides"]), config_dirs=tuple(request.get("config_dirs") or ())),
+                isolate=False)  # this process runs nothing else
     except (RunFailed, RunCanceled) as exc:
         outcome.update(status="Canceled" if isinstance(exc, RunCanceled) else "Failed", error=str(exc),
                        exit_code=exc.exit_code)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, List
 
 from mltrain.config.paths import mltrain_home
-from mltrain.errors import MltrainError, first_line
+from mltrain.errors import MltrainError, RunCanceled, RunFailed, first_line
 from mltrain.runs import index, mlflow_run
 from mltrain.runs.metrics import last_and_best, read_metrics
 from mltrain.runs.record import find_run
@@ -161,15 +161,18 @@ def _resume(args) -> int:
     from mltrain.sweeps import resume as sweep_resume  # startup
 
     sweep = sweep_resume.locate(args.run, _root(args))
-    if sweep is not None:  # a HyperDrive sweep goes on through `mltrain -m` with its own overrides
-        from mltrain.cli.main import main as mltrain_main  # cycle
+    if sweep is not None:  # a HyperDrive sweep goes on as `mltrain -m` with its own overrides
+        from mltrain.launch.app_request import AppRequest, run_app  # startup
 
         again = sweep_resume.prepare(sweep, _root(args), args.detach)
         if os.path.realpath(os.getcwd()) != os.path.realpath(again.cwd):
             return _resume_from(again.cwd, sweep, _root(args))
         # This command becomes the sweep's driver again (it runs in the folder the sweep ran from).
         with again.context():
-            mltrain_main(again.argv)
+            try:
+                run_app(AppRequest(overrides=tuple(again.overrides)), isolate=False)  # this process runs nothing else
+            except (RunFailed, RunCanceled) as exc:
+                return exc.exit_code  # the sweep's end and summary are printed already
         return 0
     record = find_run(_root(args), args.run)
     if record.doc.pipeline:

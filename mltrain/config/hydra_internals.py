@@ -16,20 +16,25 @@ tests/unit/test_import_graph.py holds that.
 - `restore_singletons`: `Singleton.set_state` finds every installed plugin again each time it puts Hydra's
   state back (about 0.1 s): composing a job request in-process saves and restores that state twice, and
   a packed worker's fork restores it per member. The plugins this process found already are kept.
+- `main_hydra`: Hydra's app object is made only by `@hydra.main`, which reads the process's argv and exits
+  on errors; a front end that runs `mltrain -m` from typed parts (a v2 sweep or pipeline file) makes the same
+  object with the same search path, and calls its `multirun` (Hydra has no public entry point for a multirun without argv).
 """
 from __future__ import annotations
 
 import importlib
 from typing import Any, List
 
+from hydra import version
 from hydra._internal.config_loader_impl import ConfigLoaderImpl, get_overrides_dirname
 from hydra._internal.hydra import Hydra
 from hydra._internal.sources_registry import SourcesRegistry
+from hydra._internal.utils import create_automatic_config_search_path
 from hydra.core.plugins import Plugins
 from hydra.core.singleton import Singleton
 from hydra.types import RunMode
 
-__all__ = ["apply_value_overrides", "overrides_dirname", "restore_singletons", "saved_singletons", "skip_mode_discovery"]
+__all__ = ["apply_value_overrides", "main_hydra", "overrides_dirname", "restore_singletons", "saved_singletons", "skip_mode_discovery"]
 
 
 def __getattr__(name: str) -> Any:
@@ -73,3 +78,11 @@ def restore_singletons(saved: Any) -> None:
     if saved["scanned"] and Plugins in found:
         state = {**state, "instances": {**state["instances"], **found}}
     Singleton.set_state(state)
+
+
+def main_hydra(task_name: str, config_url: str, version_base: str) -> Hydra:
+    """The Hydra object `@hydra.main(config_path=config_url, version_base=version_base)` makes, made global as
+    it makes it: its `multirun(config_name, task_function, overrides)` is what `app -m OVERRIDES` runs."""
+    version.setbase(version_base)  # as hydra.main sets it: without it Hydra composes by 1.1's rules
+    search_path = create_automatic_config_search_path(None, None, config_url)
+    return Hydra.create_main_hydra2(task_name=task_name, config_search_path=search_path)

@@ -10,15 +10,12 @@ import contextvars
 import importlib.util
 import os
 from pathlib import Path
-from typing import Iterator, List, Optional, Sequence
+from typing import Iterator, List, Sequence
 
 #: Folders looked up in the current directory, in this order.
 USER_CONF_DIRS = (".mltrain", "conf")
 #: Extra config folders, separated by os.pathsep, searched before those.
 CONFIG_PATH_ENV = "MLTRAIN_CONFIG_PATH"
-#: Which of those is a folder of configs generated for this command only (`mltrain job create`): a
-#: sweep keeps a copy of it, so that `mltrain runs resume SWEEP` composes its members again.
-GENERATED_CONFIG_ENV = "MLTRAIN_GENERATED_CONFIG"
 
 
 def mltrain_home() -> Path:
@@ -49,31 +46,25 @@ def builtin_search_url() -> str:
 #: Config folders a job request (mltrain.launch.request) adds for the composition in progress: the
 #: search-path plugin reads them here, in the same thread, instead of from the process environment.
 _REQUEST_DIRS: contextvars.ContextVar[Sequence[str]] = contextvars.ContextVar("mltrain_request_dirs", default=())
-_GENERATED: contextvars.ContextVar[Optional[str]] = contextvars.ContextVar("mltrain_generated_dir", default=None)
 
 
 @contextlib.contextmanager
-def extra_config_dirs(dirs: Sequence[str], generated: Optional[str] = None) -> Iterator[None]:
+def extra_config_dirs(dirs: Sequence[str]) -> Iterator[None]:
     """Config folders searched first while composing inside this block (in this thread): a job request's,
-    `mltrain job create`'s generated folder (`generated`, which a sweep copies for its resume), a resumed
-    sweep's recorded search path."""
-    token, gen_token = _REQUEST_DIRS.set(tuple(str(d) for d in dirs)), _GENERATED.set(generated)
+    a v2 file's repository `.mltrain`, a resumed sweep's recorded search path. Blocks nest: an inner block's
+    folders come before the outer ones'."""
+    outer = _REQUEST_DIRS.get()
+    token = _REQUEST_DIRS.set(tuple(dict.fromkeys([*(str(d) for d in dirs), *outer])))
     try:
         yield
     finally:
         _REQUEST_DIRS.reset(token)
-        _GENERATED.reset(gen_token)
 
 
 def request_config_dirs() -> List[str]:
     """The extra config folders of the composition in progress, then those of MLTRAIN_CONFIG_PATH."""
     env = [e for e in os.environ.get(CONFIG_PATH_ENV, "").split(os.pathsep) if e]
     return [*_REQUEST_DIRS.get(), *env]
-
-
-def generated_config_dir() -> Optional[str]:
-    """The folder of configs generated for this command only, if there is one."""
-    return _GENERATED.get() or os.environ.get(GENERATED_CONFIG_ENV) or None
 
 
 def user_conf_dirs(cwd: Path | None = None) -> List[Path]:

@@ -22,9 +22,7 @@ import contextlib
 import contextvars
 import dataclasses
 import json
-import os
 import pickle
-import shutil
 import time
 import warnings
 from dataclasses import dataclass
@@ -33,7 +31,8 @@ from typing import Any, Iterator, List, Optional
 
 from mltrain import backends
 from mltrain.atomic import atomic_write
-from mltrain.config.paths import extra_config_dirs, generated_config_dir, request_config_dirs
+from mltrain.config.memory_nodes import current_nodes, write_nodes
+from mltrain.config.paths import extra_config_dirs, request_config_dirs
 from mltrain.errors import MltrainError
 from mltrain.launch.orchestrate import complete_run
 from mltrain.runs.console import Console
@@ -48,7 +47,7 @@ from mltrain.sweeps.space import override_for
 NEEDED = ("multirun.yaml", "optuna.journal")
 #: The config search path the sweep was composed with (MLTRAIN_CONFIG_PATH), for its resume.
 CONFIG_PATH_FILE = "config_path.json"
-#: The copy of a folder of configs generated for the first command only (a v2 job file's).
+#: The files of the config options the first command held in memory (a v2 job file's generated groups).
 GENERATED_COPY = "generated_config"
 #: The sweep a `runs resume SWEEP` command is resuming, for the sweeper it re-enters (this thread only).
 _RESUMING: contextvars.ContextVar[Optional[SweepDoc]] = contextvars.ContextVar("mltrain_resuming", default=None)
@@ -65,11 +64,12 @@ def locate(ref: str, runs_root: Path) -> Optional[Path]:
 
 @dataclass
 class Resumption:
-    """How to resume a sweep: the `mltrain -m` arguments it was run with, the config folders it was
-    composed with, the folder it ran from (relative paths in its overrides are read from there)."""
+    """How to resume a sweep: the `mltrain -m` overrides it was run with (its folder as hydra.sweep.dir), the
+    config folders it was composed with, the folder it ran from (relative paths in its overrides are read from
+    there)."""
 
     doc: SweepDoc
-    argv: List[str]
+    overrides: List[str]
     config_dirs: List[str]
     cwd: str
 
@@ -111,27 +111,21 @@ def prepare(where: Path, runs_root: Path, detach: bool) -> Resumption:
     kept = where / CONFIG_PATH_FILE
     dirs = list(json.loads(kept.read_text(encoding="utf-8"))) if kept.is_file() else []
     quoted = str(where) if "'" in str(where) else f"'{where}'"
-    return Resumption(doc, ["-m", *task, *own, f"hydra.sweep.dir={quoted}"], dirs, cwd)
+    return Resumption(doc, [*task, *own, f"hydra.sweep.dir={quoted}"], dirs, cwd)
 
 
 def keep_config_path(sweep_dir: Path) -> None:
-    """Record the config search path of a new sweep; a folder generated for this command only (`mltrain
-    job create` removes it when it returns) is copied into the sweep's folder, its own paths made the
-    copy's, and named there instead."""
+    """Record the config search path of a new sweep. Config options this command held in memory (a v2 file's
+    generated groups, mltrain.config.memory_nodes) are written into the sweep's folder as the files they
+    stand for, and that folder is searched first, as they were."""
     entries = request_config_dirs()
-    if not entries:
-        return
-    generated = generated_config_dir()
-    kept = []
-    for entry in entries:
-        if generated and os.path.realpath(entry) == os.path.realpath(generated):
-            copy = sweep_dir / GENERATED_COPY
-            shutil.copytree(entry, copy, dirs_exist_ok=True)
-            for path in copy.rglob("*.yaml"):
-                atomic_write(path, path.read_text(encoding="utf-8").replace(entry, str(copy)))
-            entry = str(copy)
-        kept.append(entry)
-    atomic_write(sweep_dir / CONFIG_PATH_FILE, json.dumps(kept))
+    nodes = current_nodes()
+    if nodes:
+        copy = sweep_dir / GENERATED_COPY
+        write_nodes(nodes, copy)
+        entries = [str(copy), *entries]
+    if entries:
+        atomic_write(sweep_dir / CONFIG_PATH_FILE, json.dumps(entries))
 
 
 def pending() -> Optional[SweepDoc]:

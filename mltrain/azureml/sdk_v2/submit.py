@@ -89,16 +89,16 @@ def _queue(entity: Any, name: str, folder: Path, file: Path, experiment: Optiona
     runs = mltrain_home() / "runs"
     if plan.kind == "sweep":
         sweep_dir = runs / "_sweeps" / name
-        argv = ("-m", *plan.overrides, f"hydra.sweep.dir={sweep_dir}")
+        overrides = (*plan.overrides, f"hydra.sweep.dir={sweep_dir}")
         ready = sweep_dir / "sweep.json"
         where = {"sweep_dir": str(sweep_dir)}
     else:
-        argv = tuple(plan.overrides)
+        overrides = tuple(plan.overrides)
         if experiment:
-            argv += (f"experiment_name={experiment}",)
+            overrides += (f"experiment_name={experiment}",)
         ready = runs / name / "run.json"
         where = {"run_dir": str(runs / name)}
-    driver = submit_multirun(MultirunRequest(argv=argv, ready=str(ready), config_dirs=dirs, name=name))
+    driver = submit_multirun(MultirunRequest(overrides=overrides, ready=str(ready), config_dirs=dirs, name=name))
     _record(folder, name, plan.kind, driver=str(driver.folder), driver_pid=driver.process.pid, **where)
     return Submitted(name, plan.kind, folder, driver=driver)
 

@@ -17,9 +17,10 @@ def ensure_mltrain(module: str) -> None:
 
     if importlib.util.find_spec("mltrain") is None:
         python = os.environ.get("MLTRAIN_PYTHON")
-        if not python or os.environ.get("_MLTRAIN_SHIM_REEXEC"):  # once: never a loop
+        # once: mltrain's own interpreter that still cannot import it is refused, never started again (the path
+        # as given, not resolved: a job's virtual environment may stand on the same base interpreter)
+        if not python or os.path.abspath(python) == os.path.abspath(sys.executable):
             fail(module.rsplit(".", 1)[-1], "mltrain is not importable by this Python; run it with mltrain's")
-        os.environ["_MLTRAIN_SHIM_REEXEC"] = "1"
         os.execv(python, [python, "-m", module, *sys.argv[1:]])
 
 
