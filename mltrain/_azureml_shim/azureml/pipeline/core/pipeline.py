@@ -71,9 +71,9 @@ class Pipeline:
                 + yaml.safe_dump(doc, sort_keys=False))
         (conf / "pipeline" / f"{name}.yaml").write_text(text, encoding="utf-8")
         run_dir = mltrain_home() / "runs" / run_id
-        argv = [f"pipeline={name}", f"run.id={run_id}"]
+        overrides = (f"pipeline={name}", f"run.id={run_id}")
         try:
-            driver = submit_multirun(MultirunRequest(argv=tuple(argv), ready=str(run_dir / "run.json"),
+            driver = submit_multirun(MultirunRequest(overrides=overrides, ready=str(run_dir / "run.json"),
                                                      config_dirs=(str(conf), *dirs), name=run_id))
         except MltrainError as exc:
             raise UserErrorException(str(exc)) from None

@@ -96,7 +96,7 @@ class HyperDriveConfig:
         except MltrainError as exc:
             raise UserErrorException(f"HyperDriveConfig: {exc}") from None
 
-    def _argv(self, experiment: Any, sweep_dir: str, origin: Dict[str, Any]) -> tuple:
+    def _overrides(self, experiment: Any, sweep_dir: str, origin: Dict[str, Any]) -> tuple:
         from azureml.core import _compile
 
         from mltrain.azureml.sweep_job import grammar  # submission
@@ -111,11 +111,11 @@ class HyperDriveConfig:
         space = {f"job.params.{_safe(name)}": grammar(spec) for name, spec in specs.items()}
         sweep = self._sweep_values()
         policy = sweep.pop("early_termination")
-        argv: List[str] = ["-m", *request.all_overrides()]
-        argv += [override(f"sweep.{k}", v) for k, v in sweep.items()]
-        argv += [override(f"sweep.early_termination.{k}", v) for k, v in policy.items()]
-        argv += ["++" + override("sweep.params", space), override("hydra.sweep.dir", sweep_dir)]
-        return argv, request.config_dirs
+        overrides: List[str] = list(request.all_overrides())
+        overrides += [override(f"sweep.{k}", v) for k, v in sweep.items()]
+        overrides += [override(f"sweep.early_termination.{k}", v) for k, v in policy.items()]
+        overrides += ["++" + override("sweep.params", space), override("hydra.sweep.dir", sweep_dir)]
+        return overrides, request.config_dirs
 
     def _submit(self, experiment: Any, tags: Any, origin: Dict[str, Any]) -> Any:
         from azureml.train.hyperdrive.run import HyperDriveRun
@@ -127,9 +127,9 @@ class HyperDriveConfig:
         self._check()
         name = self._custom_run_id or f"HD_{experiment.name}_{time.strftime('%Y%m%d_%H%M%S')}_{uuid.uuid4().hex[:6]}"
         sweep_dir = mltrain_home() / "runs" / "_sweeps" / name
-        argv, dirs = self._argv(experiment, str(sweep_dir), origin)
+        overrides, dirs = self._overrides(experiment, str(sweep_dir), origin)
         try:
-            driver = submit_multirun(MultirunRequest(argv=tuple(argv), ready=str(sweep_dir / "sweep.json"),
+            driver = submit_multirun(MultirunRequest(overrides=tuple(overrides), ready=str(sweep_dir / "sweep.json"),
                                                      config_dirs=tuple(dirs), name=name))
         except MltrainError as exc:
             raise UserErrorException(str(exc)) from None
