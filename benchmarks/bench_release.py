@@ -7,6 +7,8 @@ previous one (a regression is > 1) and this release over the peer.
   2-rank gloo job        mltrain job=script distribution=pytorch ... | torchrun --nproc_per_node=2
   --cfg job              mltrain --cfg job | a bare Hydra app's --cfg job
   job create             mltrain job create --file hello-world.yml | mltrain job=command (this release)
+  job create pipeline    mltrain job create --file two-step pipeline.yml | mltrain pipeline=two (this release),
+                         every step run (force_rerun)
   100 members queued     mltrain -m job=command ... compute=slurm '+job.params.i=range(0,100)' --detach
                          | sbatch --array=0-99 of the same command            (needs SLURM_CONF)
   10-member Hydra sweep  a plain Hydra app, hydra/launcher=mltrain_slurm | submitit_slurm (needs SLURM_CONF)
@@ -72,6 +74,29 @@ def drain(env: Dict[str, str]) -> None:
     bench_slurm_sweep.drain(env, limit_s=120)
 
 
+#: A two-step v2 pipeline of commands, every step run each time, and the same pipeline in mltrain's own config.
+TWO_STEPS_V2 = """\
+$schema: https://azuremlschemas.azureedge.net/latest/pipelineJob.schema.json
+type: pipeline
+settings:
+  force_rerun: true
+jobs:
+  first:
+    type: command
+    command: echo first
+  second:
+    type: command
+    command: echo second
+"""
+TWO_STEPS = """\
+steps:
+  first:
+    overrides: [job=command, 'job.command=echo first']
+  second:
+    overrides: [job=command, 'job.command=echo second']
+"""
+
+
 def rows(work: Path, slurm: bool) -> Dict[str, Dict[str, Callable[[Dict[str, str]], float]]]:
     """Per row, per arm: a measurement given the arm's environment. `previous` and `current` run the same
     command line; the peer's comes last."""
@@ -89,7 +114,13 @@ def rows(work: Path, slurm: bool) -> Dict[str, Dict[str, Callable[[Dict[str, str
         "job create": {"mltrain": lambda env: timed([mltrain, "job", "create", "--file", "hello-world.yml"], work, env),
                        "mltrain job=command": lambda env: timed([mltrain, "job=command", "job.command=echo hello world"],
                                                                 work, env)},
+        "job create pipeline": {
+            "mltrain": lambda env: timed([mltrain, "job", "create", "--file", "pipeline.yml"], work, env),
+            "mltrain pipeline=two": lambda env: timed([mltrain, "pipeline=two", "--force-rerun"], work, env)},
     }
+    (work / "pipeline.yml").write_text(TWO_STEPS_V2)
+    (work / ".mltrain" / "pipeline").mkdir(parents=True, exist_ok=True)
+    (work / ".mltrain" / "pipeline" / "two.yaml").write_text(TWO_STEPS)
     if slurm:
         array = work / "array.sh"
         array.write_text("#!/bin/bash\n#SBATCH --nodes=1\n#SBATCH --ntasks-per-node=1\n#SBATCH --cpus-per-task=1\n"
