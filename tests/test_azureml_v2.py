@@ -526,3 +526,22 @@ def test_a_v2_sweep_runs_in_process_from_memory_and_resumes_after_its_driver_is_
     doc = json.loads((sweep / "sweep.json").read_text())
     assert sorted(m["params"]["job.params.x"] for m in doc["members"] if m["status"] == "Completed") == [1, 2, 3, 4]
     assert not list(temp.glob("mltrain-azureml-*"))
+
+
+def test_a_dry_run_of_jobs_without_code_in_a_fresh_home_plans_them_and_leaves_nothing(home, project):
+    """Azure runs a job without `code:` in an empty folder: the dry run of such a command job, and of a pipeline
+    of them, plans it in a home that never ran a job, and leaves that home as it found it."""
+    write(project, "hello.yml", """\
+        command: echo hello
+        environment: azureml://registries/azureml/environments/sklearn-1.5/labels/latest
+        """)
+    write(project, "two.yml", """\
+        type: pipeline
+        jobs:
+          first: {type: command, command: echo first}
+          second: {type: command, command: echo second}
+        """)
+    for file in ("hello.yml", "two.yml"):
+        dry = create(project, file, "--dry-run")
+        assert dry.rc == 0, dry.out + dry.err
+        assert list(home.iterdir()) == [], list(home.rglob("*"))

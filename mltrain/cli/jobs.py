@@ -10,9 +10,10 @@ typed job request composed and run in this process (mltrain.launch.request); a s
 """
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import Iterator, List, Optional
 
 from mltrain.azureml import job_plan
 from mltrain.azureml.job_request import EMPTY_CODE, GROUP, Plan, Request
@@ -98,21 +99,13 @@ def _launch(plan, request, flags: List[str]) -> Optional[int]:
     # A sweep or a pipeline (or a command job swept from the command line, `compute=local,slurm`): what
     # `mltrain -m` runs, from typed parts in this process; the file's generated config groups are config nodes
     # held in memory (a sweep writes them into its own folder for `runs resume SWEEP`).
-    empty = _empty_code(make=False)
-    # the steps' and trials' source folder is checked when they are frozen, dry run or not: a dry run that
-    # makes the empty folder removes it again
-    made = not empty.exists()
-    empty.mkdir(parents=True, exist_ok=True)
-    nodes = tuple(_node(rel, _absolute_empty_code(values, str(empty))) for rel, values in plan.files.items())
     chosen = open_sections([_open_mapping(o) for o in mine + user])
     chosen += [override for flag, override in (("--dry-run", "dry_run=true"), ("--detach", "run.detach=true"))
                if flag in extra]
-    try:
+    with _empty_code(request.dry_run) as empty:
+        nodes = tuple(_node(rel, _absolute_empty_code(values, str(empty))) for rel, values in plan.files.items())
         # isolate=False: this command runs no other Hydra app (as for a command job below)
         run_app(AppRequest(overrides=tuple(chosen), config_dirs=tuple(plan.config_dirs), nodes=nodes), isolate=False)
-    finally:
-        if made and request.dry_run:
-            empty.rmdir()
     return 0
 
 
@@ -133,15 +126,16 @@ def _run_command_job(plan: Plan, overrides: List[str], flags: List[str], console
     from mltrain.spec.status import CANCELED, COMPLETED, QUEUED  # startup
 
     (values,) = plan.files.values()
-    values = _absolute_empty_code(values, str(_empty_code(make="--dry-run" not in flags)))
     generated = f"+{GROUP}="
     chosen = [_open_mapping(o) for o in overrides if not o.startswith(generated)]
     if "--detach" in flags:
         chosen.append("run.detach=true")
-    # isolate=False: this command runs no other Hydra app, so Hydra's global state needs no putting back
-    # (restoring it finds every installed plugin again: 0.1 s)
-    job = freeze_request(JobRequest(overrides=tuple(chosen), config_dirs=tuple(plan.config_dirs), config=values),
-                         isolate=False)
+    with _empty_code("--dry-run" in flags) as empty:
+        values = _absolute_empty_code(values, str(empty))
+        # isolate=False: this command runs no other Hydra app, so Hydra's global state needs no putting back
+        # (restoring it finds every installed plugin again: 0.1 s)
+        job = freeze_request(JobRequest(overrides=tuple(chosen), config_dirs=tuple(plan.config_dirs), config=values),
+                             isolate=False)
     if "--dry-run" in flags:
         console.write_line(dry_run_text(job))
         return 0
@@ -159,15 +153,26 @@ def _sweeps(overrides: List[str]) -> bool:
     return bool(sweeps_in(overrides))
 
 
-def _empty_code(make: bool) -> Path:
+@contextlib.contextmanager
+def _empty_code(dry_run: bool) -> Iterator[Path]:
     """The source folder of a command job without `code:` (Azure runs it in an empty folder): one empty
-    folder under MLTRAIN_HOME, snapshotted like any other (made only for a run: a dry run makes nothing)."""
+    folder under MLTRAIN_HOME, snapshotted like any other. Freezing checks that a job's source folder exists,
+    dry run or not: a dry run that had to make it removes it again, leaving nothing behind."""
     from mltrain.config.paths import mltrain_home  # startup
 
     path = mltrain_home() / "azureml" / EMPTY_CODE
-    if make:
-        path.mkdir(parents=True, exist_ok=True)
-    return path
+    made, missing = [], path
+    while not missing.exists():  # deepest first
+        made.append(missing)
+        missing = missing.parent
+    path.mkdir(parents=True, exist_ok=True)
+    try:
+        yield path
+    finally:
+        if dry_run:
+            for folder in made:
+                with contextlib.suppress(OSError):  # a run of another command put something there meanwhile
+                    folder.rmdir()
 
 
 def _key(override: str) -> str:
