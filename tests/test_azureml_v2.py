@@ -545,3 +545,17 @@ def test_a_dry_run_of_jobs_without_code_in_a_fresh_home_plans_them_and_leaves_no
         dry = create(project, file, "--dry-run")
         assert dry.rc == 0, dry.out + dry.err
         assert list(home.iterdir()) == [], list(home.rglob("*"))
+
+
+def test_a_failed_v2_pipeline_says_so_once_and_exits_non_zero(home, project):
+    """A pipeline whose step fails ends as `mltrain pipeline=...` ends: its summary names the failed step, the
+    exit status is the run's, and no second `mltrain: error:` line repeats it."""
+    write(project, "fails.yml", """\
+        type: pipeline
+        jobs:
+          broken: {type: command, command: exit 3}
+        """)
+    r = create(project, "fails.yml")
+    assert r.rc != 0, r.out + r.err
+    assert "Failed: step broken failed" in r.out + r.err, r.out + r.err
+    assert "mltrain: error:" not in r.out + r.err, r.out + r.err

@@ -20,7 +20,7 @@ from mltrain.azureml.job_request import EMPTY_CODE, GROUP, Plan, Request
 from mltrain.cli.main import _open_mapping
 from mltrain.config.memory_nodes import ConfigNode
 from mltrain.config.sections import open_sections
-from mltrain.errors import MltrainError
+from mltrain.errors import MltrainError, RunCanceled, RunFailed
 from mltrain.launch.app_request import AppRequest, run_app
 from mltrain.runs.console import Console
 
@@ -104,8 +104,12 @@ def _launch(plan, request, flags: List[str]) -> Optional[int]:
                if flag in extra]
     with _empty_code(request.dry_run) as empty:
         nodes = tuple(_node(rel, _absolute_empty_code(values, str(empty))) for rel, values in plan.files.items())
-        # isolate=False: this command runs no other Hydra app (as for a command job below)
-        run_app(AppRequest(overrides=tuple(chosen), config_dirs=tuple(plan.config_dirs), nodes=nodes), isolate=False)
+        try:
+            # isolate=False: this command runs no other Hydra app (as for a command job below)
+            run_app(AppRequest(overrides=tuple(chosen), config_dirs=tuple(plan.config_dirs), nodes=nodes),
+                    isolate=False)
+        except (RunFailed, RunCanceled) as exc:
+            return exc.exit_code  # the sweep's or pipeline's end and summary are printed already, as by `mltrain -m`
     return 0
 
 
@@ -119,7 +123,6 @@ def _run_command_job(plan: Plan, overrides: List[str], flags: List[str], console
     """A command job as one typed request in this process: the job file's values are the request's
     in-memory config (no generated file), its groups and the user's overrides its overrides."""
     from mltrain import backends  # startup
-    from mltrain.errors import RunCanceled, RunFailed  # startup
     from mltrain.launch.dryrun import dry_run_text  # startup
     from mltrain.launch.orchestrate import run_all  # startup
     from mltrain.launch.request import JobRequest, freeze_request  # startup
