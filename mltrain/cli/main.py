@@ -129,19 +129,10 @@ def launch_argv(argv: List[str]) -> None:
     sys.argv = [sys.argv[0] if sys.argv else "mltrain"] + _rewrite_argv(argv)
     # Let Hydra's exceptions reach us: Hydra would print several lines and a hint; we print one.
     os.environ["HYDRA_FULL_ERROR"] = "1"
-    from mltrain.launch.app_request import interrupted, user_error  # startup
+    from mltrain.launch.app_request import one_line_errors  # startup
 
-    try:
+    with one_line_errors():
         _hydra_app()
-    except SystemExit:
-        raise
-    except KeyboardInterrupt:
-        raise interrupted() from None
-    except Exception as exc:
-        error = user_error(exc)
-        if error is None or error is exc:
-            raise
-        raise error from None
 
 
 def entry() -> None:

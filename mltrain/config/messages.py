@@ -1,4 +1,5 @@
-"""One line for an error Hydra raises inside one of the user's presets. It lives beside the schema, not in
+"""One line for a mistake in the user's configs or overrides: an error Hydra raises inside one of the user's
+presets, any other Hydra or OmegaConf error, a preset that is not YAML. It lives beside the schema, not in
 mltrain.errors, because it names the schema's keys (errors is imported by the schema)."""
 from __future__ import annotations
 
@@ -6,8 +7,26 @@ import dataclasses
 import re
 from typing import Optional
 
-from mltrain.errors import first_line
+from mltrain.errors import MltrainError, first_line, one_line, yaml_error_line
 from mltrain.spec import job_schemas, schema
+
+
+def user_error(exc: BaseException) -> Optional[MltrainError]:
+    """The one line a mistake in the user's configs or overrides gets, as a MltrainError (the exception itself
+    when it is one already); None for anything else (a defect: let it be seen)."""
+    if isinstance(exc, MltrainError):
+        return exc
+    import yaml  # startup
+
+    if isinstance(exc, yaml.YAMLError):  # one of the user's own presets does not parse
+        return MltrainError(yaml_error_line(exc))
+    from hydra.errors import ConfigCompositionException, HydraException  # startup
+    from omegaconf.errors import OmegaConfBaseException  # startup
+
+    if not isinstance(exc, (HydraException, OmegaConfBaseException)):
+        return None
+    inside_preset = isinstance(exc, ConfigCompositionException) and composition_error_line(str(exc))
+    return MltrainError(inside_preset or one_line(exc))
 
 
 def composition_error_line(text: str) -> Optional[str]:

@@ -10,16 +10,17 @@ pipeline goes through mltrain's Hydra sweeper and engines (mltrain.sweeps, mltra
 the command line; `--dry-run` and `--detach` are the overrides `dry_run=true` and `run.detach=true`. Config
 folders and in-memory config nodes reach Hydra through the composition's own context (extra_config_dirs,
 config_nodes): no temporary file, no environment variable, no change of directory. A mistake raises one
-MltrainError carrying the CLI's one line (`user_error`, which the CLI uses too).
+MltrainError carrying the CLI's one line (`one_line_errors`, which the CLI uses too).
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
-from typing import Any, Optional, Tuple
+from typing import Any, Iterator, Tuple
 
 from mltrain.config.memory_nodes import ConfigNode, config_nodes
 from mltrain.config.paths import builtin_search_url, extra_config_dirs
-from mltrain.errors import MltrainError, one_line, yaml_error_line
+from mltrain.errors import MltrainError
 
 #: `hydra.job.name` of the `mltrain` command, whose `@hydra.main` is in mltrain/cli/main.py: the same here.
 TASK_NAME = "main"
@@ -52,16 +53,9 @@ def run_app(request: AppRequest, isolate: bool = True) -> None:
         GlobalHydra.instance().clear()
     try:
         # the search path and the ConfigStore are read while Hydra composes, inside these blocks
-        with extra_config_dirs(request.config_dirs), config_nodes(request.nodes):
+        with one_line_errors(), extra_config_dirs(request.config_dirs), config_nodes(request.nodes):
             app = main_hydra(TASK_NAME, builtin_search_url(), VERSION_BASE)
             app.multirun(config_name=PRIMARY_CONFIG, task_function=_task, overrides=list(request.overrides))
-    except KeyboardInterrupt:
-        raise interrupted() from None
-    except Exception as exc:
-        error = user_error(exc)
-        if error is None or error is exc:
-            raise
-        raise error from None
     finally:
         GlobalHydra.instance().clear()
         if saved is not None:
@@ -72,28 +66,22 @@ def _task(cfg: Any) -> None:  # pragma: no cover - the launcher plugin and the e
     raise RuntimeError("mltrain jobs run through the mltrain launcher")
 
 
-def interrupted() -> MltrainError:
-    """Ctrl-C while a command composes or runs: exit status 130, as a shell reports SIGINT."""
-    canceled = MltrainError("canceled")
-    canceled.exit_code = 130
-    return canceled
+@contextlib.contextmanager
+def one_line_errors() -> Iterator[None]:
+    """Inside this block, a mistake in the user's configs or overrides is raised as one MltrainError line
+    (mltrain.config.messages.user_error) and Ctrl-C as `canceled`, exit status 130 as a shell reports SIGINT;
+    anything else (a defect) goes on as it is, to be seen. The CLI's Hydra app and run_app both run in it."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        canceled = MltrainError("canceled")
+        canceled.exit_code = 130
+        raise canceled from None
+    except Exception as exc:
+        # read only when something went wrong
+        from mltrain.config.messages import user_error  # startup
 
-
-def user_error(exc: BaseException) -> Optional[MltrainError]:
-    """The one line a mistake in the user's configs or overrides gets (Hydra's and OmegaConf's exceptions,
-    a preset that is not YAML), as a MltrainError; None for anything else (a defect: let it be seen)."""
-    if isinstance(exc, MltrainError):
-        return exc
-    import yaml  # startup
-
-    if isinstance(exc, yaml.YAMLError):  # one of the user's own presets does not parse
-        return MltrainError(yaml_error_line(exc))
-    from hydra.errors import ConfigCompositionException, HydraException  # startup
-    from omegaconf.errors import OmegaConfBaseException  # startup
-
-    if not isinstance(exc, (HydraException, OmegaConfBaseException)):
-        return None
-    from mltrain.config.messages import composition_error_line  # startup
-
-    inside_preset = isinstance(exc, ConfigCompositionException) and composition_error_line(str(exc))
-    return MltrainError(inside_preset or one_line(exc))
+        error = user_error(exc)
+        if error is None or error is exc:
+            raise
+        raise error from None

@@ -119,12 +119,11 @@ def compose(request: JobRequest, isolate: bool = True) -> Any:
             with init:
                 return hydra_compose(config_name="mltrain", overrides=overrides, return_hydra_config=True)
     except (HydraException, OmegaConfBaseException) as exc:
-        from hydra.errors import ConfigCompositionException  # startup
+        from mltrain.config.messages import user_error  # startup
 
-        from mltrain.config.messages import composition_error_line  # startup
-
-        inside_preset = isinstance(exc, ConfigCompositionException) and composition_error_line(str(exc))
-        raise MltrainError(inside_preset or one_line(exc)) from None
+        error = user_error(exc)  # the one line the CLI prints: never None for Hydra's and OmegaConf's errors
+        assert error is not None
+        raise error from None
     finally:
         GlobalHydra.instance().clear()
         if saved is not None:
