@@ -445,6 +445,24 @@ def test_designer_components_by_name_run_as_pipeline_steps(home, project):
     assert counts[0] == counts[1] > 0  # fraction 0.5, stratified by label
 
 
+def killed_once_a_run_is(home: Path, project: Path, tmp_path: Path, file: str, status: str, timeout: float) -> Path:
+    """`job create --file FILE` with a TMPDIR of its own, its driver killed with SIGKILL (no atexit) once one of
+    its runs is `status`, after checking it wrote no generated config files there; returns that TMPDIR. The
+    driver only: its guard stops the ranks (mltrain.backends.local.guard)."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    env = {**os.environ, "TMPDIR": str(temp)}
+    proc = subprocess.Popen([*mltrain_exe(), "job", "create", "--file", file], cwd=project, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        until(lambda: [r for r in runs(home) if r["status"] == status], timeout, f"a run {status}")
+        assert not list(temp.glob("mltrain-azureml-*")), f"job create wrote {file} as config files"
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    return temp
+
+
 def test_a_killed_command_job_leaves_no_generated_files_and_its_run_says_driver_lost(home, project, tmp_path):
     """`job create` of a command job composes the job file's fields in memory: a driver killed with SIGKILL
     (no atexit) leaves nothing in the temporary folder, and the next look at its run settles it."""
@@ -452,17 +470,7 @@ def test_a_killed_command_job_leaves_no_generated_files_and_its_run_says_driver_
         command: sleep 60
         environment: azureml://registries/azureml/environments/sklearn-1.5/labels/latest
         """)
-    temp = tmp_path / "tmp"
-    temp.mkdir()
-    env = {**os.environ, "TMPDIR": str(temp)}
-    proc = subprocess.Popen([*mltrain_exe(), "job", "create", "--file", "job.yml"], cwd=project, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        until(lambda: [r for r in runs(home) if r["status"] == "Running"], 60, "the job running")
-        assert not list(temp.glob("mltrain-azureml-*")), "job create wrote its job as config files"
-    finally:
-        os.kill(proc.pid, signal.SIGKILL)  # the driver only: its guard stops the rank (mltrain.backends.local.guard)
-        proc.wait()
+    temp = killed_once_a_run_is(home, project, tmp_path, "job.yml", "Running", 60)
     status = run_mltrain("runs", "status", only_run(home)["id"], cwd=project)
     assert "Failed" in status.out and "driver lost" in status.out, status.out + status.err
     assert not list(temp.glob("mltrain-azureml-*"))  # (mltrain-ports: the port claims every local run shares)
@@ -506,17 +514,7 @@ def test_a_v2_sweep_runs_in_process_from_memory_and_resumes_after_its_driver_is_
     dry = create(project, "sweep.yml", "--dry-run")
     assert dry.rc == 0, dry.out + dry.err
     assert not (home / "runs" / "_sweeps").exists() or not list((home / "runs" / "_sweeps").iterdir())
-    temp = tmp_path / "tmp"
-    temp.mkdir()
-    env = {**os.environ, "TMPDIR": str(temp)}
-    proc = subprocess.Popen([*mltrain_exe(), "job", "create", "--file", "sweep.yml"], cwd=project, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        until(lambda: [r for r in runs(home) if r["status"] == "Completed"], 120, "a first trial completed")
-        assert not list(temp.glob("mltrain-azureml-*")), "job create wrote its sweep as config files"
-    finally:
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
+    temp = killed_once_a_run_is(home, project, tmp_path, "sweep.yml", "Completed", 120)
     (sweep,) = (home / "runs" / "_sweeps").iterdir()
     kept = sweep / "generated_config" / "azureml_job" / "slow-sweep.yaml"
     assert kept.read_text().startswith("# @package _global_\n"), kept.read_text()

@@ -104,12 +104,8 @@ def _launch(plan, request, flags: List[str]) -> Optional[int]:
                if flag in extra]
     with _empty_code(request.dry_run) as empty:
         nodes = tuple(_node(rel, _absolute_empty_code(values, str(empty))) for rel, values in plan.files.items())
-        try:
-            # isolate=False: this command runs no other Hydra app (as for a command job below)
-            run_app(AppRequest(overrides=tuple(chosen), config_dirs=tuple(plan.config_dirs), nodes=nodes),
-                    isolate=False)
-        except (RunFailed, RunCanceled) as exc:
-            return exc.exit_code  # the sweep's or pipeline's end and summary are printed already, as by `mltrain -m`
+        # isolate=False: this command runs no other Hydra app (as for a command job below)
+        run_app(AppRequest(overrides=tuple(chosen), config_dirs=tuple(plan.config_dirs), nodes=nodes), isolate=False)
     return 0
 
 

@@ -10,7 +10,7 @@ import importlib
 import os
 import signal
 import sys
-from typing import List, Optional
+from typing import Callable, List, Optional
 
 from mltrain.config.paths import builtin_conf_dir, builtin_search_url, list_options, user_conf_dirs
 from mltrain.errors import MltrainError, RunCanceled, RunFailed
@@ -104,17 +104,21 @@ def main(argv: Optional[List[str]] = None) -> None:
         if argv[0] != "job":  # `job create` becomes a driver below, which must outlive its reader
             signal.signal(signal.SIGPIPE, signal.SIG_DFL)
 
-        try:
-            sys.exit(importlib.import_module(MANAGEMENT[argv[0]]).main(argv[1:]))
-        except MltrainError as exc:
-            _die(str(exc), exc.exit_code)
+        command = importlib.import_module(MANAGEMENT[argv[0]])
+        _exit_as_runs_ended(lambda: sys.exit(command.main(argv[1:])))
     if argv and argv[0] in ("-h", "--help", "help"):
         sys.stdout.write(_help_text())
         return
+    _exit_as_runs_ended(lambda: launch_argv(argv))
+
+
+def _exit_as_runs_ended(command: Callable[[], None]) -> None:
+    """A command's mistake is its one line; runs that ended Failed or Canceled (a sweep or pipeline of `mltrain
+    -m`, `job create`, `runs resume SWEEP`) exit with their status, their end and summary printed already."""
     try:
-        launch_argv(argv)
+        command()
     except (RunFailed, RunCanceled) as exc:
-        sys.exit(exc.exit_code)  # the launcher has already printed the failure and the summary
+        sys.exit(exc.exit_code)
     except MltrainError as exc:
         _die(str(exc), exc.exit_code)
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, List
 
 from mltrain.config.paths import mltrain_home
-from mltrain.errors import MltrainError, RunCanceled, RunFailed, first_line
+from mltrain.errors import MltrainError, first_line
 from mltrain.runs import index, mlflow_run
 from mltrain.runs.metrics import last_and_best, read_metrics
 from mltrain.runs.record import find_run
@@ -169,10 +169,7 @@ def _resume(args) -> int:
             return _resume_from(again.cwd, sweep, _root(args))
         # This command becomes the sweep's driver again (it runs in the folder the sweep ran from).
         with again.context():
-            try:
-                run_app(AppRequest(overrides=tuple(again.overrides)), isolate=False)  # this process runs nothing else
-            except (RunFailed, RunCanceled) as exc:
-                return exc.exit_code  # the sweep's end and summary are printed already
+            run_app(AppRequest(overrides=tuple(again.overrides)), isolate=False)  # this process runs nothing else
         return 0
     record = find_run(_root(args), args.run)
     if record.doc.pipeline:
