@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from mltrain.config.hydra_internals import restore_singletons, saved_singletons
+from mltrain.config.memory_nodes import ConfigNode, config_nodes
 from mltrain.config.paths import builtin_search_url, extra_config_dirs
 from mltrain.config.sections import open_sections
 from mltrain.errors import ConfigError, MltrainError, one_line
@@ -107,13 +108,11 @@ def compose(request: JobRequest, isolate: bool = True) -> Any:
     if GlobalHydra.instance().is_initialized():  # a caller's own Hydra app or an earlier compose
         GlobalHydra.instance().clear()
     try:
-        if request.config is not None:  # gone again with the ConfigStore's state below
-            from hydra.core.config_store import ConfigStore  # startup
-
-            ConfigStore.instance().store(group=REQUEST_GROUP, name=REQUEST_NODE, node=request.config,
-                                         package="_global_")
+        # the request's values as an in-memory `_global_` option (gone again with the ConfigStore's state below)
+        nodes = () if request.config is None else (ConfigNode(REQUEST_GROUP, REQUEST_NODE, request.config, "_global_"),)
         url = builtin_search_url()
-        with extra_config_dirs(request.config_dirs):  # Hydra builds the search path as it initializes
+        # Hydra builds the search path as it initializes
+        with extra_config_dirs(request.config_dirs), config_nodes(nodes):
             init = (initialize_config_module(url[len("pkg://"):], version_base="1.3") if url.startswith("pkg://")
                     else initialize_config_dir(url, version_base="1.3"))
             with init:
