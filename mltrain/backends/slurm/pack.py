@@ -188,11 +188,14 @@ def run_member(run_dir: Path, owner: str, folder: str, stopping: Optional[thread
     watcher.join()
     record.reload()
     reason = record.cancel_requested()
-    if code == 0:
+    # Slurm's SIGTERM to the worker reaches the member's processes too: a program that ends on it with 0 (a
+    # shell's `sleep 3; echo done`, a trainer saving on SIGTERM) did not finish its work, so it runs again
+    stopped = stopping is not None and stopping.is_set()
+    if code == 0 and not stopped:
         return finish(record, COMPLETED)
     if reason:
         return finish(record, CANCELED, reason)
-    if stopping is not None and stopping.is_set():
+    if stopped:
         return requeue(record, f"its worker, Slurm job {owner}, was stopped under it")
     failed_rank, error = reports.failure(record)
     return finish(record, FAILED, error, failed_rank)
