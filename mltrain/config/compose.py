@@ -63,6 +63,7 @@ def _check_optional_groups(cfg: DictConfig, loader: Any, bases: dict) -> None:
 def _compose_fast(launcher: Any, loader: Any, overrides: List[str], bases: dict) -> DictConfig:
     parsed = _parse(overrides, bases)
     cfg = _from_master(launcher, loader, parsed, bases)
+    bases["last_from_master"] = cfg is not None  # mltrain.launch.deferred asks, of a sweep's first member
     if cfg is None:
         choices = bases.get("choices")
         if choices is None:  # no config composed for the sweeper: the first member tells which keys are groups
@@ -78,6 +79,35 @@ def _compose_fast(launcher: Any, loader: Any, overrides: List[str], bases: dict)
         apply_value_overrides(values, cfg)  # Hydra's own last step (mltrain.config.hydra_internals)
     _name_overrides(cfg, overrides, parsed)
     return cfg
+
+
+def compose_value_member(bases: dict, overrides: List[str], index: int) -> DictConfig:
+    """A member of a sweep over values, composed where only `master_bases(bases)` of its driver is at hand (a
+    Slurm worker making a deferred member: mltrain.launch.deferred): a copy of the command's composed config
+    with the member's values applied, as `compose_members` makes it in the driver."""
+    parsed = _parse(overrides, bases)
+    cfg = _from_master(None, None, parsed, bases)
+    if cfg is None:  # the driver defers only members whose keys are the first member's
+        raise ConfigError("hydra.overrides.task", f"member {index} ({' '.join(overrides)}) chooses config groups; "
+                                                  "it cannot be made from the sweep's first member")
+    _name_overrides(cfg, overrides, parsed)
+    with open_dict(cfg):
+        cfg.hydra.job.id = f"{cfg.hydra.job.name}_{index}"
+        cfg.hydra.job.num = index
+    return cfg
+
+
+def master_bases(bases: dict, sweep_dir: str) -> dict:
+    """What `compose_value_member` needs of a driver's `bases`, as plain picklable data: the command's composed
+    config and which keys are groups (not the parsed overrides' cache, nor the groups' compositions). The
+    sweep's folder is pinned as resolved here: `${now:...}` elsewhere, later, would name another one."""
+    out = {k: v for k, v in bases.items() if isinstance(k, str) and k != "parsed"}
+    frozen, fixed, fixed_keys = bases["master"]
+    master = frozen.copy()
+    with read_write(master.hydra), open_dict(master.hydra):
+        master.hydra.sweep.dir = sweep_dir
+    out["master"] = (_Frozen(master), fixed, fixed_keys)
+    return out
 
 
 def _parse(overrides: List[str], bases: dict) -> list:

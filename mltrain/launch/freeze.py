@@ -37,9 +37,11 @@ def task_config(sweep_config: DictConfig) -> DictConfig:
 
 
 def freeze(sweep_config: DictConfig, runs_root: str, sweep_index: Optional[int] = None,
-           app_compute: Optional[Dict[str, Any]] = None, shapes: Optional[Dict[str, Any]] = None) -> FrozenJob:
+           app_compute: Optional[Dict[str, Any]] = None, shapes: Optional[Dict[str, Any]] = None,
+           run_id: Optional[str] = None) -> FrozenJob:
     """Resolve, validate and freeze one composed config. Raises ConfigError on bad input.
-    `shapes`: kept across the members of one sweep (see _config_of)."""
+    `shapes`: kept across the members of one sweep (see _config_of). `run_id`: the id its driver gave a
+    deferred member (mltrain.launch.deferred), instead of a new one."""
     overrides = list(OmegaConf.to_container(sweep_config.hydra.overrides.task))
     sweep_dir = str(OmegaConf.select(sweep_config, "hydra.sweep.dir", default=None) or "") or None
     if not is_mltrain_config(sweep_config):
@@ -62,7 +64,7 @@ def freeze(sweep_config: DictConfig, runs_root: str, sweep_index: Optional[int] 
     if missing:
         raise ConfigError(missing[0], f"a value is required (set {missing[0]}=...)")
     validate.validate(cfg)
-    return _freeze_mltrain(cfg, overrides, sweep_dir, sweep_index)
+    return _freeze_mltrain(cfg, overrides, sweep_dir, sweep_index, run_id)
 
 
 def _config_of(resolved: Dict[str, Any], shapes: Optional[Dict[str, Any]]) -> DictConfig:
@@ -138,7 +140,7 @@ def _absolute_paths(cfg) -> None:
             OmegaConf.update(cfg, key, os.path.abspath(os.path.expanduser(value)), force_add=False)
 
 
-def _freeze_mltrain(cfg, overrides, sweep_dir, sweep_index) -> FrozenJob:
+def _freeze_mltrain(cfg, overrides, sweep_dir, sweep_index, given_id: Optional[str] = None) -> FrozenJob:
     backend = backends.get(backend_for(str(cfg.compute.kind), str(cfg.distribution.kind)))
     process_group = backend.check(cfg)
     environment = _resolve_environment(cfg, backend.containers)
@@ -153,6 +155,7 @@ def _freeze_mltrain(cfg, overrides, sweep_dir, sweep_index) -> FrozenJob:
     run_id = new_run_id(experiment) if not cfg.run.id else str(cfg.run.id)
     if cfg.run.id and sweep_index:
         run_id = f"{run_id}_{sweep_index}"
+    run_id = given_id or run_id
     root = Path(os.path.expanduser(str(cfg.run.root))).resolve()
     run_dir = str(root / run_id)
     if os.path.exists(run_dir):

@@ -12,7 +12,7 @@ from omegaconf import DictConfig, OmegaConf
 from mltrain import backends
 from mltrain.config.compose import compose_members, is_mltrain_config
 from mltrain.errors import RunCanceled, RunFailed
-from mltrain.launch import hydra_app
+from mltrain.launch import deferred, hydra_app
 from mltrain.launch.dryrun import dry_run_text
 from mltrain.launch.freeze import freeze
 from mltrain.launch.orchestrate import RunResult, print_summary, run_all, write_sweep_summary
@@ -27,21 +27,13 @@ def freeze_members(configs: List[DictConfig], runs_root: str, app_compute=None,
     # the first member's config, which later members are copies of (freeze._config_of); across calls when given
     shapes = {} if shapes is None else shapes
     for cfg in configs:
-        if not is_mltrain_config(cfg) or _uses_hydra_resolver(cfg):
+        if not is_mltrain_config(cfg) or deferred.uses_hydra_resolver(cfg):
             HydraConfig.instance().set_config(cfg)  # a copy of the hydra node: not free, 100 times over
         else:
             HydraConfig.instance().cfg = None  # never an earlier member's values
         jobs.append(freeze(cfg, runs_root, sweep_index=int(cfg.hydra.job.num), app_compute=app_compute,
                            shapes=shapes))
     return jobs
-
-
-def _uses_hydra_resolver(cfg: DictConfig) -> bool:
-    """Whether the job's own part of the config reads `${hydra:...}` (then HydraConfig must hold this member)."""
-    def raw(node):  # unresolved: reading the value would resolve it, before HydraConfig is set
-        return OmegaConf.to_container(node, resolve=False) if OmegaConf.is_config(node) else node._value()
-
-    return any("hydra:" in str(raw(cfg._get_node(k))) for k in cfg.keys() if k != "hydra")
 
 
 def app_compute(params: dict):
@@ -92,6 +84,9 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
         # from its first member, before the others are composed (10,000 members took minutes to compose
         # before the one line): members differ in values, so its backend and packing stand for all.
         backends.get(jobs[0].backend).preflight([jobs[0]] * len(job_overrides))
+    if deferred.deferrable(configs[0], jobs[0], job_overrides, bases):  # its workers make the other members
+        launcher.started, launcher.single_run = True, False
+        return deferred.launch(configs[0], jobs[0], job_overrides, initial_job_idx, bases, shapes, runs_root)
     rest = compose_members(launcher, job_overrides[1:], initial_job_idx + 1, bases)
     configs += rest
     jobs += freeze_members(rest, runs_root, compute, shapes)

@@ -14,14 +14,16 @@ has its member run again elsewhere, once. Members run one process each (world si
 """
 from __future__ import annotations
 
+import json
 import os
+import pickle
 import signal
 import socket
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from mltrain.backends.slurm import accounting
 from mltrain.backends.slurm.rank import SlurmRank
@@ -42,6 +44,9 @@ STALE_S = 15.0
 HEARTBEAT_S = 1.0
 #: Times a member whose worker was lost runs again.
 RERUNS = 1
+#: A deferred sweep's member maker (pickled by its driver: mltrain.launch.deferred), and what it could not make.
+DEFERRED = "deferred.pkl"
+DEFERRED_ERRORS = "deferred_errors.log"
 #: Written when no more members will come (the workers then leave as soon as the queue is empty).
 CLOSED = "closed"
 
@@ -77,6 +82,11 @@ def enqueue(pack_dir: Path, names: List[str], run_dirs: List[str]) -> None:
         os.rename(tmp, pack_dir / "todo" / name)  # appears whole
 
 
+def is_deferred(content: str) -> bool:
+    """An entry whose member is yet to be made (its driver's spec, JSON) rather than a run folder."""
+    return content.startswith("{")
+
+
 def claim(pack_dir: Path, owner: str, name: Optional[str] = None) -> Optional[Tuple[str, str]]:
     """Take `name`, or the first member still queued, for `owner`: (entry name, run folder) or None."""
     todo = pack_dir / "todo"
@@ -104,6 +114,7 @@ class PackWorker:
     pack_dir: str
     timeout_min: int
     _current: Optional[Tuple[str, str]] = field(default=None, repr=False)
+    _maker: Optional[Callable[[Dict[str, Any], str], str]] = field(default=None, repr=False)
 
     def __call__(self) -> int:
         import submitit  # heavy
@@ -133,7 +144,11 @@ class PackWorker:
                     continue
                 began = time.monotonic()
                 self._current = (taken[0], owner)
-                ended = run_member(Path(taken[1]), owner, str(pack_dir / "submitit"), stopping)
+                run_dir = self._made(pack_dir, taken[0], owner, taken[1])
+                if run_dir is None:
+                    self._current = None
+                    continue
+                ended = run_member(Path(run_dir), owner, str(pack_dir / "submitit"), stopping)
                 release(pack_dir, taken[0], owner, again=ended == QUEUED)
                 self._current = None
                 longest, idle_since = max(longest, time.monotonic() - began), time.monotonic()
@@ -142,6 +157,28 @@ class PackWorker:
             if alive.exists():
                 os.rename(alive, alive.with_suffix(".gone"))
         return 0
+
+    def _made(self, pack_dir: Path, entry: str, owner: str, content: str) -> Optional[str]:
+        """The member's run folder. A deferred member (mltrain.launch.deferred) is made now, by the maker its
+        driver left in the queue folder, and its claimed entry then names its folder, as an eager member's
+        does. None when it could not be made: the reason goes to the queue's DEFERRED_ERRORS and the worker."""
+        if not is_deferred(content):
+            return content
+        try:
+            if self._maker is None:
+                self._maker = pickle.loads((pack_dir / DEFERRED).read_bytes())
+            run_dir = self._maker(json.loads(content), entry)
+        except Exception as exc:  # a bad value in this member alone: the others still run
+            line = f"{entry}: {' '.join(str(exc).split()) or type(exc).__name__}\n"
+            with open(pack_dir / DEFERRED_ERRORS, "a", encoding="utf-8") as errors:
+                errors.write(line)
+            print(f"mltrain: a deferred member could not be made: {line}", end="", flush=True)
+            release(pack_dir, entry, owner)
+            return None
+        named = pack_dir / f".{entry}@{owner}"
+        named.write_text(run_dir, encoding="utf-8")
+        os.replace(named, pack_dir / "claimed" / f"{entry}@{owner}")
+        return run_dir
 
     def checkpoint(self, *args: object, **kwargs: object) -> Any:
         """Preemption or the time limit: the member under way goes back to the queue (its rank program had
@@ -310,7 +347,11 @@ class Pool:
             entry, _, owner = claimed.partition("@")
             if owner != worker:
                 continue
-            record = RunRecord.load((self.pack_dir / "claimed" / claimed).read_text(encoding="utf-8"))
+            content = (self.pack_dir / "claimed" / claimed).read_text(encoding="utf-8")
+            if is_deferred(content):  # lost before its member was made: nothing ran
+                release(self.pack_dir, entry, owner, again=True)
+                continue
+            record = RunRecord.load(content)
             if record.status in TERMINAL:
                 release(self.pack_dir, entry, owner)
                 continue
@@ -329,7 +370,8 @@ class Pool:
         for entry in entries:
             taken = claim(self.pack_dir, "driver", entry)
             if taken is not None:
-                finish(RunRecord.load(taken[1]), status, reason)
+                if not is_deferred(taken[1]):
+                    finish(RunRecord.load(taken[1]), status, reason)
                 release(self.pack_dir, entry, "driver")
 
     def stop(self) -> None:

@@ -11,11 +11,12 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Set
 
+from mltrain.atomic import atomic_write_bytes
 from mltrain.backends.base import Plan, driver_alive
 from mltrain.backends.handover import cancel_reason
 from mltrain.backends.slurm import driver
 from mltrain.backends.slurm.compute import SlurmComputeConf
-from mltrain.backends.slurm.pack import STALE_S, Pool, claim, enqueue, entry_names, pack_part, packed_in, pool_for, release
+from mltrain.backends.slurm.pack import DEFERRED, STALE_S, Pool, claim, enqueue, entry_names, pack_part, packed_in, pool_for, release
 from mltrain.backends.slurm.run_part import NAME
 from mltrain.backends.slurm.submission import sbatch_script
 from mltrain.errors import ConfigError
@@ -108,6 +109,13 @@ def launch(plans: List[Plan], records: List[RunRecord], consoles: List[Console],
             pool.following -= 1
             if len(plans) > 1 and not pool.following:  # a plain sweep's members, all queued at once, have ended
                 pool.close()
+
+
+def defer(queue: Path, specs: List[str], maker: bytes) -> None:
+    """Queue members that the worker taking each makes (mltrain.launch.deferred): their maker once, then one
+    entry per member's spec, after every member queued before."""
+    atomic_write_bytes(queue / DEFERRED, maker)
+    enqueue(queue, entry_names(len(specs)), specs)
 
 
 def _reloaded(records: List[RunRecord]) -> List[RunRecord]:

@@ -1,0 +1,174 @@
+"""Deferred members: a detached, packed sweep over values has its members made by the Slurm workers that run
+them, not by its driver (issue 36: 10,000 members queued in seconds, where making each run folder first
+took 18 ms a member and holding every composed config 1.6 GB).
+
+The driver composes, freezes and queues the first member as any other (its config is checked, its run folder
+and environment are made, the workers are submitted). The others are queued as specs, `{index, run_id,
+overrides}`, one entry each in the pack's queue (mltrain.backends.slurm.pack), beside one pickled
+`MemberMaker`: the command's composed config and the first member's frozen shape. A worker that takes such an
+entry makes the member there, as the driver would have (a copy of the composed config with the member's
+values, frozen, its run folder and run.json, Queued in the same queue), and runs it.
+
+Only what cannot change a member's resources, environment, ranks or folders is deferred: a sweep over values
+of keys outside `BLOCKED`, whose first member was made from the command's composed config without composing
+(mltrain.config.compose._from_master). A deferred member's source snapshot is a copy of the first member's,
+taken by the driver: editing the source while members wait changes nothing, as for eager members. Other
+sweeps are made eagerly, every member before the first starts. The trade: a bad value in a deferred member is found when its
+member starts, by its worker (written to the queue's deferred_errors.log), not before the sweep starts.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import pickle
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Set
+
+from hydra.core.hydra_config import HydraConfig
+from hydra.core.utils import JobReturn, JobStatus, setup_globals
+from omegaconf import DictConfig, OmegaConf
+
+from mltrain.backends.slurm import pack_driver
+from mltrain.backends.slurm.pack import pack_part, packed_in
+from mltrain.backends.slurm.run_part import NAME
+from mltrain.config.compose import compose_value_member, is_mltrain_config, master_bases
+from mltrain.launch.freeze import freeze
+from mltrain.launch.orchestrate import create_run, execute
+from mltrain.runs.console import Console, RunLog
+from mltrain.runs.record import RunRecord
+from mltrain.spec.job import FrozenJob, new_run_id
+from mltrain.spec.status import QUEUED
+
+#: Keys whose values would change a member's Slurm request, environment, ranks, folders or kind of command.
+BLOCKED = ("compute", "distribution", "environment", "run", "experiment_name", "job.source_directory", "hydra",
+           "dry_run", "sweep", "pipeline")
+
+
+def swept_keys(job_overrides: Sequence[Sequence[str]]) -> Optional[Set[str]]:
+    """The keys whose values differ between members, or None when members differ in which keys they set."""
+    first = list(job_overrides[0])
+    keys = [line.split("=", 1)[0] for line in first]
+    swept: Set[str] = set()
+    for overrides in job_overrides[1:]:
+        if len(overrides) != len(first):
+            return None
+        for line, line0, key in zip(overrides, first, keys):
+            if line != line0:
+                if not line.startswith(key + "="):
+                    return None
+                swept.add(key.lstrip("+~"))
+    return swept
+
+
+def deferrable(cfg: DictConfig, job: FrozenJob, job_overrides: Sequence[Sequence[str]], bases: Dict[Any, Any]) -> bool:
+    """Whether the members after the first (`cfg`, `job`) can be made by their workers."""
+    if len(job_overrides) < 2 or not is_mltrain_config(cfg) or cfg.dry_run or not job.detach:
+        return False
+    if not pack_driver.packs(job) or not bases.get("last_from_master"):
+        return False
+    keys = swept_keys(job_overrides)
+    return keys is not None and not any(k == b or k.startswith(b + ".") for k in keys for b in BLOCKED)
+
+
+def uses_hydra_resolver(cfg: DictConfig) -> bool:
+    """Whether the job's own part of the config reads `${hydra:...}` (then HydraConfig must hold this member)."""
+    def raw(node: Any) -> Any:  # unresolved: reading the value would resolve it, before HydraConfig is set
+        return OmegaConf.to_container(node, resolve=False) if OmegaConf.is_config(node) else node._value()
+
+    return any("hydra:" in str(raw(cfg._get_node(k))) for k in cfg.keys() if k != "hydra")
+
+
+@dataclass
+class MemberMaker:
+    """Pickled into the queue folder by the driver; called by a worker for each deferred entry it takes."""
+
+    bases: Dict[str, Any]
+    shapes: Dict[str, Any]
+    runs_root: str
+    first_run_dir: str
+    first_snapshot: str
+    queue: str
+
+    def __call__(self, spec: Dict[str, Any], entry: str) -> str:
+        index = int(spec["index"])
+        setup_globals()  # Hydra's resolvers (`now`, `hydra`), as in the driver
+        cfg = compose_value_member(self.bases, [str(o) for o in spec["overrides"]], index)
+        if uses_hydra_resolver(cfg):
+            HydraConfig.instance().set_config(cfg)
+        else:
+            HydraConfig.instance().cfg = None  # never an earlier member's values
+        job = freeze(cfg, self.runs_root, sweep_index=index, shapes=self.shapes, run_id=str(spec["run_id"]))
+        if job.snapshot_source:  # the source as the driver saw it: a copy of the first member's snapshot
+            job = dataclasses.replace(job, snapshot_source=self.first_snapshot)
+        console = Console(prefix=f"[#{index}] ")
+        record = create_run(job, console)
+        first = RunRecord.load(self.first_run_dir)  # its environment was made ready (and listed) by the driver
+        record.set_status(QUEUED, environment=dict(first.doc.environment), detached=True,
+                          backend_parts={NAME: pack_part(Path(self.queue), entry)})
+        RunLog(record.log_path(), console).info(f"{QUEUED}: packed, in {self.queue}; made by its worker")
+        return job.run_dir
+
+
+def launch(cfg: DictConfig, job: FrozenJob, job_overrides: Sequence[Sequence[str]], initial_job_idx: int,
+           bases: Dict[Any, Any], shapes: Dict[str, Any], runs_root: str) -> List[JobReturn]:
+    """Make and queue the first member, then queue the others as specs for their workers; returns at once
+    (the sweep is detached), with one Queued JobReturn per member."""
+    console = Console(prefix=f"[#{job.sweep_index}] ")
+    record = create_run(job, console)
+    status = execute([job], [record], [console])[0].status
+    record.reload()
+    where = packed_in(record)
+    ids = _run_ids(cfg, job, len(job_overrides))
+    root = Path(job.run_dir).parent
+    rows: List[Dict[str, Any]] = [{"index": initial_job_idx, "run_id": job.run_id, "status": status, "run_dir": job.run_dir,
+             "overrides": list(job_overrides[0])}]
+    if status == QUEUED and where is not None:
+        queue = where[0]
+        maker = MemberMaker(master_bases(bases, str(job.sweep_dir)), shapes, runs_root, job.run_dir, job.cwd, str(queue))
+        specs = [json.dumps({"index": initial_job_idx + i, "run_id": ids[i], "overrides": list(job_overrides[i])})
+                 for i in range(1, len(job_overrides))]
+        pack_driver.defer(queue, specs, pickle.dumps(maker))
+        Console().status(f"detached: {len(specs)} more members are queued in {queue}/todo; the worker that takes "
+                         "each makes its run folder then (`mltrain runs list` shows them as they start)")
+        later = QUEUED
+    else:  # the first member could not be queued (no worker reached Slurm): the others are never made
+        later = status
+    rows += [{"index": initial_job_idx + i, "run_id": ids[i], "status": later, "run_dir": str(root / ids[i]),
+              "overrides": list(job_overrides[i])} for i in range(1, len(job_overrides))]
+    _summarize(job, rows)
+    returns = []
+    for row in rows:
+        ret = JobReturn(overrides=row["overrides"], cfg=None, hydra_cfg=cfg, working_dir=row["run_dir"],
+                        task_name=str(cfg.hydra.job.name))
+        ret.status = JobStatus.COMPLETED
+        ret.return_value = {"run_id": row["run_id"], "run_dir": row["run_dir"], "status": row["status"]}
+        returns.append(ret)
+    return returns
+
+
+def _run_ids(cfg: DictConfig, job: FrozenJob, count: int) -> List[str]:
+    """Each member's run id, given now so that the sweep's summary names every member's folder: as freeze
+    names them (`run.id` and the index, or the experiment, the time and 3 random bytes), without repeats."""
+    if cfg.run.id:
+        return [job.run_id] + [f"{cfg.run.id}_{(job.sweep_index or 0) + i}" for i in range(1, count)]
+    seen = {job.run_id}
+    ids = [job.run_id]
+    while len(ids) < count:
+        run_id = new_run_id(job.experiment)
+        if run_id not in seen:
+            seen.add(run_id)
+            ids.append(run_id)
+    return ids
+
+
+def _summarize(job: FrozenJob, rows: List[Dict[str, Any]]) -> None:
+    from mltrain.atomic import atomic_write  # startup
+
+    assert job.sweep_dir is not None  # a packed member is a sweep's
+    Path(job.sweep_dir).mkdir(parents=True, exist_ok=True)
+    atomic_write(Path(job.sweep_dir) / "summary.json", json.dumps(rows, indent=2))
+    console = Console()
+    console.status(f"sweep of {len(rows)} runs:")
+    console.write_line("\n".join(f"  #{r['index']} {r['status']:<9} {' '.join(r['overrides']):<40} {r['run_dir']}"
+                                 for r in rows))
