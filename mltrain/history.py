@@ -110,6 +110,8 @@ def compare(records: List[RunRecord]) -> Dict[str, Any]:
 
 def rerun(record: RunRecord, detach: bool = False):
     """A new run from what `record` froze: its job, config, snapshot and environment spec."""
+    if not (record.dir / "job.json").is_file():  # a deferred member whose config was refused (launch.deferred)
+        raise MltrainError(f"run {record.id} was never made, so there is nothing to run again: {record.error}")
     old = FrozenJob.load(record.dir)
     run_id = new_run_id(old.experiment)
     new_dir = str(Path(old.run_dir).parent / run_id)

@@ -13,19 +13,28 @@ Only what cannot change a member's resources, environment, ranks or folders is d
 of keys outside `BLOCKED`, whose first member was made from the command's composed config without composing
 (mltrain.config.compose._from_master). A deferred member's source snapshot is a copy of the first member's,
 taken by the driver: editing the source while members wait changes nothing, as for eager members. Other
-sweeps are made eagerly, every member before the first starts. The trade: a bad value in a deferred member is found when its
-member starts, by its worker (written to the queue's deferred_errors.log), not before the sweep starts.
+sweeps are made eagerly, every member before the first starts.
+
+Before anything is queued, every swept value is applied to a copy of the first member's config
+(`check_values`): a value the config refuses (no such key, the wrong type) stops the sweep in one line, as for
+eager members. What only freezing a member finds (a value of the wrong type for the job's schema, a check across values) is
+found by its worker when the member starts: that member ends Failed with the reason, in a run folder of its
+own, and the worker takes the next.
 """
 from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import pickle
+import socket
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Set
 
 from hydra.core.hydra_config import HydraConfig
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.utils import JobReturn, JobStatus, setup_globals
 from omegaconf import DictConfig, OmegaConf
 
@@ -33,12 +42,16 @@ from mltrain.backends.slurm import pack_driver
 from mltrain.backends.slurm.pack import pack_part, packed_in
 from mltrain.backends.slurm.run_part import NAME
 from mltrain.config.compose import compose_value_member, is_mltrain_config, master_bases
+from mltrain.config.hydra_internals import apply_value_overrides
+from mltrain.config.messages import user_error
 from mltrain.launch.freeze import freeze
 from mltrain.launch.orchestrate import create_run, execute
 from mltrain.runs.console import Console, RunLog
+from mltrain.runs.lifecycle import finish
 from mltrain.runs.record import RunRecord
 from mltrain.spec.job import FrozenJob, new_run_id
-from mltrain.spec.status import QUEUED
+from mltrain.spec.records import SweepRef
+from mltrain.spec.status import FAILED, NOT_STARTED, QUEUED
 
 #: Keys whose values would change a member's Slurm request, environment, ranks, folders or kind of command.
 BLOCKED = ("compute", "distribution", "environment", "run", "experiment_name", "job.source_directory", "hydra",
@@ -55,7 +68,7 @@ def swept_keys(job_overrides: Sequence[Sequence[str]]) -> Optional[Set[str]]:
             return None
         for line, line0, key in zip(overrides, first, keys):
             if line != line0:
-                if not line.startswith(key + "="):
+                if not line.startswith(key + "=") or key.startswith("~"):
                     return None
                 swept.add(key.lstrip("+~"))
     return swept
@@ -68,7 +81,25 @@ def deferrable(cfg: DictConfig, job: FrozenJob, job_overrides: Sequence[Sequence
     if not pack_driver.packs(job) or not bases.get("last_from_master"):
         return False
     keys = swept_keys(job_overrides)
-    return keys is not None and not any(k == b or k.startswith(b + ".") for k in keys for b in BLOCKED)
+    return keys is not None and not any(blocked(k) for k in keys)
+
+
+def blocked(key: str) -> bool:
+    """Whether sweeping `key` can change what the driver made once for all members (BLOCKED)."""
+    return any(key == b or key.startswith(b + ".") for b in BLOCKED)
+
+
+def check_values(cfg: DictConfig, job_overrides: Sequence[Sequence[str]]) -> None:
+    """Every swept value applied to a copy of the first member's config as Hydra applies it (the key exists,
+    the value fits its type), so that a value the config refuses stops the sweep before anything is queued,
+    as it does eager members; freeze's own checks of a member run in its worker."""
+    first = job_overrides[0]
+    lines = {line for overrides in job_overrides[1:] for line, line0 in zip(overrides, first) if line != line0}
+    # `+key=v` and `++key=v` set a key the first member has already: as changes, each value can be tried in turn
+    changes = sorted({line.lstrip("+") for line in lines})
+    probe = pickle.loads(pickle.dumps(cfg))
+    for override in OverridesParser.create().parse_overrides(changes):
+        apply_value_overrides([override], probe)
 
 
 def uses_hydra_resolver(cfg: DictConfig) -> bool:
@@ -93,12 +124,18 @@ class MemberMaker:
     def __call__(self, spec: Dict[str, Any], entry: str) -> str:
         index = int(spec["index"])
         setup_globals()  # Hydra's resolvers (`now`, `hydra`), as in the driver
-        cfg = compose_value_member(self.bases, [str(o) for o in spec["overrides"]], index)
-        if uses_hydra_resolver(cfg):
-            HydraConfig.instance().set_config(cfg)
-        else:
-            HydraConfig.instance().cfg = None  # never an earlier member's values
-        job = freeze(cfg, self.runs_root, sweep_index=index, shapes=self.shapes, run_id=str(spec["run_id"]))
+        try:
+            cfg = compose_value_member(self.bases, [str(o) for o in spec["overrides"]], index)
+            if uses_hydra_resolver(cfg):
+                HydraConfig.instance().set_config(cfg)
+            else:
+                HydraConfig.instance().cfg = None  # never an earlier member's values
+            job = freeze(cfg, self.runs_root, sweep_index=index, shapes=self.shapes, run_id=str(spec["run_id"]))
+        except Exception as exc:
+            refused = user_error(exc)
+            if refused is None:  # a defect, not the member's config: the worker reports it
+                raise
+            return self._refused(spec, entry, str(refused))
         if job.snapshot_source:  # the source as the driver saw it: a copy of the first member's snapshot
             job = dataclasses.replace(job, snapshot_source=self.first_snapshot)
         console = Console(prefix=f"[#{index}] ")
@@ -108,6 +145,27 @@ class MemberMaker:
                           backend_parts={NAME: pack_part(Path(self.queue), entry)})
         RunLog(record.log_path(), console).info(f"{QUEUED}: packed, in {self.queue}; made by its worker")
         return job.run_dir
+
+
+    def _refused(self, spec: Dict[str, Any], entry: str, error: str) -> str:
+        """A member whose config freezing refused (what the driver's check could not see): a run folder of its
+        own, Failed with the reason, as an eager sweep's member shows it, without a job.json (nothing to run
+        or resume). Its record's other fields are the first member's, which it shares all but values with."""
+        first = RunRecord.load(self.first_run_dir)
+        run_dir = Path(self.first_run_dir).parent / str(spec["run_id"])
+        for sub in ("logs", "outputs"):
+            (run_dir / sub).mkdir(parents=True)
+        now = time.time()
+        doc = dataclasses.replace(
+            first.doc, id=str(spec["run_id"]), status=NOT_STARTED, created=now, phases={NOT_STARTED: now},
+            host=socket.gethostname(), driver_pid=os.getpid(), command=[], cwd=str(run_dir),
+            overrides=[str(o) for o in spec["overrides"]], sweep=SweepRef(first.doc.sweep.dir, int(spec["index"])),
+            ranks={}, error=None, failed_rank=None, outputs=None, attempts=[], snapshot=None, mlflow=None,
+            backend_parts={NAME: pack_part(Path(self.queue), entry)}, script_params={}, extra={})
+        record = RunRecord(run_dir, doc)
+        record.save()
+        finish(record, FAILED, f"this member's config was refused: {error}")
+        return str(run_dir)
 
 
 def launch(cfg: DictConfig, job: FrozenJob, job_overrides: Sequence[Sequence[str]], initial_job_idx: int,

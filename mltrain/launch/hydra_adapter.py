@@ -85,6 +85,7 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
         # before the one line): members differ in values, so its backend and packing stand for all.
         backends.get(jobs[0].backend).preflight([jobs[0]] * len(job_overrides))
     if deferred.deferrable(configs[0], jobs[0], job_overrides, bases):  # its workers make the other members
+        deferred.check_values(configs[0], job_overrides)
         launcher.started, launcher.single_run = True, False
         return deferred.launch(configs[0], jobs[0], job_overrides, initial_job_idx, bases, shapes, runs_root)
     rest = compose_members(launcher, job_overrides[1:], initial_job_idx + 1, bases)

@@ -140,6 +140,8 @@ def resume(record: RunRecord, detach: bool = False) -> RunResult:
     components continue from their checkpoint."""
     if record.status not in (FAILED, CANCELED):
         raise MltrainError(f"run {record.id} is {record.status}; only Failed or Canceled runs can be resumed")
+    if not (record.dir / "job.json").is_file():  # a deferred member whose config was refused (launch.deferred)
+        raise MltrainError(f"run {record.id} was never made, so it cannot be resumed: {record.error}")
     # Whether to wait is this command's choice, not the one frozen with the first submission.
     job = dataclasses.replace(FrozenJob.load(record.dir), detach=detach)
     record.reopen()

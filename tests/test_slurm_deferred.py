@@ -1,0 +1,73 @@
+"""Deferred members on the real test cluster (issue 36, mltrain.launch.deferred): a detached, packed sweep
+over values makes and queues its first member, and the worker that takes each other member makes it then
+(its run folder, its frozen config, its snapshot copied from the first member's), so that 10,000 members
+queue in seconds. Each member still ends with its own record, values and logs; a value the config refuses
+stops the sweep before anything is queued, and one only freezing refuses ends that member Failed, alone."""
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from slurm_support import require_cluster
+from support import run_mltrain, runs, until
+
+pytestmark = pytest.mark.slurm
+
+PACKED = ["compute=slurm", "compute.poll_s=0.3", "--detach"]
+
+
+def _members(home: Path) -> list:
+    return sorted(runs(home), key=lambda run: run["sweep"]["index"])
+
+
+def _ended(home: Path, count: int) -> list:
+    members = _members(home)
+    return members if len(members) == count and all(m["status"] in ("Completed", "Failed") for m in members) else []
+
+
+def test_a_detached_packed_sweep_has_its_workers_make_its_members_as_each_starts(home, tmp_path):
+    require_cluster()
+    (tmp_path / "data.txt").write_text("as submitted\n")
+    r = run_mltrain("-m", "job=command", 'job.command="sleep 1; echo member ${job.params.i}; cat data.txt"',
+                    "compute.pack=1", "+job.params.i=range(0,4)", *PACKED, cwd=tmp_path)
+    assert r.rc == 0, r.out + r.err
+    at_once = runs(home)  # one worker, busy with the first member for a second: nothing else is made yet
+    (tmp_path / "data.txt").write_text("edited while the members waited\n")
+    assert [m["sweep"]["index"] for m in at_once] == [0], at_once
+    assert "3 more members are queued" in r.out
+    summary = json.loads((Path(at_once[0]["sweep"]["dir"]) / "summary.json").read_text())
+    assert [row["index"] for row in summary] == [0, 1, 2, 3] and len({row["run_dir"] for row in summary}) == 4
+    members = until(lambda: _ended(home, 4), 120, "four members ended")
+    assert [m["dir"] for m in members] == [row["run_dir"] for row in summary]  # each where the summary said
+    for m in members:
+        assert m["status"] == "Completed", m
+        assert m["sweep"]["dir"] == at_once[0]["sweep"]["dir"]
+        log = (Path(m["dir"]) / "logs" / "rank_0.log").read_text().split("\n")
+        assert log[:2] == [f"member {m['sweep']['index']}", "as submitted"], log  # the source as submitted
+    assert len({m["slurm"]["job_id"] for m in members}) == 1  # one worker ran all four
+
+
+def test_a_value_only_freezing_refuses_fails_its_member_alone_and_it_cannot_be_resumed(home, tmp_path):
+    require_cluster()
+    r = run_mltrain("-m", "job=command", "job.command=true", "compute.pack=2", "trainer.epochs=1,abc,3", *PACKED,
+                    cwd=tmp_path)
+    assert r.rc == 0, r.out + r.err
+    members = until(lambda: _ended(home, 3), 120, "three members ended")
+    assert [m["status"] for m in members] == ["Completed", "Failed", "Completed"]
+    assert "config was refused" in members[1]["error"] and "trainer.epochs" in members[1]["error"]
+    again = run_mltrain("runs", "resume", members[1]["id"], cwd=tmp_path)
+    assert again.rc != 0 and len(again.err.strip().splitlines()) == 1 and "never made" in again.err, again.err
+
+
+def test_a_value_the_config_refuses_stops_the_sweep_before_anything_is_queued(home, tmp_path):
+    require_cluster()
+    before = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True, check=True).stdout
+    # the built-in trainer's epochs are typed in the composed config: the second member's value is refused
+    # there, by the driver, although the first member (made and checked in full) is fine
+    r = run_mltrain("-m", "trainer.epochs=1,abc", "compute.pack=2", *PACKED, cwd=tmp_path)
+    assert r.rc == 2 and len(r.err.strip().splitlines()) == 1 and "trainer.epochs" in r.err, r.err
+    assert runs(home) == []
+    after = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True, check=True).stdout
+    assert set(after.split()) <= set(before.split())  # no worker was submitted
