@@ -71,3 +71,23 @@ def test_a_value_the_config_refuses_stops_the_sweep_before_anything_is_queued(ho
     assert runs(home) == []
     after = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True, check=True).stdout
     assert set(after.split()) <= set(before.split())  # no worker was submitted
+
+
+def test_runs_cancel_of_a_sweep_ends_every_member_and_its_workers(home, tmp_path):
+    require_cluster()
+    r = run_mltrain("-m", "job=command", 'job.command="sleep 30"', "compute.pack=2", "+job.params.i=range(0,40)",
+                    *PACKED, cwd=tmp_path)
+    assert r.rc == 0, r.out + r.err
+    running = until(lambda: [m for m in runs(home) if m["status"] == "Running"], 60, "a member running")
+    sweep = Path(running[0]["sweep"]["dir"])
+    stop = run_mltrain("runs", "cancel", sweep.name, cwd=tmp_path)
+    assert stop.rc == 0, stop.err
+    made = runs(home)
+    assert 1 <= len(made) < 40  # the members no worker had made never were
+    assert all(m["status"] == "Canceled" for m in made), [m["status"] for m in made]
+    assert "40 member(s) Canceled" in stop.out, stop.out
+    rows = json.loads((sweep / "summary.json").read_text())
+    assert len(rows) == 40 and {row["status"] for row in rows} == {"Canceled"}
+    workers = {m["slurm"]["job_id"] for m in made}
+    until(lambda: not set(subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True).stdout.split())
+          & workers, 60, "the workers gone")  # an emptied queue: each leaves

@@ -151,6 +151,14 @@ def _wait(args) -> int:
 
 
 def _cancel(args) -> int:
+    from mltrain.sweeps import cancel as sweep_cancel  # startup
+
+    sweep = sweep_cancel.locate(args.run, _root(args))
+    if sweep is not None:
+        done = sweep_cancel.cancel(sweep)
+        print(f"sweep {sweep.name}: {done.canceled} member(s) Canceled ({done.never_made} of them never made), "
+              f"{done.had_ended} had ended")
+        return 0
     run = _handle(args)
     print(f"{run.id} {run.cancel()}")
     return 0
@@ -319,8 +327,9 @@ def main(argv: List[str]) -> int:
     p.add_argument("--timeout", type=float, metavar="SECONDS", help="give up (exit 124) after this long")
     p.add_argument("--follow", action="store_true", help="stream rank 0's output and status changes meanwhile")
     p.set_defaults(func=_wait)
-    p = sub.add_parser("cancel", help="stop every rank of a run (scancel on Slurm); the run ends Canceled")
-    p.add_argument("run")
+    p = sub.add_parser("cancel", help="stop every rank of a run (scancel on Slurm); the run ends Canceled. Of a "
+                                      "sweep: every member that has not ended")
+    p.add_argument("run", help="run id, unique id prefix or run directory; or a sweep directory or its name")
     p.set_defaults(func=_cancel)
     p = sub.add_parser("resume", help="run a Failed or Canceled run again in its directory, from its checkpoint "
                                       "(of a pipeline: the steps that did not complete); or go on with a HyperDrive "

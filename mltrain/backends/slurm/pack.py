@@ -47,6 +47,8 @@ RERUNS = 1
 #: A deferred sweep's member maker (pickled by its driver: mltrain.launch.deferred), and what it could not make.
 DEFERRED = "deferred.pkl"
 DEFERRED_ERRORS = "deferred_errors.log"
+#: Written when the sweep is canceled (`runs cancel SWEEP`): workers take no more members.
+STOPPED = "stopped"
 #: Written when no more members will come (the workers then leave as soon as the queue is empty).
 CLOSED = "closed"
 
@@ -135,6 +137,8 @@ class PackWorker:
             while True:
                 # a member is not started unless the worker's time limit leaves room for the longest seen yet
                 if stopping.is_set() or time.monotonic() - started + max(longest, 60.0) > self.timeout_min * 60:
+                    break
+                if (pack_dir / STOPPED).exists():  # the sweep was canceled: its canceller empties the queue
                     break
                 taken = claim(pack_dir, owner)
                 if taken is None:

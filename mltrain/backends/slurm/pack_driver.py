@@ -9,14 +9,27 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Set
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from mltrain.atomic import atomic_write_bytes
 from mltrain.backends.base import Plan, driver_alive
 from mltrain.backends.handover import cancel_reason
 from mltrain.backends.slurm import driver
 from mltrain.backends.slurm.compute import SlurmComputeConf
-from mltrain.backends.slurm.pack import DEFERRED, STALE_S, Pool, claim, enqueue, entry_names, pack_part, packed_in, pool_for, release
+from mltrain.backends.slurm.pack import (
+    DEFERRED,
+    STALE_S,
+    STOPPED,
+    Pool,
+    claim,
+    enqueue,
+    entry_names,
+    is_deferred,
+    pack_part,
+    packed_in,
+    pool_for,
+    release,
+)
 from mltrain.backends.slurm.run_part import NAME
 from mltrain.backends.slurm.submission import sbatch_script
 from mltrain.errors import ConfigError
@@ -116,6 +129,45 @@ def defer(queue: Path, specs: List[str], maker: bytes) -> None:
     entry per member's spec, after every member queued before."""
     atomic_write_bytes(queue / DEFERRED, maker)
     enqueue(queue, entry_names(len(specs)), specs)
+
+
+def cancel_queues(sweep_dir: Path, reason: str, settle_s: float = 10.0) -> Tuple[List[str], List[Path]]:
+    """`runs cancel SWEEP` of a packed sweep: its workers take no more members, those no worker took end here
+    (a deferred one is never made). Returns (run ids of the deferred members dropped, run folders of the
+    members workers hold: the caller cancels those as any run)."""
+    dropped: List[str] = []
+    held: List[Path] = []
+    queues = [q for q in sorted((sweep_dir / "pack").glob("*")) if (q / "todo").is_dir()]
+    for queue in queues:
+        (queue / STOPPED).touch()
+        for entry in sorted(os.listdir(queue / "todo")):
+            taken = claim(queue, "canceller", entry)
+            if taken is None:
+                continue
+            if is_deferred(taken[1]):
+                dropped.append(str(json.loads(taken[1])["run_id"]))
+            else:
+                record = RunRecord.load(taken[1])
+                if record.status not in TERMINAL:
+                    finish(record, CANCELED, reason)
+            release(queue, entry, "canceller")
+    deadline = time.monotonic() + settle_s
+    for queue in queues:
+        for name in os.listdir(queue / "claimed"):
+            path = queue / "claimed" / name
+            content = ""
+            while time.monotonic() < deadline:  # a deferred member its worker is making: its folder, once made
+                try:
+                    content = path.read_text(encoding="utf-8")
+                except FileNotFoundError:  # ended meanwhile
+                    content = ""
+                    break
+                if not is_deferred(content):
+                    break
+                time.sleep(0.05)
+            if content and not is_deferred(content):
+                held.append(Path(content))
+    return dropped, held
 
 
 def _reloaded(records: List[RunRecord]) -> List[RunRecord]:
