@@ -67,6 +67,9 @@ COMMANDS = {
     "mltrain -m trainer.learning_rate=0.1,0.01,0.001 compute=slurm": ("run", SHORT),
     'mltrain -m job=command job.command="echo seed ${job.params.seed}" compute=slurm compute.pack=8 '
     "+job.params.seed=range(0,100)": ("run", []),
+    'mltrain -m job=command job.command="echo seed ${job.params.seed}" compute=slurm compute.pack=8 '
+    "+job.params.seed=range(0,10000) hydra.sweep.dir=seeds --detach": ("run", []),
+    "mltrain runs cancel seeds": ("run", []),
     "mltrain compute=slurm job=command job.command=\"sleep 600\" run.id=long-job --detach": ("run", []),
     "mltrain runs status long-job": ("run", []),
     "mltrain runs cancel long-job": ("run", []),
@@ -148,7 +151,7 @@ COMMANDS = {
     "mltrain job=script job.source_directory=./my-proj job.script=train.py compute=slurm compute.partition=gpu "
     "distribution=pytorch distribution.node_count=2 distribution.process_count_per_node=4 --dry-run": ("run", []),
 }
-NEEDS_SLURM = ("compute=slurm", "mltrain_slurm", "long-job")
+NEEDS_SLURM = ("compute=slurm", "mltrain_slurm", "long-job", "runs cancel seeds")
 
 
 def pages() -> list:
@@ -307,6 +310,10 @@ def _check(key: str, out: str, project: Path) -> None:
         assert (project / "curves.png").stat().st_size > 10_000
     elif key == "mltrain pipeline=digits compute=slurm":
         assert out.count("reused: run ") == 3 and "pipeline digits Completed (3 steps)" in out
+    elif "range(0,10000)" in key:  # ten thousand members queued, the workers make them as they take them
+        assert "9999 more members are queued" in out and "sweep of 10000 runs" in out
+    elif key == "mltrain runs cancel seeds":  # what no worker had taken ends without being made
+        assert "never made" in out and "Canceled" in out
     elif "compute.pack=8" in key:  # a hundred members in a few worker jobs, each with its own run
         assert "sweep of 100 runs" in out and "Running (in packed Slurm job" in out and "seed 99" in out
     elif key == "mltrain experiment=ddp_train":
