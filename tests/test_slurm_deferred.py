@@ -91,3 +91,12 @@ def test_runs_cancel_of_a_sweep_ends_every_member_and_its_workers(home, tmp_path
     workers = {m["slurm"]["job_id"] for m in made}
     until(lambda: not set(subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True).stdout.split())
           & workers, 60, "the workers gone")  # an emptied queue: each leaves
+    # MLflow's copy: the sweep's parent run ends Canceled, though most of its members were never made
+    assert run_mltrain("runs", "sync", cwd=tmp_path).rc == 0
+    from mlflow import MlflowClient
+
+    uri = f"sqlite:///{home / 'mlflow.db'}"
+    store = MlflowClient(tracking_uri=uri, registry_uri=uri)
+    member = store.get_run(json.loads((Path(made[0]["dir"]) / "run.json").read_text())["mlflow"]["run_id"])
+    parent = store.get_run(member.data.tags["mlflow.parentRunId"])
+    assert parent.info.status == "KILLED" and parent.data.tags["mltrain.status"] == "Canceled", parent.data.tags

@@ -44,6 +44,8 @@ def freeze(sweep_config: DictConfig, runs_root: str, sweep_index: Optional[int] 
     deferred member (mltrain.launch.deferred), instead of a new one."""
     overrides = list(OmegaConf.to_container(sweep_config.hydra.overrides.task))
     sweep_dir = str(OmegaConf.select(sweep_config, "hydra.sweep.dir", default=None) or "") or None
+    if sweep_dir is not None:  # `hydra.sweep.dir=seeds`: records (and a packed sweep's queue) outlive this folder
+        sweep_dir = os.path.abspath(os.path.expanduser(sweep_dir))
     if not is_mltrain_config(sweep_config):
         # A plain Hydra app: its config may use values only run_job sets (hydra.runtime.output_dir),
         # so it is resolved in the rank, as Hydra's own launchers do.

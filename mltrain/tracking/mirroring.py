@@ -236,15 +236,17 @@ def _close_group(writer: Writer, run_id: str, folder: Path) -> bool:
         rows = _read_json(folder / "summary.json")
         if not isinstance(rows, list) or not rows:
             return False
-        # a deferred member canceled before its worker made it (`runs cancel SWEEP`) has no run folder
-        never_made = [r for r in rows if r.get("status") == "Canceled" and not (Path(r["run_dir"]) / "run.json").exists()]
+        # a deferred member canceled before its worker made it (`runs cancel SWEEP`), or never queued because no
+        # worker reached Slurm, has no run folder: its summary row says how it ended
+        never_made = [r for r in rows if r.get("status") in ("Canceled", "Failed")
+                      and not (Path(r["run_dir"]) / "run.json").exists()]
         try:
             members = [RunRecord.load(r["run_dir"]).doc for r in rows if r not in never_made]
         except Exception:
             return False
         if any(m.status not in STATUS for m in members):
             return False
-        found = {m.status for m in members} | ({"Canceled"} if never_made else set())
+        found = {m.status for m in members} | {str(r["status"]) for r in never_made}
         status = "Failed" if "Failed" in found else "Canceled" if "Canceled" in found else "Completed"
         ended = max([m.ended_at for m in members] or [folder.stat().st_mtime])
         writer.log(run_id, tags={"mltrain.kind": "sweep", "mltrain.status": status})
