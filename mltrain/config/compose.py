@@ -39,6 +39,15 @@ def compose_members(launcher: Any, job_overrides: Sequence[Sequence[str]], initi
     return configs
 
 
+def uses_hydra_resolver(cfg: DictConfig) -> bool:
+    """Whether the job's own part of the config reads `${hydra:...}` (then HydraConfig must hold this member
+    when it is frozen)."""
+    def raw(node: Any) -> Any:  # unresolved: reading the value would resolve it, before HydraConfig is set
+        return OmegaConf.to_container(node, resolve=False) if OmegaConf.is_config(node) else node._value()
+
+    return any("hydra:" in str(raw(cfg._get_node(k))) for k in cfg.keys() if k != "hydra")
+
+
 #: Groups the primary config lists as `optional`: Hydra skips a missing option there silently.
 OPTIONAL_GROUPS = ("experiment", "pipeline")
 

@@ -36,12 +36,12 @@ from typing import Any, Dict, List, Optional, Sequence, Set
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.utils import JobReturn, JobStatus, setup_globals
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from mltrain.backends.slurm import pack_driver
 from mltrain.backends.slurm.pack import pack_part, packed_in
 from mltrain.backends.slurm.run_part import NAME
-from mltrain.config.compose import compose_value_member, is_mltrain_config, master_bases
+from mltrain.config.compose import compose_value_member, is_mltrain_config, master_bases, uses_hydra_resolver
 from mltrain.config.hydra_internals import apply_value_overrides
 from mltrain.config.messages import user_error
 from mltrain.launch.freeze import freeze
@@ -100,14 +100,6 @@ def check_values(cfg: DictConfig, job_overrides: Sequence[Sequence[str]]) -> Non
     probe = pickle.loads(pickle.dumps(cfg))
     for override in OverridesParser.create().parse_overrides(changes):
         apply_value_overrides([override], probe)
-
-
-def uses_hydra_resolver(cfg: DictConfig) -> bool:
-    """Whether the job's own part of the config reads `${hydra:...}` (then HydraConfig must hold this member)."""
-    def raw(node: Any) -> Any:  # unresolved: reading the value would resolve it, before HydraConfig is set
-        return OmegaConf.to_container(node, resolve=False) if OmegaConf.is_config(node) else node._value()
-
-    return any("hydra:" in str(raw(cfg._get_node(k))) for k in cfg.keys() if k != "hydra")
 
 
 @dataclass

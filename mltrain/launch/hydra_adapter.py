@@ -10,9 +10,9 @@ from hydra.core.utils import JobReturn, JobStatus, setup_globals
 from omegaconf import DictConfig, OmegaConf
 
 from mltrain import backends
-from mltrain.config.compose import compose_members, is_mltrain_config
+from mltrain.config.compose import compose_members, is_mltrain_config, uses_hydra_resolver
 from mltrain.errors import RunCanceled, RunFailed
-from mltrain.launch import deferred, hydra_app
+from mltrain.launch import hydra_app
 from mltrain.launch.dryrun import dry_run_text
 from mltrain.launch.freeze import freeze
 from mltrain.launch.orchestrate import RunResult, print_summary, run_all, write_sweep_summary
@@ -27,7 +27,7 @@ def freeze_members(configs: List[DictConfig], runs_root: str, app_compute=None,
     # the first member's config, which later members are copies of (freeze._config_of); across calls when given
     shapes = {} if shapes is None else shapes
     for cfg in configs:
-        if not is_mltrain_config(cfg) or deferred.uses_hydra_resolver(cfg):
+        if not is_mltrain_config(cfg) or uses_hydra_resolver(cfg):
             HydraConfig.instance().set_config(cfg)  # a copy of the hydra node: not free, 100 times over
         else:
             HydraConfig.instance().cfg = None  # never an earlier member's values
@@ -84,10 +84,13 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
         # from its first member, before the others are composed (10,000 members took minutes to compose
         # before the one line): members differ in values, so its backend and packing stand for all.
         backends.get(jobs[0].backend).preflight([jobs[0]] * len(job_overrides))
-    if deferred.deferrable(configs[0], jobs[0], job_overrides, bases):  # its workers make the other members
-        deferred.check_values(configs[0], job_overrides)
-        launcher.started, launcher.single_run = True, False
-        return deferred.launch(configs[0], jobs[0], job_overrides, initial_job_idx, bases, shapes, runs_root)
+    if len(job_overrides) > 1 and jobs[0].detach:
+        from mltrain.launch import deferred  # startup
+
+        if deferred.deferrable(configs[0], jobs[0], job_overrides, bases):  # its workers make the other members
+            deferred.check_values(configs[0], job_overrides)
+            launcher.started, launcher.single_run = True, False
+            return deferred.launch(configs[0], jobs[0], job_overrides, initial_job_idx, bases, shapes, runs_root)
     rest = compose_members(launcher, job_overrides[1:], initial_job_idx + 1, bases)
     configs += rest
     jobs += freeze_members(rest, runs_root, compute, shapes)
