@@ -39,6 +39,9 @@ def test_a_detached_packed_sweep_has_its_workers_make_its_members_as_each_starts
     assert "3 more members are queued" in r.out
     summary = json.loads((Path(at_once[0]["sweep"]["dir"]) / "summary.json").read_text())
     assert [row["index"] for row in summary] == [0, 1, 2, 3] and len({row["run_dir"] for row in summary}) == 4
+    waiting = run_mltrain("runs", "status", summary[3]["run_id"], cwd=tmp_path)  # not made yet: said so, in one line
+    assert waiting.rc != 0 and len(waiting.err.strip().splitlines()) == 1, waiting.err
+    assert "is queued: its run folder is made when a worker starts it" in waiting.err, waiting.err
     members = until(lambda: _ended(home, 4), 120, "four members ended")
     assert [m["dir"] for m in members] == [row["run_dir"] for row in summary]  # each where the summary said
     for m in members:
@@ -88,6 +91,9 @@ def test_runs_cancel_of_a_sweep_ends_every_member_and_its_workers(home, tmp_path
     assert "40 member(s) Canceled" in stop.out, stop.out
     rows = json.loads((sweep / "summary.json").read_text())
     assert len(rows) == 40 and {row["status"] for row in rows} == {"Canceled"}
+    never = next(row for row in rows if not Path(row["run_dir"]).exists())
+    said = run_mltrain("runs", "status", never["run_id"], cwd=tmp_path)
+    assert said.rc != 0 and "ended Canceled before a worker made it" in said.err, said.err
     workers = {m["slurm"]["job_id"] for m in made}
     until(lambda: not set(subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True).stdout.split())
           & workers, 60, "the workers gone")  # an emptied queue: each leaves

@@ -294,4 +294,27 @@ def find_run(root: Path, ref: str) -> RunRecord:
         return RunRecord.load(matches[0])
     if len(matches) > 1:
         raise MltrainError(f"run '{ref}' is ambiguous: {', '.join(p.name for p in matches[:5])} ...")
+    unmade = _unmade_member(root, ref) if prefix else None
+    if unmade is not None:
+        raise MltrainError(unmade)
     raise MltrainError(f"no run '{ref}' under {root} (see `mltrain runs list`)")
+
+
+def _unmade_member(root: Path, run_id: str) -> Optional[str]:
+    """What to say of a sweep member whose run folder does not exist (yet): a detached packed sweep's member
+    is made by the worker that takes it (mltrain.launch.deferred), and the sweep's summary.json names it."""
+    needle = f'"{run_id}"'
+    for summary in sorted((root / "_sweeps").glob("*/summary.json")):
+        try:
+            text = summary.read_text(encoding="utf-8")
+            rows = json.loads(text) if needle in text else []
+        except (OSError, ValueError):
+            continue
+        for row in rows if isinstance(rows, list) else []:
+            if isinstance(row, dict) and row.get("run_id") == run_id:
+                sweep = summary.parent.name
+                if row.get("status") in TERMINAL:
+                    return f"run '{run_id}' of sweep {sweep} ended {row['status']} before a worker made it"
+                return (f"run '{run_id}' of sweep {sweep} is queued: its run folder is made when a worker starts it "
+                        f"(`mltrain runs cancel {sweep}` cancels the sweep's members)")
+    return None
