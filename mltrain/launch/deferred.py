@@ -45,7 +45,7 @@ from mltrain.config.compose import compose_value_member, is_mltrain_config, mast
 from mltrain.config.hydra_internals import apply_value_overrides
 from mltrain.config.messages import user_error
 from mltrain.launch.freeze import freeze
-from mltrain.launch.orchestrate import create_run, execute
+from mltrain.launch.orchestrate import create_run, execute, print_summary, write_sweep_summary
 from mltrain.runs.console import Console, RunLog
 from mltrain.runs.lifecycle import finish
 from mltrain.runs.record import RunRecord
@@ -192,7 +192,8 @@ def launch(cfg: DictConfig, job: FrozenJob, job_overrides: Sequence[Sequence[str
         later = status
     rows += [{"index": initial_job_idx + i, "run_id": ids[i], "status": later, "run_dir": str(root / ids[i]),
               "overrides": list(job_overrides[i])} for i in range(1, len(job_overrides))]
-    _summarize(job, rows)
+    write_sweep_summary(job.sweep_dir, rows)
+    print_summary(rows, Console())
     returns = []
     for row in rows:
         ret = JobReturn(overrides=row["overrides"], cfg=None, hydra_cfg=cfg, working_dir=row["run_dir"],
@@ -216,15 +217,3 @@ def _run_ids(cfg: DictConfig, job: FrozenJob, count: int) -> List[str]:
             seen.add(run_id)
             ids.append(run_id)
     return ids
-
-
-def _summarize(job: FrozenJob, rows: List[Dict[str, Any]]) -> None:
-    from mltrain.atomic import atomic_write  # startup
-
-    assert job.sweep_dir is not None  # a packed member is a sweep's
-    Path(job.sweep_dir).mkdir(parents=True, exist_ok=True)
-    atomic_write(Path(job.sweep_dir) / "summary.json", json.dumps(rows, indent=2))
-    console = Console()
-    console.status(f"sweep of {len(rows)} runs:")
-    console.write_line("\n".join(f"  #{r['index']} {r['status']:<9} {' '.join(r['overrides']):<40} {r['run_dir']}"
-                                 for r in rows))

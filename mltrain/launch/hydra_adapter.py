@@ -15,7 +15,7 @@ from mltrain.errors import RunCanceled, RunFailed
 from mltrain.launch import hydra_app
 from mltrain.launch.dryrun import dry_run_text
 from mltrain.launch.freeze import freeze
-from mltrain.launch.orchestrate import RunResult, print_summary, run_all, write_sweep_summary
+from mltrain.launch.orchestrate import RunResult, print_summary, run_all, summary_rows, write_sweep_summary
 from mltrain.runs.console import Console
 from mltrain.spec.job import FrozenJob
 from mltrain.spec.status import CANCELED, COMPLETED, FAILED, QUEUED
@@ -110,8 +110,9 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
         results = run_all(jobs, hydra_app.payloads(launcher, configs))
         return hydra_app.job_returns(configs, results)
     results = run_all(jobs)
-    write_sweep_summary(results)
-    print_summary(results, Console())
+    rows = summary_rows(results)
+    write_sweep_summary(results[0].job.sweep_dir, rows)
+    print_summary(rows, Console())
     # Raised here rather than left in a FAILED JobReturn: every member has run and the summary is
     # printed, and Hydra's sweeper would otherwise add its own multi-line report.
     for error, status in ((RunCanceled, CANCELED), (RunFailed, FAILED)):

@@ -14,7 +14,7 @@ import shutil
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, Dict, List, Optional
 
 from mltrain import backends
 from mltrain.atomic import atomic_write
@@ -148,19 +148,22 @@ def resume(record: RunRecord, detach: bool = False) -> RunResult:
     return execute([job], [record], [Console()])[0]
 
 
-def write_sweep_summary(results: List[RunResult]) -> None:
-    sweep_dir = results[0].job.sweep_dir
-    if not sweep_dir or len(results) < 2:
+def summary_rows(results: List[RunResult]) -> List[Dict[str, Any]]:
+    return [{"index": r.job.sweep_index, "run_id": r.job.run_id, "status": r.status, "run_dir": r.run_dir,
+             "overrides": r.job.overrides} for r in results]
+
+
+def write_sweep_summary(sweep_dir: Optional[str], rows: List[Dict[str, Any]]) -> None:
+    """<sweep>/summary.json: one row per member (index, run id, status, run folder, overrides)."""
+    if not sweep_dir or len(rows) < 2:
         return
     Path(sweep_dir).mkdir(parents=True, exist_ok=True)
-    rows = [{"index": r.job.sweep_index, "run_id": r.job.run_id, "status": r.status, "run_dir": r.run_dir,
-             "overrides": r.job.overrides} for r in results]
     atomic_write(Path(sweep_dir) / "summary.json", json.dumps(rows, indent=2))
 
 
-def print_summary(results: List[RunResult], console: Console) -> None:
-    if len(results) < 2:
+def print_summary(rows: List[Dict[str, Any]], console: Console) -> None:
+    if len(rows) < 2:
         return
-    console.status(f"sweep of {len(results)} runs:")
-    for r in results:
-        console.write_line(f"  #{r.job.sweep_index} {r.status:<9} {' '.join(r.job.overrides):<40} {r.run_dir}")
+    console.status(f"sweep of {len(rows)} runs:")
+    console.write_line("\n".join(f"  #{r['index']} {r['status']:<9} {' '.join(r['overrides']):<40} {r['run_dir']}"
+                                 for r in rows))  # one write: a 10,000-member sweep's lines
