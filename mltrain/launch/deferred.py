@@ -33,7 +33,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Set
 
-from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.utils import JobReturn, JobStatus, setup_globals
 from omegaconf import DictConfig
@@ -41,15 +40,15 @@ from omegaconf import DictConfig
 from mltrain.backends.slurm import pack_driver
 from mltrain.backends.slurm.pack import pack_part, packed_in
 from mltrain.backends.slurm.run_part import NAME
-from mltrain.config.compose import compose_value_member, is_mltrain_config, master_bases, uses_hydra_resolver
+from mltrain.config.compose import compose_value_member, is_mltrain_config, master_bases
 from mltrain.config.hydra_internals import apply_value_overrides
 from mltrain.config.messages import user_error
-from mltrain.launch.freeze import freeze
+from mltrain.launch.freeze import freeze_member, member_run_id
 from mltrain.launch.orchestrate import create_run, execute, print_summary, write_sweep_summary
 from mltrain.runs.console import Console, RunLog
 from mltrain.runs.lifecycle import finish
 from mltrain.runs.record import RunRecord
-from mltrain.spec.job import FrozenJob, new_run_id
+from mltrain.spec.job import FrozenJob
 from mltrain.spec.records import SweepRef
 from mltrain.spec.status import FAILED, NOT_STARTED, QUEUED
 
@@ -121,11 +120,7 @@ class MemberMaker:
         os.chdir(self.cwd)
         try:
             cfg = compose_value_member(self.bases, [str(o) for o in spec["overrides"]], index)
-            if uses_hydra_resolver(cfg):
-                HydraConfig.instance().set_config(cfg)
-            else:
-                HydraConfig.instance().cfg = None  # never an earlier member's values
-            job = freeze(cfg, self.runs_root, sweep_index=index, shapes=self.shapes, run_id=str(spec["run_id"]))
+            job = freeze_member(cfg, self.runs_root, sweep_index=index, shapes=self.shapes, run_id=str(spec["run_id"]))
         except Exception as exc:
             refused = user_error(exc)
             if refused is None:  # a defect, not the member's config: the worker reports it
@@ -142,7 +137,6 @@ class MemberMaker:
                           backend_parts={NAME: pack_part(Path(self.queue), entry)})
         RunLog(record.log_path(), console).info(f"{QUEUED}: packed, in {self.queue}; made by its worker")
         return job.run_dir
-
 
     def _refused(self, spec: Dict[str, Any], entry: str, error: str) -> str:
         """A member whose config freezing refused (what the driver's check could not see): a run folder of its
@@ -207,13 +201,12 @@ def launch(cfg: DictConfig, job: FrozenJob, job_overrides: Sequence[Sequence[str
 def _run_ids(cfg: DictConfig, job: FrozenJob, count: int) -> List[str]:
     """Each member's run id, given now so that the sweep's summary names every member's folder: as freeze
     names them (`run.id` and the index, or the experiment, the time and 3 random bytes), without repeats."""
-    if cfg.run.id:
-        return [job.run_id] + [f"{cfg.run.id}_{(job.sweep_index or 0) + i}" for i in range(1, count)]
+    first = job.sweep_index or 0
     seen = {job.run_id}
     ids = [job.run_id]
     while len(ids) < count:
-        run_id = new_run_id(job.experiment)
-        if run_id not in seen:
+        run_id = member_run_id(cfg.run.id, job.experiment, first + len(ids))
+        if run_id not in seen:  # `run.id` with an index never repeats; 3 random bytes can, within one second
             seen.add(run_id)
             ids.append(run_id)
     return ids

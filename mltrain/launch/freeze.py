@@ -10,15 +10,16 @@ import importlib.util
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
-from omegaconf import OmegaConf
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
 
 from mltrain import backends
 from mltrain.backends import backend_for
 from mltrain.backends.computes import compute_from_dict
 from mltrain.config import aliases, validate
-from mltrain.config.compose import is_mltrain_config
+from mltrain.config.compose import is_mltrain_config, uses_hydra_resolver
 from mltrain.environments import materialize
 from mltrain.environments import spec as env_spec
 from mltrain.errors import ConfigError, MltrainError
@@ -26,9 +27,6 @@ from mltrain.launch import programs
 from mltrain.runs import mlflow_run
 from mltrain.spec.job import HYDRA_TASK_MODULE, FrozenJob, new_run_id
 from mltrain.spec.schema import distribution_from_dict
-
-if TYPE_CHECKING:
-    from omegaconf import DictConfig
 
 
 def task_config(sweep_config: DictConfig) -> DictConfig:
@@ -67,6 +65,26 @@ def freeze(sweep_config: DictConfig, runs_root: str, sweep_index: Optional[int] 
         raise ConfigError(missing[0], f"a value is required (set {missing[0]}=...)")
     validate.validate(cfg)
     return _freeze_mltrain(cfg, overrides, sweep_dir, sweep_index, run_id)
+
+
+def freeze_member(cfg: DictConfig, runs_root: str, sweep_index: Optional[int] = None,
+                  app_compute: Optional[Dict[str, Any]] = None, shapes: Optional[Dict[str, Any]] = None,
+                  run_id: Optional[str] = None) -> FrozenJob:
+    """`freeze` of a sweep's member, with HydraConfig holding it only where its config reads `${hydra:...}`
+    (a copy of the hydra node: not free, 100 times over) and never an earlier member's values."""
+    if not is_mltrain_config(cfg) or uses_hydra_resolver(cfg):
+        HydraConfig.instance().set_config(cfg)
+    else:
+        HydraConfig.instance().cfg = None
+    return freeze(cfg, runs_root, sweep_index=sweep_index, app_compute=app_compute, shapes=shapes, run_id=run_id)
+
+
+def member_run_id(given: Optional[str], experiment: str, sweep_index: Optional[int]) -> str:
+    """A run's id: `run.id` (with the member's index after the first member of a sweep), else the experiment,
+    the time and 3 random bytes."""
+    if not given:
+        return new_run_id(experiment)
+    return f"{given}_{sweep_index}" if sweep_index else str(given)
 
 
 def _config_of(resolved: Dict[str, Any], shapes: Optional[Dict[str, Any]]) -> DictConfig:
@@ -154,10 +172,7 @@ def _freeze_mltrain(cfg, overrides, sweep_dir, sweep_index, given_id: Optional[s
         except MltrainError as exc:
             raise ConfigError("distribution.horovod", str(exc)) from None
     experiment = str(cfg.experiment_name)
-    run_id = new_run_id(experiment) if not cfg.run.id else str(cfg.run.id)
-    if cfg.run.id and sweep_index:
-        run_id = f"{run_id}_{sweep_index}"
-    run_id = given_id or run_id
+    run_id = given_id or member_run_id(cfg.run.id, experiment, sweep_index)
     root = Path(os.path.expanduser(str(cfg.run.root))).resolve()
     run_dir = str(root / run_id)
     if os.path.exists(run_dir):

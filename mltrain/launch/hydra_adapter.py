@@ -5,16 +5,15 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, List, Optional, Sequence
 
-from hydra.core.hydra_config import HydraConfig
 from hydra.core.utils import JobReturn, JobStatus, setup_globals
 from omegaconf import DictConfig, OmegaConf
 
 from mltrain import backends
-from mltrain.config.compose import compose_members, is_mltrain_config, uses_hydra_resolver
+from mltrain.config.compose import compose_members, is_mltrain_config
 from mltrain.errors import RunCanceled, RunFailed
 from mltrain.launch import hydra_app
 from mltrain.launch.dryrun import dry_run_text
-from mltrain.launch.freeze import freeze
+from mltrain.launch.freeze import freeze_member
 from mltrain.launch.orchestrate import RunResult, print_summary, run_all, summary_rows, write_sweep_summary
 from mltrain.runs.console import Console
 from mltrain.spec.job import FrozenJob
@@ -27,12 +26,8 @@ def freeze_members(configs: List[DictConfig], runs_root: str, app_compute=None,
     # the first member's config, which later members are copies of (freeze._config_of); across calls when given
     shapes = {} if shapes is None else shapes
     for cfg in configs:
-        if not is_mltrain_config(cfg) or uses_hydra_resolver(cfg):
-            HydraConfig.instance().set_config(cfg)  # a copy of the hydra node: not free, 100 times over
-        else:
-            HydraConfig.instance().cfg = None  # never an earlier member's values
-        jobs.append(freeze(cfg, runs_root, sweep_index=int(cfg.hydra.job.num), app_compute=app_compute,
-                           shapes=shapes))
+        jobs.append(freeze_member(cfg, runs_root, sweep_index=int(cfg.hydra.job.num), app_compute=app_compute,
+                                  shapes=shapes))
     return jobs
 
 
