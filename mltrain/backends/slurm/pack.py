@@ -101,6 +101,24 @@ def claim(pack_dir: Path, owner: str, name: Optional[str] = None) -> Optional[Tu
     return None
 
 
+def end_queued(pack_dir: Path, entries: List[str], owner: str, reason: str, status: str = CANCELED) -> List[str]:
+    """Take those of `entries` no worker has taken and end their members (`status`); returns the specs of the
+    deferred ones among them, which were never made (mltrain.launch.deferred)."""
+    never_made = []
+    for entry in entries:
+        taken = claim(pack_dir, owner, entry)
+        if taken is None:
+            continue
+        if is_deferred(taken[1]):
+            never_made.append(taken[1])
+        else:
+            record = RunRecord.load(taken[1])
+            if record.status not in TERMINAL:
+                finish(record, status, reason)
+        release(pack_dir, entry, owner)
+    return never_made
+
+
 def release(pack_dir: Path, entry: str, owner: str, again: bool = False) -> None:
     """Done with a member (or, `again`, back at the head of the queue for another worker)."""
     os.rename(pack_dir / "claimed" / f"{entry}@{owner}", pack_dir / ("todo" if again else "done") / entry)
@@ -172,7 +190,7 @@ class PackWorker:
             if self._maker is None:
                 self._maker = pickle.loads((pack_dir / DEFERRED).read_bytes())
             run_dir = self._maker(json.loads(content), entry)
-        except Exception as exc:  # a bad value in this member alone: the others still run
+        except Exception as exc:  # not its config (that ends it Failed in its own folder): the others still run
             line = f"{entry}: {' '.join(str(exc).split()) or type(exc).__name__}\n"
             with open(pack_dir / DEFERRED_ERRORS, "a", encoding="utf-8") as errors:
                 errors.write(line)
@@ -371,12 +389,7 @@ class Pool:
     def cancel_queued(self, entries: List[str], reason: str, status: str = CANCELED) -> None:
         """Members no worker has taken yet end here (Canceled, or Failed when no worker could be submitted);
         those under way are asked (their worker stops them)."""
-        for entry in entries:
-            taken = claim(self.pack_dir, "driver", entry)
-            if taken is not None:
-                if not is_deferred(taken[1]):
-                    finish(RunRecord.load(taken[1]), status, reason)
-                release(self.pack_dir, entry, "driver")
+        end_queued(self.pack_dir, entries, "driver", reason, status)
 
     def stop(self) -> None:
         accounting.scancel(list(self.submitted))

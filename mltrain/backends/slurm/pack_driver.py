@@ -22,6 +22,7 @@ from mltrain.backends.slurm.pack import (
     STOPPED,
     Pool,
     claim,
+    end_queued,
     enqueue,
     entry_names,
     is_deferred,
@@ -140,17 +141,8 @@ def cancel_queues(sweep_dir: Path, reason: str, settle_s: float = 10.0) -> Tuple
     queues = [q for q in sorted((sweep_dir / "pack").glob("*")) if (q / "todo").is_dir()]
     for queue in queues:
         (queue / STOPPED).touch()
-        for entry in sorted(os.listdir(queue / "todo")):
-            taken = claim(queue, "canceller", entry)
-            if taken is None:
-                continue
-            if is_deferred(taken[1]):
-                dropped.append(str(json.loads(taken[1])["run_id"]))
-            else:
-                record = RunRecord.load(taken[1])
-                if record.status not in TERMINAL:
-                    finish(record, CANCELED, reason)
-            release(queue, entry, "canceller")
+        never_made = end_queued(queue, sorted(os.listdir(queue / "todo")), "canceller", reason)
+        dropped += [str(json.loads(spec)["run_id"]) for spec in never_made]
     deadline = time.monotonic() + settle_s
     for queue in queues:
         for name in os.listdir(queue / "claimed"):
