@@ -1,7 +1,8 @@
 """Where the time of a 3-step pipeline on Slurm goes: mltrain's chain against the same three jobs chained
 by hand with `sbatch --dependency=afterok`, phase by phase (the chain and scripts of bench_pipelines.py).
 
-For each launcher, alternating, median of N:
+For each launcher, alternating, each pair started at the same point of the wall-clock second (N points spread
+over it: Slurm allocates once a second, bench_pipelines.at_phase), median of N:
   start -> 1st submit   from the command's start until the first step is queued (mltrain: Hydra, composing,
                         freezing and snapshotting every step; by hand: nothing)
   step k wait           from the previous step's end (or the submit) until step k's program starts
@@ -105,8 +106,10 @@ def main() -> None:
     subprocess.run([str(BIN / "mltrain"), "pipeline=chain", "compute=slurm"], cwd=proj, check=True,
                    env={**env, "STAMPS": str(work / "warm.stamps")}, stdout=subprocess.DEVNULL)
     ours, theirs = [], []
-    for i in range(args.repeats):
+    for i in range(args.repeats):  # each pair at the same point of the second (bench_pipelines.at_phase says why)
+        chain.at_phase((i + 0.5) / args.repeats)
         ours.append(run_mltrain(proj, env, work, i))
+        chain.at_phase((i + 0.5) / args.repeats)
         theirs.append(run_sbatch(proj, env, work, i))
     print(f"{'phase (median of ' + str(args.repeats) + ', seconds)':<34} {'mltrain':>8} {'sbatch':>8}")
     for key in ours[0]:

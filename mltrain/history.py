@@ -13,8 +13,6 @@ import os
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-import yaml
-
 from mltrain.errors import MltrainError
 from mltrain.launch.orchestrate import create_run, execute
 from mltrain.pipelines.reuse import flatten
@@ -87,10 +85,7 @@ def blocked(exc: OSError) -> str:
 
 
 def flat_config(record: RunRecord) -> Dict[str, Any]:
-    path = record.dir / "config.yaml"
-    if not path.is_file():
-        return {}
-    return flatten(yaml.safe_load(path.read_text()) or {})
+    return flatten(record.resolved_config())
 
 
 #: Keys that differ between any two runs and say nothing about them.

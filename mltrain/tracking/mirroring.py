@@ -22,8 +22,6 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 from urllib.parse import urlparse
 
-import yaml
-
 from mltrain.errors import one_line
 from mltrain.models import mlflow_store as store
 from mltrain.pipelines.reuse import flatten
@@ -121,8 +119,7 @@ def _run_for(writer: Writer, record: RunRecord, experiment: str) -> str:
         hit = writer.find_tagged(experiment, "mltrain.run_id", record.id)
         if hit:
             return hit[0]
-    config = record.dir / "config.yaml"
-    resolved = (yaml.safe_load(config.read_text()) or {}) if config.is_file() else {}
+    resolved = record.resolved_config()
     step = d.pipeline_step or {}
     # What Azure ML's studio shows beside a run, as tags: the job's kind, where it ran, its folder.
     tags = {"mltrain.run_id": record.id, "mltrain.run_dir": str(record.dir), "mltrain.backend": d.backend,

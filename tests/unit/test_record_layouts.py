@@ -110,3 +110,18 @@ def test_runs_best_summary_reads_the_typed_sweep():
 
     lines = summary_lines(SweepDoc.from_json(_raw(DATA / "record_layouts" / "layout1_sweep.json")))
     assert lines[0] == "sweep of 2 runs (grid, score maximize):" and lines[1].startswith(" *#0   Completed score=6")
+
+
+def test_a_runs_config_reads_back_as_it_was_frozen(tmp_path):
+    """config.yaml is written and read with libyaml where PyYAML has it (the MLflow mirror reads one per
+    run): strings YAML could take for other types, and nesting, come back as they were frozen."""
+    from tests.unit.jobs import frozen_job
+
+    config = {"job": {"kind": "script", "params": {"flag": "yes", "lr": "1e-3", "zip": "012", "none": "null",
+                                                   "date": "2026-11-27", "n": 3, "x": 0.5, "on": True,
+                                                   "text": "ção: 中文 #1", "list": [1, "2", None]}},
+              "empty": {}, "nothing": None}
+    record = RunRecord.create(frozen_job(run_dir=str(tmp_path / "r1"), config=config))
+    assert RunRecord.load(record.dir).resolved_config() == config
+    (record.dir / "config.yaml").unlink()  # a member that was never made has none
+    assert record.resolved_config() == {}
