@@ -115,7 +115,7 @@ def test_runs_best_summary_reads_the_typed_sweep():
 def test_a_runs_config_reads_back_as_it_was_frozen(tmp_path):
     """config.yaml is written and read with libyaml where PyYAML has it (the MLflow mirror reads one per
     run): strings YAML could take for other types, and nesting, come back as they were frozen."""
-    from tests.unit.jobs import frozen_job
+    from .jobs import frozen_job
 
     config = {"job": {"kind": "script", "params": {"flag": "yes", "lr": "1e-3", "zip": "012", "none": "null",
                                                    "date": "2026-11-27", "n": 3, "x": 0.5, "on": True,

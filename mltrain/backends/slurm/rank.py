@@ -29,6 +29,7 @@ from mltrain.errors import RunFailed
 from mltrain.ranks import contract, reports
 from mltrain.ranks.process import describe_exit, run_forked, run_program
 from mltrain.runs.console import Console
+from mltrain.runs.waiting import wait_until
 from mltrain.spec.job import HYDRA_TASK_MODULE, FrozenJob
 from mltrain.spec.schema import compute_as
 
@@ -46,6 +47,8 @@ _Handler = Union[Callable[[int, Optional[FrameType]], object], int, signal.Handl
 PORT_BASE, PORT_SPAN = 20000, 20000
 RENDEZVOUS_WAIT_S = 300
 CHECKPOINT_FILE = "checkpoint_requested"
+#: How long a checkpoint waits for the program to end after its SIGUSR1 before stopping it (SIGTERM).
+CHECKPOINT_WAIT_S = 10.0
 
 
 def derived_port(job_id: str) -> int:
@@ -117,12 +120,14 @@ class SlurmRank:
         # the program in a process group of its own, which a packed member's cancel stops whole
         self.own_session = own_session
         self._proc: Optional[_Child] = None
+        self._not_requeued: Optional[Exception] = None
 
     def __getstate__(self) -> Dict[str, str]:
         return {"run_dir": self.run_dir}
 
     def __setstate__(self, state: Dict[str, str]) -> None:
         self.run_dir, self._proc, self.own_session = state["run_dir"], None, False
+        self._not_requeued = None
 
     def __call__(self) -> int:
         import submitit  # heavy
@@ -179,6 +184,8 @@ class SlurmRank:
                               **keep)
         else:
             code = run_program(argv, job.cwd, full, log_path, new_session=self.own_session, **keep)
+        if self._not_requeued is not None:  # the time limit or a preemption ended this attempt (_checkpoint_signal)
+            raise self._not_requeued
         self._write_rank(place.rank, attempt, exit_code=code, ended=time.time())
         if code != 0:
             raise RunFailed(f"rank {place.rank} {describe_exit(code)}")
@@ -192,19 +199,30 @@ class SlurmRank:
         if self._proc is not None and self._proc.poll() is None:
             self._proc.send_signal(signal.SIGUSR1)
         if callable(previous):
-            previous(signum, frame)  # submitit: rank 0 checkpoints and requeues
+            try:
+                previous(signum, frame)  # submitit: rank 0 checkpoints and requeues (and exits), or raises why not
+            except Exception as exc:  # noqa: BLE001 - raised again once the program has ended (__call__)
+                # submitit ends a job it will not requeue (out of requeues) by raising UncompletedJobError from its
+                # handler, to reach process_job's error result. Raised from a signal handler, it lands wherever the
+                # main thread is, and Slurm sends SIGCONT with the USR2: when submitit's handler of SIGCONT was
+                # logging at that moment, logging's handleError swallowed the error, the program's exit 0 followed,
+                # and a run that had timed out ended Completed (CI of 2026-11-27). Kept, and raised by __call__.
+                self._not_requeued = exc
 
     def checkpoint(self, *args: object, **kwargs: object) -> DelayedSubmission:
         """Called by submitit on rank 0 before it requeues: the rank program had its signal; give it
         a moment to save, then run the same callable again."""
         import submitit  # heavy
 
-        if self._proc is not None:
-            try:
-                self._proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self._proc.terminate()
-            pump = getattr(self._proc, "pump", None)
+        proc = self._proc
+        if proc is not None:
+            pump = getattr(proc, "pump", None)
+            # The program's end, or the end of its output: this runs in a signal handler, mostly while the main
+            # thread waits in the program's Popen.wait(), whose lock it holds, so that a wait(timeout) here could
+            # only time out (10 s of every checkpoint in submitit's logs) and poll() says nothing until then.
+            if not wait_until(lambda: proc.poll() is not None or (pump is not None and not pump.is_alive()),
+                              CHECKPOINT_WAIT_S, poll=0.02):
+                proc.terminate()
             if pump is not None:  # submitit ends this process right after: the program's last lines first
                 pump.join(timeout=5)
         return submitit.helpers.DelayedSubmission(SlurmRank(self.run_dir))
