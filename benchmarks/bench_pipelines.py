@@ -3,11 +3,13 @@
 1. A 3-step chain on Slurm (prepare -> a 2-rank step -> score, each a small Python script): `mltrain
    pipeline=chain compute=slurm --force-rerun`, from the command's start until it returns with every step
    done, against what a user writes by hand: three `sbatch --dependency=afterok:<previous>` submissions of
-   equivalent batch scripts, timed until the last step's output exists. Alternating, in pairs started at the
-   same point of the wall-clock second, N pairs spread evenly over it; mean and median of N.
+   equivalent batch scripts, timed until the last step's output exists. N rounds, the order of the arms rotated
+   every round, every arm of a round started at the same point of the wall-clock second, the rounds' points
+   spread evenly over it; mean and median of N. With --previous REV, that revision's mltrain
+   (bench_release.install_previous) is a third arm of every round.
 2. Reuse: the same pipeline run again with nothing changed (every step reused) against its first run.
 
-Usage: .venv/bin/python benchmarks/bench_pipelines.py [--repeats 5]
+Usage: .venv/bin/python benchmarks/bench_pipelines.py [--repeats 5] [--previous REV]
 """
 from __future__ import annotations
 
@@ -110,28 +112,38 @@ def at_phase(phase: float) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--previous", help="a git revision: its mltrain arm beside this tree's, in the same rounds")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-pipelines-"))
     env = {**os.environ, "MLTRAIN_HOME": str(work / "home"), "CUDA_VISIBLE_DEVICES": ""}
     proj = project(work)
     results = {}
     if os.environ.get("SLURM_CONF"):
-        ours, theirs = [], []
+        arms = {"mltrain": lambda i: run_mltrain(proj, env, "compute=slurm", "--force-rerun"),
+                "sbatch": lambda i: run_sbatch(work, proj, env, i)}
+        if args.previous:
+            from bench_release import install_previous  # the same install of an earlier revision
+
+            old = {**env, "MLTRAIN_HOME": str(work / "home_previous"), "PYTHONPATH": str(install_previous(args.previous))}
+            run_mltrain(proj, old, "compute=slurm")
+            arms["previous"] = lambda i: run_mltrain(proj, old, "compute=slurm", "--force-rerun")
         run_mltrain(proj, env, "compute=slurm")  # warm-up: the first composition, the page cache
+        times: dict = {name: [] for name in arms}
+        names = list(arms)
         for i in range(args.repeats):
             phase = (i + 0.5) / args.repeats
-            first, second = (ours, theirs) if i % 2 == 0 else (theirs, ours)
-            for arm in (first, second):
+            for name in names[i % len(names):] + names[:i % len(names)]:  # the order rotated every round
                 at_phase(phase)
-                arm.append(run_mltrain(proj, env, "compute=slurm", "--force-rerun") if arm is ours
-                           else run_sbatch(work, proj, env, i))
-        chain = {"mltrain_s": statistics.median(ours), "sbatch_s": statistics.median(theirs),
-                 "ratio": statistics.median(ours) / statistics.median(theirs),
-                 "mean_ratio": statistics.mean(ours) / statistics.mean(theirs)}
+                times[name].append(arms[name](i))
+        sbatch = times["sbatch"]
+        chain = {f"{name}_s": statistics.median(t) for name, t in times.items()}
+        for name in (n for n in names if n != "sbatch"):
+            chain[f"{name}_ratio"] = statistics.median(times[name]) / statistics.median(sbatch)
+            chain[f"{name}_mean_ratio"] = statistics.mean(times[name]) / statistics.mean(sbatch)
+            print(f"3-step chain on Slurm: {name} {chain[f'{name}_s']:.2f}s, plain sbatch --dependency "
+                  f"{chain['sbatch_s']:.2f}s: ratio {chain[f'{name}_ratio']:.2f} (medians of {args.repeats} rounds, "
+                  f"each started at the same point of the second); ratio of means {chain[f'{name}_mean_ratio']:.2f}")
         results["slurm_chain"] = chain
-        print(f"3-step chain on Slurm: mltrain {chain['mltrain_s']:.2f}s, plain sbatch --dependency "
-              f"{chain['sbatch_s']:.2f}s: ratio {chain['ratio']:.2f} (medians of {args.repeats} pairs, each pair "
-              f"started at the same point of the second); ratio of means {chain['mean_ratio']:.2f}")
     else:
         print("no SLURM_CONF: the Slurm comparison is skipped")
     first, again = [], []

@@ -106,11 +106,11 @@ def main() -> None:
     subprocess.run([str(BIN / "mltrain"), "pipeline=chain", "compute=slurm"], cwd=proj, check=True,
                    env={**env, "STAMPS": str(work / "warm.stamps")}, stdout=subprocess.DEVNULL)
     ours, theirs = [], []
+    arms = [(ours, run_mltrain), (theirs, run_sbatch)]
     for i in range(args.repeats):  # each pair at the same point of the second (bench_pipelines.at_phase says why)
-        chain.at_phase((i + 0.5) / args.repeats)
-        ours.append(run_mltrain(proj, env, work, i))
-        chain.at_phase((i + 0.5) / args.repeats)
-        theirs.append(run_sbatch(proj, env, work, i))
+        for out, run in (arms if i % 2 == 0 else arms[::-1]):
+            chain.at_phase((i + 0.5) / args.repeats)
+            out.append(run(proj, env, work, i))
     print(f"{'phase (median of ' + str(args.repeats) + ', seconds)':<34} {'mltrain':>8} {'sbatch':>8}")
     for key in ours[0]:
         a, b = statistics.median(r[key] for r in ours), statistics.median(r[key] for r in theirs)
