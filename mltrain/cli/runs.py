@@ -80,7 +80,8 @@ def _show(args) -> int:
     print(f"command:   {' '.join(d.command)}")
     print("phases:    " + "  ".join(f"{k} {v:.2f}s" for k, v in record.durations().items()))
     for rank, info in sorted(d.ranks.items(), key=lambda kv: int(kv[0])):
-        print(f"rank {rank}:    exit code {info.exit_code}" + (f" on {info.host}" if info.host else ""))
+        devices = "" if info.devices is None else f", GPUs {info.devices or 'none'}"
+        print(f"rank {rank}:    exit code {info.exit_code}" + (f" on {info.host}" if info.host else "") + devices)
     metrics = last_and_best(read_metrics(record.dir / "metrics.jsonl"))
     if metrics:
         print("metrics:   (name: last, min, max over n values)")

@@ -73,7 +73,9 @@ def init_distributed(ctx: RankContext) -> None:
     if backend == "nccl":
         import torch  # heavy
 
-        torch.cuda.set_device(ctx.local_rank)
+        # LOCAL_RANK picks the device (torchrun's convention) when the rank sees its node's devices; a rank
+        # given exactly its own (Slurm's --gpus-per-task, the local pool's per-rank devices) sees one: cuda:0
+        torch.cuda.set_device(ctx.local_rank % max(1, torch.cuda.device_count()))
     dist.init_process_group(backend, init_method="env://", rank=ctx.rank, world_size=ctx.world_size, timeout=timeout)
 
 

@@ -76,6 +76,9 @@ class RankEntry:
     pid: Optional[int] = None
     attempt: Optional[int] = None
     stopped_by_mltrain: Optional[bool] = None
+    # The GPUs the rank's process was given, as its CUDA_VISIBLE_DEVICES said ("" = none; absent = not set,
+    # every device of its node visible).
+    devices: Optional[str] = None
 
     def to_json(self) -> Dict[str, Any]:
         return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
