@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import os
 from typing import Any, Callable, Collection, List, Tuple
 
 from omegaconf import OmegaConf
@@ -43,6 +42,7 @@ RANGE_RULES: Tuple[Tuple[str, Callable[[Any], bool], str], ...] = (
     ("data.min_crop_scale", lambda v: 0 < v <= 1, "in (0, 1]"),
     ("run.kill_grace_s", lambda v: v >= 0, ">= 0"),
     ("compute.gpus", lambda v: v >= 0, ">= 0 or null"),
+    ("compute.gpus_per_task", lambda v: v >= 1, ">= 1 or null"),
 )
 
 CHOICES = {
@@ -54,20 +54,6 @@ CHOICES = {
     "environment.check": ("error", "warn"),
     "compute.container_runtime": ("pyxis", "apptainer"),
 }
-
-
-def visible_gpus() -> int:
-    """GPUs this machine shows to a process, without importing torch (the CLI must stay light)."""
-    mask = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if mask is not None and mask.strip() in ("", "-1", "none", "NoDevFiles"):
-        return 0
-    try:
-        count = len(os.listdir("/proc/driver/nvidia/gpus"))
-    except OSError:
-        return 0
-    if mask is not None:
-        count = min(count, len([d for d in mask.split(",") if d.strip()]))
-    return count
 
 
 def check_known_keys(cfg: Any) -> None:

@@ -24,6 +24,15 @@ from mltrain.backends.base import (
 )
 from mltrain.backends.handover import cancel_reason
 from mltrain.backends.local.compute import LocalComputeConf
+from mltrain.backends.local.gpus import (
+    DeviceLease,
+    GpuPool,
+    check_declared,
+    device_request,
+    machine_devices,
+    split,
+    visible_gpus,
+)
 from mltrain.backends.local.ports import claim_port
 from mltrain.backends.local.supervisor import LocalSupervisor
 from mltrain.errors import ConfigError
@@ -43,8 +52,6 @@ class LocalBackend(Backend):
     wait_poll_s = 0.05
 
     def check(self, cfg: Any) -> Optional[str]:
-        from mltrain.config.validate import visible_gpus  # startup
-
         dist = cfg.distribution
         if dist.node_count > 1:
             raise ConfigError("distribution.node_count",
@@ -55,32 +62,55 @@ class LocalBackend(Backend):
                               "local run in the background)")
         if cfg.job.get("use_gpu") is True and visible_gpus() == 0:
             raise ConfigError("job.use_gpu", "true, but no GPU is visible on this machine (compute=local)")
+        devices = machine_devices()
+        check_declared(devices)
+        self._check_gpu_request(cfg, devices)
         return super().check(cfg)
 
-    def gpus_per_node(self, cfg: Any) -> int:
-        from mltrain.config.validate import visible_gpus  # startup
+    @staticmethod
+    def _check_gpu_request(cfg: Any, devices: List[str]) -> None:
+        """A request no device of this machine can satisfy is refused before anything starts."""
+        asked, per_task = cfg.compute.get("gpus"), cfg.compute.get("gpus_per_task")
+        ranks = int(cfg.distribution.process_count_per_node)
+        have = f"this machine has {len(devices)} GPU(s)" + (f" ({','.join(devices)})" if devices else
+                                                            " (CUDA_VISIBLE_DEVICES unset and no NVIDIA driver)")
+        if per_task is not None:
+            if asked is not None and int(asked) != int(per_task) * ranks:
+                raise ConfigError("compute.gpus_per_task", f"{per_task} per rank x {ranks} rank(s) is "
+                                  f"{int(per_task) * ranks} GPUs, but compute.gpus is {asked}; set one of the two")
+            if int(per_task) * ranks > len(devices):
+                raise ConfigError("compute.gpus_per_task", f"{per_task} per rank x {ranks} rank(s) is "
+                                  f"{int(per_task) * ranks} GPUs; {have}")
+        elif asked is not None and int(asked) > len(devices):
+            raise ConfigError("compute.gpus", f"{asked} asked; {have}", [f"0-{len(devices)}", "null"])
 
-        cap = cfg.compute.get("gpus")
+    def gpus_per_node(self, cfg: Any) -> int:
+        per_task = cfg.compute.get("gpus_per_task")
+        cap = cfg.compute.get("gpus") if per_task is None else int(per_task) * int(cfg.distribution.process_count_per_node)
         return visible_gpus() if cap is None else min(int(cap), visible_gpus())
 
     def job_env(self, compute: ComputeConf) -> Dict[str, str]:
-        gpus = compute_as(compute, LocalComputeConf).gpus
-        if gpus is None:
-            return {}
-        from mltrain.config.validate import visible_gpus  # startup
-
-        # compute.gpus caps the GPUs the ranks see: the first N of those visible to mltrain
-        visible = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
-        devices = visible or [str(i) for i in range(visible_gpus())]
-        return {"CUDA_VISIBLE_DEVICES": ",".join(devices[: int(gpus)])}
+        # compute.gpus=0 hides every device; the others are taken from the machine's pool when the run starts
+        return {"CUDA_VISIBLE_DEVICES": ""} if compute_as(compute, LocalComputeConf).gpus == 0 else {}
 
     # ------------------------------------------------------------------ submission
     def concurrency(self, compute: Any) -> Optional[int]:
         return int(compute.max_concurrent_jobs)
 
     def plan(self, job: FrozenJob, share: int = 1) -> Plan:
-        return Plan(job, contract.plan(job, "127.0.0.1", PORT, max(1, (os.cpu_count() or 1) // share)),
+        plan = Plan(job, contract.plan(job, "127.0.0.1", PORT, max(1, (os.cpu_count() or 1) // share)),
                     notes=[f"MASTER_PORT ({PORT}) is handed out by the OS when the run starts"])
+        request = device_request(job)
+        if request is not None:
+            pool = GpuPool.of_machine()
+            free = pool.free()
+            now = split(free[: request.count], len(plan.ranks), request.per_rank) if len(free) >= request.count else None
+            for spec, seen in zip(plan.ranks, now or [["<given when the run starts>"]] * len(plan.ranks)):
+                spec["env"]["CUDA_VISIBLE_DEVICES"] = ",".join(seen)
+            plan.notes.append(f"GPUs: {request.count} of this machine's {len(pool.devices)} ({','.join(pool.devices)}), "
+                              + ("one set per rank" if request.per_rank else "seen by every rank")
+                              + f", taken from the pool when the run starts (free now: {','.join(free) or 'none'})")
+        return plan
 
     def launch(self, plans: List[Plan], records: List[RunRecord], consoles: List[Console],
                cancel: threading.Event) -> List[str]:
@@ -103,14 +133,20 @@ class LocalBackend(Backend):
         log.info(f"overrides: {' '.join(job.overrides) or '(none)'}")
         listing = None
         try:
-            listing = prepare_environment(job, record, log, cancel)
-            if cancel.is_set():
-                outcome = Outcome(CANCELED, error=f"{cancel_reason(cancel)} (before start)")
-            else:
-                record.set_status(RUNNING)
-                layout = f"{job.world_size} rank(s)" + (f", {job.process_group}" if job.process_group else "")
-                log.info(f"{RUNNING} ({layout}, {self.name})", show=True)
-                outcome = self.supervise(plan, record, log, console, cancel)
+            with self._devices(plan, record, log, cancel) as lease:
+                if cancel.is_set():
+                    outcome = Outcome(CANCELED, error=f"{cancel_reason(cancel)} (before start"
+                                      + (", while waiting for GPUs)" if not lease.devices and device_request(job) else ")"))
+                else:
+                    listing = prepare_environment(job, record, log, cancel)
+                    if cancel.is_set():
+                        outcome = Outcome(CANCELED, error=f"{cancel_reason(cancel)} (before start)")
+                    else:
+                        record.set_status(RUNNING)
+                        layout = f"{job.world_size} rank(s)" + (f", {job.process_group}" if job.process_group else "")
+                        gpus = f", GPUs {','.join(lease.devices)}" if lease.devices else ""
+                        log.info(f"{RUNNING} ({layout}, {self.name}{gpus})", show=True)
+                        outcome = self.supervise(plan, record, log, console, cancel, lease)
         except Exception as exc:  # a failure here must still leave a final status
             if cancel.is_set():  # the build stopped, or its pip was stopped by the same Ctrl-C: not a failure
                 outcome = Outcome(CANCELED, error=f"{cancel_reason(cancel)} (while preparing: {failure_text(exc)})")
@@ -120,14 +156,31 @@ class LocalBackend(Backend):
             listing.join(timeout=60)
         return finish(record, outcome.status, outcome.error, outcome.failed_rank, console)
 
+    @staticmethod
+    def _devices(plan: Plan, record: RunRecord, log: RunLog, cancel: threading.Event) -> DeviceLease:
+        """The run's GPUs from the machine's pool, waiting (Queued, saying for what) while other runs hold
+        them; an empty lease where the run takes none. Taken while Queued, so that the run's phases say
+        how long it waited for them; its environment is then prepared holding them (a cached one: no time)."""
+        request = device_request(plan.job)
+        if request is None:
+            return DeviceLease([])
+
+        def waiting(text: str) -> None:
+            log.info(f"{QUEUED}: {text}", show=True)
+
+        lease = GpuPool.of_machine().take(request.count, f"run {record.doc.id} (pid {os.getpid()})", cancel, waiting)
+        return lease if lease is not None else DeviceLease([])
+
     def supervise(self, plan: Plan, record: RunRecord, log: RunLog, console: Console,
-                  cancel: threading.Event) -> Outcome:
+                  cancel: threading.Event, lease: DeviceLease) -> Outcome:
+        request = device_request(plan.job)
+        devices = split(lease.devices, len(plan.ranks), request.per_rank) if request and lease.devices else None
         with claim_port() as port, ExitStack() as held:
             # TF_CONFIG (distribution.tf_config): a port of its own for each rank's TensorFlow server,
             # claimed like MASTER_PORT so that no run started at the same time is handed it
             workers = [f"127.0.0.1:{held.enter_context(claim_port()).port}"
                        for _ in range(plan.job.world_size if plan.job.distribution.tf_config else 0)]
-            return LocalSupervisor(plan, record, log, console, cancel).run(port.port, workers)
+            return LocalSupervisor(plan, record, log, console, cancel, devices, lease.fds).run(port.port, workers)
 
     # ------------------------------------------------------------------ the run handle's view
     def refresh(self, records: List[RunRecord]) -> None:

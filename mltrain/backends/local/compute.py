@@ -15,5 +15,8 @@ class LocalComputeConf(ComputeConf):
     kind: str = "local"
     # How many members of a sweep run at once.
     max_concurrent_jobs: int = 1
-    # GPUs the ranks may use; null = every visible GPU.
+    # GPUs the run takes from this machine's pool (mltrain.backends.local.gpus), seen by all its ranks; 0 hides
+    # every device; null = one per rank, as many as the machine has.
     gpus: Optional[int] = None
+    # GPUs each rank gets for itself (its CUDA_VISIBLE_DEVICES lists only those); null = see gpus.
+    gpus_per_task: Optional[int] = None

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import secrets
+import socket
 import subprocess
 import sys
 import threading
@@ -44,9 +45,13 @@ class _Rank:
 
 
 class LocalSupervisor:
-    def __init__(self, plan: Plan, record: RunRecord, log: RunLog, console: Console, cancel: threading.Event):
+    def __init__(self, plan: Plan, record: RunRecord, log: RunLog, console: Console, cancel: threading.Event,
+                 devices: Optional[List[List[str]]] = None, held_fds: Sequence[int] = ()):
+        """`devices`: each rank's GPUs from the machine's pool (None: the ranks get no CUDA_VISIBLE_DEVICES
+        of ours); `held_fds`: the pool's locks on them, handed to the guard (mltrain.backends.local.gpus)."""
         self.plan, self.job, self.record, self.log = plan, plan.job, record, log
         self.console, self.cancel = console, cancel
+        self.devices, self.held_fds = devices, tuple(held_fds)
         self.ranks: List[_Rank] = []
 
     def run(self, port: int, workers: Sequence[str] = ()) -> Outcome:
@@ -60,9 +65,12 @@ class LocalSupervisor:
             for spec in bind(self.plan.ranks, port):
                 if workers:
                     spec["env"]["TF_CONFIG"] = tf_config(workers, spec["rank"])
+                if self.devices is not None:
+                    spec["env"]["CUDA_VISIBLE_DEVICES"] = ",".join(self.devices[spec["place"].local_rank])
                 self.log.info(f"rank {spec['rank']}: {' '.join(spec['argv'])} (cwd {spec['cwd']})")
                 self.ranks.append(self._spawn({**spec, "env": {**spec["env"], **tty, guard_mod.MARK: token}}, guard))
-                self.record.set_rank(spec["rank"], pid=self.ranks[-1].proc.pid, host="localhost")
+                seen = {**os.environ, **spec["env"]}.get("CUDA_VISIBLE_DEVICES")
+                self.record.set_rank(spec["rank"], pid=self.ranks[-1].proc.pid, host=socket.gethostname(), devices=seen)
             return self._watch()
         finally:
             self._stop_all()
@@ -81,6 +89,8 @@ class LocalSupervisor:
             return subprocess.Popen([sys.executable, "-I", "-S", guard_mod.__file__, str(self.job.kill_grace_s), token],
                                     stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                     start_new_session=True,
+                                    # the run's GPUs stay held until the guard has stopped the ranks
+                                    pass_fds=self.held_fds,
                                     # a driver started inside another run's rank holds that run's mark: its guard
                                     # must not, or the outer guard would stop it before it stops its own ranks
                                     env=guard_mod.unmarked(dict(os.environ)))

@@ -9,6 +9,7 @@ from typing import Any, Optional
 
 from mltrain.backends.base import PORT, Outcome, Plan, with_port
 from mltrain.backends.local.backend import LocalBackend
+from mltrain.backends.local.gpus import DeviceLease, visible_gpus
 from mltrain.backends.local.ports import claim_port
 from mltrain.backends.mpi.driver import MpiSupervisor, mpirun_command
 from mltrain.errors import ConfigError
@@ -22,8 +23,6 @@ class MpiBackend(LocalBackend):
     name = "mpi"
 
     def check(self, cfg: Any) -> Optional[str]:
-        from mltrain.config.validate import visible_gpus  # startup
-
         if shutil.which("mpirun") is None:
             raise ConfigError("distribution", "distribution=mpi needs Open MPI's `mpirun` on PATH; install it with "
                               "`apt-get install openmpi-bin` (Debian/Ubuntu) or your cluster's MPI module")
@@ -44,9 +43,13 @@ class MpiBackend(LocalBackend):
                     details={"mpirun": argv, "mpirun_env": env})
 
     def supervise(self, plan: Plan, record: RunRecord, log: RunLog, console: Console,
-                  cancel: threading.Event) -> Outcome:
+                  cancel: threading.Event, lease: DeviceLease) -> Outcome:
         with claim_port() as port:
             argv, env = with_port(plan.details["mpirun"], plan.details["mpirun_env"], port.port)
+            if lease.devices:  # every rank sees the run's devices and picks cuda:LOCAL_RANK
+                env = {**env, "CUDA_VISIBLE_DEVICES": ",".join(lease.devices)}
+                if "CUDA_VISIBLE_DEVICES" not in argv:
+                    argv = argv[:1] + ["-x", "CUDA_VISIBLE_DEVICES"] + argv[1:]
             record.update(world=dataclasses.replace(record.doc.world, master_addr="127.0.0.1", master_port=port.port),
                           backend_parts={self.name: {"mpirun": argv}})
             return MpiSupervisor(argv, env, plan.job, record, log, console, cancel).run()
