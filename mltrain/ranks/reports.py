@@ -65,7 +65,7 @@ def failure(record: RunRecord) -> Tuple[Optional[int], Optional[str]]:
     """(failed rank, message with its log tail) from the reports, and copy them into run.json."""
     reports = read(record.dir)
     for rank, data in reports.items():
-        record.set_rank(rank, **{k: data.get(k) for k in ("exit_code", "host", "attempt", "pid") if k in data})
+        record.set_rank(rank, **{k: data.get(k) for k in ("exit_code", "host", "attempt", "pid", "devices") if k in data})
     failed = sorted(r for r, d in reports.items() if _failed(d))
     if not failed:
         return None, None

@@ -27,7 +27,8 @@ def main() -> None:
     job = FrozenJob.load(run_dir)
     place = contract.place_from_environment(os.environ, job.process_count_per_node)
     env = {**os.environ, **contract.rank_env(job, place, os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]))}
-    reports.write(run_dir, place.rank, pid=os.getpid(), host=os.uname().nodename)
+    reports.write(run_dir, place.rank, pid=os.getpid(), host=os.uname().nodename,
+                  devices=os.environ.get("CUDA_VISIBLE_DEVICES"))
 
     def forward_signals(proc: subprocess.Popen[bytes]) -> None:
         def forward(signum: int, frame: Optional[FrameType]) -> None:
