@@ -41,6 +41,7 @@ RANGE_RULES: Tuple[Tuple[str, Callable[[Any], bool], str], ...] = (
     ("data.num_workers", lambda v: v >= 0, ">= 0"),
     ("data.min_crop_scale", lambda v: 0 < v <= 1, "in (0, 1]"),
     ("run.kill_grace_s", lambda v: v >= 0, ">= 0"),
+    ("run.system_metrics_interval_s", lambda v: v > 0, "> 0"),
     ("compute.gpus", lambda v: v >= 0, ">= 0 or null"),
     ("compute.gpus_per_task", lambda v: v >= 1, ">= 1 or null"),
 )

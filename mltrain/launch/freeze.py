@@ -208,6 +208,7 @@ def _freeze_mltrain(cfg, overrides, sweep_dir, sweep_index, given_id: Optional[s
         overrides=overrides,
         console=str(cfg.run.console),
         kill_grace_s=float(cfg.run.kill_grace_s),
+        system_metrics_s=float(cfg.run.system_metrics_interval_s) if cfg.run.system_metrics else 0.0,
         sweep_dir=sweep_dir,
         sweep_index=sweep_index,
         config=OmegaConf.to_container(cfg),  # after the environment's interpreter was filled in

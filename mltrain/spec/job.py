@@ -46,6 +46,8 @@ class FrozenJob:
     overrides: List[str]
     console: str = "rank0"
     kill_grace_s: float = 5.0
+    # Seconds between two samples of the ranks' system metrics (mltrain.ranks.system_metrics); 0: none.
+    system_metrics_s: float = 0.0
     sweep_dir: Optional[str] = None
     sweep_index: Optional[int] = None
     snapshot_source: Optional[str] = None

@@ -115,6 +115,10 @@ class RunConf:
     kill_grace_s: float = 5.0
     # Return right after submission (compute=slurm); follow with `mltrain runs status|logs|cancel`.
     detach: bool = False
+    # Sample the ranks' CPU and memory and their GPUs' use into the run's metrics (system/..., MLflow's names).
+    system_metrics: bool = True
+    # Seconds between two samples (the first comes after at most 1 s).
+    system_metrics_interval_s: float = 10.0
 
 
 @dataclass

@@ -25,6 +25,7 @@ from mltrain.backends.handover import cancel_reason
 from mltrain.backends.local import guard as guard_mod
 from mltrain.ranks.contract import RankPlace, tf_config
 from mltrain.ranks.process import POLL_S, LogCopy, copy_output, describe_exit, stop_groups, tail
+from mltrain.ranks.system_metrics import SystemSampler
 from mltrain.runs.console import Console, RunLog
 from mltrain.runs.record import RunRecord
 from mltrain.spec.status import CANCELED, COMPLETED, FAILED
@@ -61,6 +62,8 @@ class LocalSupervisor:
         self.record.update(world=dataclasses.replace(self.record.doc.world, master_addr="127.0.0.1", master_port=port))
         token = secrets.token_hex(8)
         guard = self._start_guard(token)
+        sampler = SystemSampler(self.record.dir / "metrics.jsonl", self.job.system_metrics_s, self._pids,
+                                dict(enumerate(self.devices or [])))
         try:
             for spec in bind(self.plan.ranks, port):
                 if workers:
@@ -71,8 +74,10 @@ class LocalSupervisor:
                 self.ranks.append(self._spawn({**spec, "env": {**spec["env"], **tty, guard_mod.MARK: token}}, guard))
                 seen = {**os.environ, **spec["env"]}.get("CUDA_VISIBLE_DEVICES")
                 self.record.set_rank(spec["rank"], pid=self.ranks[-1].proc.pid, host=socket.gethostname(), devices=seen)
+            sampler.start()
             return self._watch()
         finally:
+            sampler.stop()
             self._stop_all()
             self._tell(guard, "done")
             self._end_guard(guard)
@@ -81,6 +86,10 @@ class LocalSupervisor:
                     r.reader.join(timeout=5)
             for r in self.ranks:
                 self.record.set_rank(r.rank, exit_code=r.proc.returncode, stopped_by_mltrain=r.terminated)
+
+    def _pids(self) -> Dict[int, int]:
+        """The ranks still running, by rank: what the system metrics sample."""
+        return {r.rank: r.proc.pid for r in self.ranks if r.proc.poll() is None}
 
     def _start_guard(self, token: str) -> Optional[subprocess.Popen[bytes]]:
         """The process that stops the ranks if this driver dies first (mltrain.backends.local.guard).

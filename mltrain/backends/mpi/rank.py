@@ -16,8 +16,9 @@ from pathlib import Path
 from types import FrameType
 from typing import Optional
 
-from mltrain.ranks import contract, reports
+from mltrain.ranks import contract, reports, system_metrics
 from mltrain.ranks.process import run_program
+from mltrain.ranks.system_metrics import SystemSampler
 from mltrain.runs.console import Console
 from mltrain.spec.job import FrozenJob
 
@@ -30,7 +31,13 @@ def main() -> None:
     reports.write(run_dir, place.rank, pid=os.getpid(), host=os.uname().nodename,
                   devices=os.environ.get("CUDA_VISIBLE_DEVICES"))
 
+    sampler: list[SystemSampler] = []
+
     def forward_signals(proc: subprocess.Popen[bytes]) -> None:
+        sampler.append(system_metrics.one_rank(run_dir / "metrics.jsonl", job.system_metrics_s, place.rank,
+                                               place.local_rank, lambda: proc.pid if proc.poll() is None else None))
+        sampler[0].start()
+
         def forward(signum: int, frame: Optional[FrameType]) -> None:
             if proc.poll() is None:
                 proc.send_signal(signum)
@@ -43,6 +50,8 @@ def main() -> None:
     on_chunk, on_line = Console().rank_output(place.rank) if show else (None, None)
     code = run_program(contract.rank_argv(job, env), job.cwd, env, run_dir / "logs" / f"rank_{place.rank}.log",
                        on_start=forward_signals, on_chunk=on_chunk, on_line=on_line)
+    for s in sampler:
+        s.stop()
     reports.write(run_dir, place.rank, exit_code=code, ended=time.time())
     sys.exit(code if code >= 0 else 128 - code)
 
