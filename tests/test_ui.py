@@ -204,6 +204,11 @@ def _look_in_the_browser(base: str, home: Path, tmp_path: Path) -> None:
         expect(chart.locator("path.point")).to_have_count(6)
         assert "Step" in chart.inner_text()
 
+        # System metrics: MLflow's own tab charts what the run's sampler recorded under MLflow's system/ names.
+        page.goto(f"{base}/#/experiments/{experiment}/runs/{mlflow_id(members['a'])}/system-metrics")
+        expect(page.get_by_text("cpu_utilization_percentage").first).to_be_visible()
+        expect(page.get_by_text("system_memory_usage_megabytes").first).to_be_visible()
+
         # Rank 0's log, readable as an artifact.
         page.goto(f"{base}/#/experiments/{experiment}/runs/{mlflow_id(members['a'])}/artifacts")
         page.get_by_text("logs", exact=True).click()

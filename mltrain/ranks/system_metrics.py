@@ -130,9 +130,12 @@ class SystemSampler:
         return self
 
     def stop(self) -> None:
+        """Stop sampling; a run shorter than the first sample still gets one of the machine, taken now."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
+            if self.samples == 0:
+                self.sample(_Nvml([]))
 
     def _loop(self) -> None:
         import psutil  # startup
