@@ -57,6 +57,11 @@ COMMANDS = {
     "mltrain distribution=pytorch distribution.process_count_per_node=2 --dry-run": ("run", []),
     "mltrain --cfg job": ("run", []),
     "mltrain runs list": ("run", []),
+    "CUDA_VISIBLE_DEVICES=0,1,2,3 mltrain -m job=script job.source_directory=./my-proj job.script=show_gpus.py "
+    "compute.gpus=1 compute.max_concurrent_jobs=4 +job.params.i=range(0,8)": ("run", []),
+    "CUDA_VISIBLE_DEVICES=0,1,2,3 mltrain job=script job.source_directory=./my-proj job.script=show_gpus.py "
+    "distribution=pytorch distribution.process_count_per_node=2 distribution.backend=gloo compute.gpus_per_task=1 "
+    "run.console=all": ("run", []),
     "mltrain runs show": ("run", []),
     "mltrain runs logs": ("run", []),
     "mltrain runs status": ("run", []),
@@ -329,6 +334,12 @@ def _check(key: str, out: str, project: Path) -> None:
         assert labels.read_text().split() == sorted(d.name for d in (project / "train").iterdir())  # ./train's label folders
     elif key.endswith("distribution.process_count_per_node=4 --dry-run"):
         assert "#SBATCH --nodes=2" in out and "#SBATCH --ntasks-per-node=4" in out
+    elif "show_gpus.py compute.gpus=1" in key:  # eight trials, each on one device, all four devices used
+        seen = re.findall(r"rank 0 sees GPUs (\S+)", out)
+        assert len(seen) == 8 and set(seen) == {"0", "1", "2", "3"}, out
+    elif "show_gpus.py" in key and "gpus_per_task=1" in key:  # two ranks, a device each
+        seen = dict(re.findall(r"rank (\d) sees GPUs (\S+)", out))
+        assert len(seen) == 2 and seen["0"] != seen["1"], out
     elif key == "MLTRAIN_AZUREML=1 python sdk_job.py":  # two ranks, a job made with azure-ai-ml
         assert "rank 0 of 2" in out and "Completed" in out
     elif key == "python control.py":  # the v1 seed: registered, downloaded and read back
