@@ -3,6 +3,7 @@ the Azure-style Run.get_context(), and the Python API, all with real processes."
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -202,3 +203,14 @@ def test_repeated_runs_of_a_script_that_leaves_its_group_open_all_complete(home,
     assert r.rc == 0, r.out[-2000:] + r.err
     statuses = [x["status"] for x in runs(home)]
     assert statuses == ["Completed"] * 12, statuses
+
+
+def test_a_syntax_error_shows_the_users_file_and_line_as_python_does(home, project):
+    """`python script.py` shows only the script's file, line and caret for a syntax error; so does a rank
+    (mltrain's own runner frame, the compile() call, is not shown)."""
+    (project / "bad.py").write_text("x = 1\ndef f(:\n    pass\n")
+    r = run_mltrain("job=script", "job.script=bad.py", cwd=project)
+    assert r.rc != 0
+    log = (Path(only_run(home)["dir"]) / "logs" / "rank_0.log").read_text()
+    assert re.search(r'File ".*bad\.py", line 2\n\s+def f\(:\n\s+\^\nSyntaxError: invalid syntax', log), log
+    assert "script_main" not in log and "Traceback" not in log, log

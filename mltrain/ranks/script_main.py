@@ -99,7 +99,11 @@ def main(_sys=sys, _os=os, _tokenize=tokenize, signal=signal, finish=finish, exi
         print(f"{_sys.executable}: can't open file {script!r}: [Errno {exc.errno}] {exc.strerror}", file=_sys.stderr)
         _os._exit(2)
     except SyntaxError as exc:
+        # as `python script.py` shows it: the script's file and line only (the hook prints the exception's
+        # own traceback, which would start at this file's compile() call)
+        exc = exc.with_traceback(None)
         _sys.excepthook(type(exc), exc, None)
+        _sys.stderr.flush()
         _os._exit(1)
     namespace = _sys.modules["__main__"].__dict__
     builtins = namespace["__builtins__"]
