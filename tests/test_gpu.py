@@ -2,12 +2,13 @@
 channels-last on one. Elsewhere each test skips saying why (no CI here has a GPU to demand)."""
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
-from support import metric_rows, only_run, run_mltrain
+from support import metric_rows, only_run, run_mltrain, runs
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 
@@ -59,3 +60,51 @@ def test_trainer_amp_and_channels_last_on_one_gpu(home, project):
     # how well 2 epochs train depends on the GPU; that the trainer ran on it and measured itself does not
     assert 0.0 <= top1[-1] <= 1.0 and rate[-1] > 0
     print(f"GPU trainer: {rate[-1]:.0f} images/s, top-1 {top1[-1]:.3f}")
+
+
+def test_nccl_one_rank_inits_all_reduces_and_destroys(home, project):
+    """NCCL with world size 1: what a one-GPU machine can check of the NCCL path (init, all-reduce, destroy)."""
+    need(1)
+    (project / "nccl_allreduce.py").write_text(NCCL_ALLREDUCE)
+    r = run_mltrain("job=script", "job.script=nccl_allreduce.py", "distribution=pytorch",
+                    "distribution.process_count_per_node=1", "distribution.backend=nccl", cwd=project, timeout=300)
+    assert r.rc == 0, r.out + r.err
+    assert "nccl rank=0 sum=1 device=0" in r.out
+
+
+GPU_BURN = """\
+import os, time, torch
+print(f"start={time.time()} devices={os.environ.get('CUDA_VISIBLE_DEVICES')} count={torch.cuda.device_count()}", flush=True)
+x = torch.randn(4096, 4096, device="cuda")
+start = time.time()
+while time.time() - start < 3.0:  # keep the GPU busy for three seconds
+    x = (x @ x).tanh_()
+torch.cuda.synchronize()
+print(f"end={time.time()}", flush=True)
+"""
+
+
+def test_the_pool_gives_each_run_its_own_gpu_and_nvml_figures_are_recorded(home, project):
+    """Two one-GPU runs at once on the machine's real devices (unset CUDA_VISIBLE_DEVICES: the driver's): each
+    sees exactly one device; with two or more GPUs they differ, with one the second waits for the first. The
+    GPU's utilisation and memory are in each run's system metrics (NVML)."""
+    need(1)
+    (project / "gpu_burn.py").write_text(GPU_BURN)
+    r = run_mltrain("-m", "job=script", "job.script=gpu_burn.py", "compute.gpus=1", "compute.max_concurrent_jobs=2",
+                    "run.system_metrics_interval_s=0.5", "+job.params.i=range(0,2)", cwd=project, timeout=600)
+    assert r.rc == 0, r.out + r.err
+    seen = []
+    for run in runs(home):
+        log = (Path(run["dir"]) / "logs" / "rank_0.log").read_text()
+        m = re.search(r"start=([\d.]+) devices=(\S+) count=(\d+)", log)
+        end = float(re.search(r"end=([\d.]+)", log).group(1))
+        assert m and m.group(3) == "1", log
+        seen.append((float(m.group(1)), end, m.group(2)))
+        names = {x["name"]: x["value"] for x in metric_rows(run["dir"]) if x["name"].startswith("system/gpu_")}
+        assert f"system/gpu_{m.group(2)}_memory_usage_megabytes" in names, sorted(names)
+        assert f"system/gpu_{m.group(2)}_utilization_percentage" in names, sorted(names)
+    (s1, e1, d1), (s2, e2, d2) = seen
+    if gpus() >= 2:
+        assert d1 != d2, seen
+    else:
+        assert not (s1 < e2 and s2 < e1), seen  # one GPU: the second run waited for the first

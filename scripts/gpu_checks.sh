@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The project's GPU checks in one go, for a lent GPU machine (see the developers' guide: one prepared script,
+# a timeout that leaves room for a rerun). Two steps:
+#
+#   bash scripts/gpu_checks.sh prepare   # here: mltrain and its light dependencies as wheels in .gpu-wheels/
+#   bash scripts/gpu_checks.sh run       # there (the device tool, carry [".gpu-wheels"]): installs them beside the
+#                                        # machine's own torch, runs tests/test_gpu.py, writes $OUT/gpu_checks.txt
+#
+# The GPU machine reaches no package registry, and it has torch with CUDA already: only what mltrain adds travels
+# (a few MB; the carry limit is 64 MiB). What `run` checks: nvidia-smi's view of the devices; the GPU pool on the
+# machine's real devices with NVML figures in each run's system metrics; NCCL with one rank (init, all-reduce,
+# destroy) and with two where there are two GPUs; the built-in trainer with AMP and channels-last on cuda.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+WHEELS=.gpu-wheels
+case "${1:-}" in
+  prepare)
+    rm -rf "$WHEELS" build && mkdir -p "$WHEELS"
+    PY=${PYTHON:-.venv/bin/python}
+    # the versions the tests here run with: this venv's, as `pip freeze` names them
+    PINS=$("$PY" -m pip freeze 2>/dev/null | grep -iE '^(hydra-core|omegaconf|submitit|cloudpickle|pathspec|psutil|nvidia-ml-py|pytest|pytest-timeout|iniconfig|pluggy|packaging|typing_extensions)==')
+    # shellcheck disable=SC2086
+    "$PY" -m pip wheel -q --no-deps -w "$WHEELS" . antlr4-python3-runtime==4.9.3 $PINS
+    # PyYAML is compiled: the GPU machine's Python (3.12 when last lent) gets its own build
+    "$PY" -m pip download -q --no-deps --only-binary=:all: --python-version "${GPU_PYTHON:-3.12}" \
+      --platform manylinux2014_x86_64 -d "$WHEELS" "PyYAML==$("$PY" -c 'import yaml; print(yaml.__version__)')"
+    rm -rf build
+    du -sh "$WHEELS"
+    ;;
+  run)
+    OUT=${OUT:-/tmp/gpu-checks-out}
+    mkdir -p "$OUT"
+    SITE=$(mktemp -d)
+    for wheel in "$WHEELS"/*.whl; do  # one at a time: a wheel built for another Python is skipped, saying so
+      python3 -m pip install -q --no-deps --no-index --target "$SITE" "$wheel" 2>/dev/null \
+        || echo "skipped $(basename "$wheel"): not for this Python (the machine's own is used)"
+    done
+    export PYTHONPATH="$SITE" PATH="$SITE/bin:$PATH"
+    {
+      echo "# $(date -u +%FT%TZ) on $(hostname)"
+      nvidia-smi -L || true
+      python3 -c "import torch, sys; print('python', sys.version.split()[0], 'torch', torch.__version__, \
+'cuda', torch.cuda.is_available(), torch.cuda.device_count(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else '')"
+      # `pytest`, not `python3 -m pytest`: the checkout stays off sys.path, so the tests use the installed mltrain
+      pytest -p no:cacheprovider -q -s -rs --durations=10 tests/test_gpu.py 2>&1 || echo "pytest exit $?"
+    } 2>&1 | tee "$OUT/gpu_checks.txt"
+    ;;
+  *)
+    echo "usage: bash scripts/gpu_checks.sh prepare|run" >&2
+    exit 2
+    ;;
+esac
