@@ -57,6 +57,8 @@ COMMANDS = {
     "mltrain distribution=pytorch distribution.process_count_per_node=2 --dry-run": ("run", []),
     "mltrain --cfg job": ("run", []),
     "mltrain runs list": ("run", []),
+    "mltrain job=script job.source_directory=./my-proj job.script=train.py distribution=pytorch "
+    "distribution.node_count=2 distribution.process_count_per_node=2 distribution.backend=gloo": ("run", []),
     "CUDA_VISIBLE_DEVICES=0,1,2,3 mltrain -m job=script job.source_directory=./my-proj job.script=show_gpus.py "
     "compute.gpus=1 compute.max_concurrent_jobs=4 +job.params.i=range(0,8)": ("run", []),
     "CUDA_VISIBLE_DEVICES=0,1,2,3 mltrain job=script job.source_directory=./my-proj job.script=show_gpus.py "
@@ -334,6 +336,8 @@ def _check(key: str, out: str, project: Path) -> None:
         assert labels.read_text().split() == sorted(d.name for d in (project / "train").iterdir())  # ./train's label folders
     elif key.endswith("distribution.process_count_per_node=4 --dry-run"):
         assert "#SBATCH --nodes=2" in out and "#SBATCH --ntasks-per-node=4" in out
+    elif "distribution.node_count=2 distribution.process_count_per_node=2 distribution.backend=gloo" in key:
+        assert "sum 10.0 lr 0.1" in out and "2 nodes simulated on this machine" in out  # 4 ranks all-reduced
     elif "show_gpus.py compute.gpus=1" in key:  # eight trials, each on one device, all four devices used
         seen = re.findall(r"rank 0 sees GPUs (\S+)", out)
         assert len(seen) == 8 and set(seen) == {"0", "1", "2", "3"}, out

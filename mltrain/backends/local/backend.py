@@ -44,6 +44,10 @@ from mltrain.spec.job import FrozenJob
 from mltrain.spec.schema import ComputeConf, compute_as
 from mltrain.spec.status import CANCELED, FAILED, QUEUED, RUNNING, TERMINAL
 
+#: Said once by a run of several nodes on the local compute (torchrun --nnodes=N on one host, TorchX's -j NxM).
+SIMULATED = ("{nodes} nodes simulated on this machine: each node's ranks get the variables a cluster node's would "
+             "(NODE_RANK, LOCAL_RANK, ...) and the rendezvous is on 127.0.0.1")
+
 
 class LocalBackend(Backend):
     name = "local"
@@ -52,11 +56,6 @@ class LocalBackend(Backend):
     wait_poll_s = 0.05
 
     def check(self, cfg: Any) -> Optional[str]:
-        dist = cfg.distribution
-        if dist.node_count > 1:
-            raise ConfigError("distribution.node_count",
-                              f"{dist.node_count} nodes need a cluster; compute=local runs on one node (use node_count=1 "
-                              "and raise process_count_per_node)")
         if cfg.run.detach:
             raise ConfigError("run.detach", "only compute=slurm runs can be detached (use mltrain.submit() for a "
                               "local run in the background)")
@@ -71,18 +70,21 @@ class LocalBackend(Backend):
     def _check_gpu_request(cfg: Any, devices: List[str]) -> None:
         """A request no device of this machine can satisfy is refused before anything starts."""
         asked, per_task = cfg.compute.get("gpus"), cfg.compute.get("gpus_per_task")
-        ranks = int(cfg.distribution.process_count_per_node)
+        nodes = int(cfg.distribution.node_count)
+        ranks = int(cfg.distribution.process_count_per_node) * nodes
         have = f"this machine has {len(devices)} GPU(s)" + (f" ({','.join(devices)})" if devices else
                                                             " (CUDA_VISIBLE_DEVICES unset and no NVIDIA driver)")
         if per_task is not None:
-            if asked is not None and int(asked) != int(per_task) * ranks:
+            if asked is not None and int(asked) * nodes != int(per_task) * ranks:
                 raise ConfigError("compute.gpus_per_task", f"{per_task} per rank x {ranks} rank(s) is "
-                                  f"{int(per_task) * ranks} GPUs, but compute.gpus is {asked}; set one of the two")
+                                  f"{int(per_task) * ranks} GPUs, but compute.gpus is {asked}"
+                                  + (" per node" if nodes > 1 else "") + "; set one of the two")
             if int(per_task) * ranks > len(devices):
                 raise ConfigError("compute.gpus_per_task", f"{per_task} per rank x {ranks} rank(s) is "
                                   f"{int(per_task) * ranks} GPUs; {have}")
-        elif asked is not None and int(asked) > len(devices):
-            raise ConfigError("compute.gpus", f"{asked} asked; {have}", [f"0-{len(devices)}", "null"])
+        elif asked is not None and int(asked) * nodes > len(devices):
+            per_node = f" per node x {nodes} nodes" if nodes > 1 else ""
+            raise ConfigError("compute.gpus", f"{asked} asked{per_node}; {have}", [f"0-{len(devices) // nodes}", "null"])
 
     def gpus_per_node(self, cfg: Any) -> int:
         per_task = cfg.compute.get("gpus_per_task")
@@ -98,13 +100,15 @@ class LocalBackend(Backend):
         return int(compute.max_concurrent_jobs)
 
     def plan(self, job: FrozenJob, share: int = 1) -> Plan:
-        plan = Plan(job, contract.plan(job, "127.0.0.1", PORT, max(1, (os.cpu_count() or 1) // share)),
+        plan = Plan(job, contract.plan(job, "127.0.0.1", PORT, max(1, (os.cpu_count() or 1) // (share * job.node_count))),
                     notes=[f"MASTER_PORT ({PORT}) is handed out by the OS when the run starts"])
+        if job.node_count > 1:
+            plan.notes.append(SIMULATED.format(nodes=job.node_count))
         request = device_request(job)
         if request is not None:
             pool = GpuPool.of_machine()
             free = pool.free()
-            now = split(free[: request.count], len(plan.ranks), request.per_rank) if len(free) >= request.count else None
+            now = split(free[: request.count], job, request.per_rank) if len(free) >= request.count else None
             for spec, seen in zip(plan.ranks, now or [["<given when the run starts>"]] * len(plan.ranks)):
                 spec["env"]["CUDA_VISIBLE_DEVICES"] = ",".join(seen)
             plan.notes.append(f"GPUs: {request.count} of this machine's {len(pool.devices)} ({','.join(pool.devices)}), "
@@ -146,6 +150,8 @@ class LocalBackend(Backend):
                         layout = f"{job.world_size} rank(s)" + (f", {job.process_group}" if job.process_group else "")
                         gpus = f", GPUs {','.join(lease.devices)}" if lease.devices else ""
                         log.info(f"{RUNNING} ({layout}, {self.name}{gpus})", show=True)
+                        if job.node_count > 1:
+                            log.info(SIMULATED.format(nodes=job.node_count), show=True)
                         outcome = self.supervise(plan, record, log, console, cancel, lease)
         except Exception as exc:  # a failure here must still leave a final status
             if cancel.is_set():  # the build stopped, or its pip was stopped by the same Ctrl-C: not a failure
@@ -174,7 +180,7 @@ class LocalBackend(Backend):
     def supervise(self, plan: Plan, record: RunRecord, log: RunLog, console: Console,
                   cancel: threading.Event, lease: DeviceLease) -> Outcome:
         request = device_request(plan.job)
-        devices = split(lease.devices, len(plan.ranks), request.per_rank) if request and lease.devices else None
+        devices = split(lease.devices, plan.job, request.per_rank) if request and lease.devices else None
         with claim_port() as port, ExitStack() as held:
             # TF_CONFIG (distribution.tf_config): a port of its own for each rank's TensorFlow server,
             # claimed like MASTER_PORT so that no run started at the same time is handed it

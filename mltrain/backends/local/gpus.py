@@ -28,6 +28,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 from mltrain.backends.local.compute import LocalComputeConf
 from mltrain.config.paths import mltrain_home
 from mltrain.errors import ConfigError
+from mltrain.ranks.contract import places
 from mltrain.spec.job import FrozenJob
 from mltrain.spec.schema import compute_as
 
@@ -199,12 +200,16 @@ class _Held:
         os.close(self.fd)  # closing drops the lock
 
 
-def split(devices: Sequence[str], ranks: int, per_rank: Optional[int]) -> List[List[str]]:
-    """What each local rank sees: its own `per_rank` devices, or (torchrun's convention: the rank picks
-    cuda:LOCAL_RANK) all of the run's."""
-    if per_rank is None:
-        return [list(devices) for _ in range(ranks)]
-    return [list(devices[r * per_rank:(r + 1) * per_rank]) for r in range(ranks)]
+def split(devices: Sequence[str], job: FrozenJob, per_rank: Optional[int]) -> List[List[str]]:
+    """What each rank (by global rank) sees: its node's share of the run's devices (a node simulated on this
+    machine has its own, as a cluster node would), and of those its own `per_rank`, or (torchrun's
+    convention: the rank picks cuda:LOCAL_RANK) all of its node's."""
+    per_node = len(devices) // job.node_count
+    out = []
+    for place in places(job):
+        node = list(devices[place.node_rank * per_node:(place.node_rank + 1) * per_node])
+        out.append(node if per_rank is None else node[place.local_rank * per_rank:(place.local_rank + 1) * per_rank])
+    return out
 
 
 @dataclass(frozen=True)
@@ -219,12 +224,13 @@ def device_request(job: FrozenJob) -> Optional[DeviceRequest]:
     """What a local run asks of the pool; None where it takes nothing (no GPU here, or compute.gpus=0).
 
     compute.gpus unset: one device per rank (each rank uses cuda:LOCAL_RANK, as under torchrun), as many as
-    the machine has, so that runs side by side land on different devices instead of all on device 0."""
+    the machine has, so that runs side by side land on different devices instead of all on device 0.
+    compute.gpus counts per node: a run of nodes simulated on this machine takes that many for each."""
     compute = compute_as(job.compute, LocalComputeConf)
-    ranks = job.process_count_per_node
+    ranks, nodes = job.process_count_per_node, job.node_count
     if compute.gpus_per_task is not None:
-        return DeviceRequest(compute.gpus_per_task * ranks, compute.gpus_per_task)
-    if compute.gpus is not None:
-        return DeviceRequest(compute.gpus) if compute.gpus > 0 else None
-    count = min(ranks, len(machine_devices()))
+        return DeviceRequest(compute.gpus_per_task * ranks * nodes, compute.gpus_per_task)
+    if compute.gpus is not None:  # per node, as on a cluster: each simulated node gets as many
+        return DeviceRequest(compute.gpus * nodes) if compute.gpus > 0 else None
+    count = min(ranks, len(machine_devices()) // nodes) * nodes
     return DeviceRequest(count) if count else None

@@ -69,7 +69,7 @@ class LocalSupervisor:
                 if workers:
                     spec["env"]["TF_CONFIG"] = tf_config(workers, spec["rank"])
                 if self.devices is not None:
-                    spec["env"]["CUDA_VISIBLE_DEVICES"] = ",".join(self.devices[spec["place"].local_rank])
+                    spec["env"]["CUDA_VISIBLE_DEVICES"] = ",".join(self.devices[spec["rank"]])
                 self.log.info(f"rank {spec['rank']}: {' '.join(spec['argv'])} (cwd {spec['cwd']})")
                 self.ranks.append(self._spawn({**spec, "env": {**spec["env"], **tty, guard_mod.MARK: token}}, guard))
                 seen = {**os.environ, **spec["env"]}.get("CUDA_VISIBLE_DEVICES")

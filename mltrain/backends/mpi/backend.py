@@ -29,9 +29,10 @@ class MpiBackend(LocalBackend):
         dist = cfg.distribution
         gpus = visible_gpus()
         limit, what = (gpus, "GPUs") if gpus else (os.cpu_count() or 1, "CPUs")
-        if dist.process_count_per_node > limit and not dist.oversubscribe:
+        ranks = dist.process_count_per_node * dist.node_count  # simulated nodes all run here
+        if ranks > limit and not dist.oversubscribe:
             raise ConfigError("distribution.process_count_per_node",
-                              f"{dist.process_count_per_node} ranks but this machine has {limit} {what}; "
+                              f"{ranks} ranks but this machine has {limit} {what}; "
                               "set distribution.oversubscribe=true to allow it")
         return super().check(cfg)
 

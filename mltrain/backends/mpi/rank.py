@@ -27,9 +27,15 @@ def main() -> None:
     run_dir = Path(os.environ["MLTRAIN_RUN_DIR"])
     job = FrozenJob.load(run_dir)
     place = contract.place_from_environment(os.environ, job.process_count_per_node)
+    if job.node_count > 1:  # nodes simulated on this machine: mpirun sees one host, the contract lays them out
+        place = contract.places(job)[place.rank]
     env = {**os.environ, **contract.rank_env(job, place, os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]))}
+    if job.node_count > 1 and env.get("CUDA_VISIBLE_DEVICES"):  # each simulated node sees its share of the run's GPUs
+        devices = env["CUDA_VISIBLE_DEVICES"].split(",")
+        share = len(devices) // job.node_count
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(devices[place.node_rank * share:(place.node_rank + 1) * share])
     reports.write(run_dir, place.rank, pid=os.getpid(), host=os.uname().nodename,
-                  devices=os.environ.get("CUDA_VISIBLE_DEVICES"))
+                  devices=env.get("CUDA_VISIBLE_DEVICES"))
 
     sampler: list[SystemSampler] = []
 
