@@ -64,3 +64,15 @@ def get_metrics(name: Optional[str] = None) -> Dict[str, Any]:
     if path is None:
         return {}
     return summarize(read_metrics(path), name)
+
+
+def heartbeat() -> None:
+    """Say this rank is making progress, for a run watched for hangs (run.hang_timeout_min) whose script may be
+    silent for a long time: no output, no metric. A no-op outside an mltrain run."""
+    run_dir = os.environ.get("MLTRAIN_RUN_DIR")
+    if not run_dir:
+        return
+    folder = os.path.join(run_dir, "heartbeat")
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, f"rank_{os.environ.get('RANK', '0')}"), "w") as f:
+        f.write(str(os.getpid()))

@@ -42,6 +42,7 @@ RANGE_RULES: Tuple[Tuple[str, Callable[[Any], bool], str], ...] = (
     ("data.min_crop_scale", lambda v: 0 < v <= 1, "in (0, 1]"),
     ("run.kill_grace_s", lambda v: v >= 0, ">= 0"),
     ("run.system_metrics_interval_s", lambda v: v > 0, "> 0"),
+    ("run.hang_timeout_min", lambda v: v >= 0, ">= 0 (0: off) or null"),
     ("compute.gpus", lambda v: v >= 0, ">= 0 or null"),
     ("compute.gpus_per_task", lambda v: v >= 1, ">= 1 or null"),
 )

@@ -24,8 +24,10 @@ from mltrain.environments import materialize
 from mltrain.environments import spec as env_spec
 from mltrain.errors import ConfigError, MltrainError
 from mltrain.launch import programs
+from mltrain.ranks import hangs
 from mltrain.runs import mlflow_run
 from mltrain.spec.job import HYDRA_TASK_MODULE, FrozenJob, new_run_id
+from mltrain.spec.kinds import JOB_KINDS
 from mltrain.spec.schema import distribution_from_dict
 
 
@@ -188,6 +190,7 @@ def _freeze_mltrain(cfg, overrides, sweep_dir, sweep_index, given_id: Optional[s
     env["MLTRAIN_PYTHON"] = sys.executable  # mltrain's own interpreter (Run.register_model calls its CLI)
     env.update(mlflow_run.rank_env(run_dir))  # scripts' mlflow.log_metric lands in this run
     env.update(backend.job_env(compute))
+    env.update({k: v for k, v in hangs.hang_env(process_group, run_dir).items() if k not in env and k not in os.environ})
     if program.snapshot_source is not None:  # the user's own program: a script or a command
         hooks = [_RANK_SITE] if cfg.distribution.close_process_group and cfg.distribution.kind != "none" else []
         env.update(_pythonpath_env(hooks, _azureml_shim()))
@@ -209,6 +212,7 @@ def _freeze_mltrain(cfg, overrides, sweep_dir, sweep_index, given_id: Optional[s
         console=str(cfg.run.console),
         kill_grace_s=float(cfg.run.kill_grace_s),
         system_metrics_s=float(cfg.run.system_metrics_interval_s) if cfg.run.system_metrics else 0.0,
+        hang_timeout_s=_hang_timeout_s(cfg),
         sweep_dir=sweep_dir,
         sweep_index=sweep_index,
         config=OmegaConf.to_container(cfg),  # after the environment's interpreter was filled in
@@ -314,3 +318,16 @@ def _freeze_hydra_app(sweep_config, resolved, overrides, runs_root, sweep_dir, s
         sweep_index=sweep_index,
         config=resolved,
     )
+
+
+#: run.hang_timeout_min unset: the built-in components print and log as they go, so 30 minutes of silence is a
+#: hang; a user's script or command may rightly be silent for hours, so it is watched only when asked.
+BUILTIN_HANG_TIMEOUT_MIN = 30.0
+
+
+def _hang_timeout_s(cfg: Any) -> float:
+    given = cfg.run.get("hang_timeout_min")
+    if given is None:
+        kind = JOB_KINDS.get(str(cfg.job.kind))
+        return BUILTIN_HANG_TIMEOUT_MIN * 60 if kind is not None and kind.builtin else 0.0
+    return float(given) * 60

@@ -48,6 +48,8 @@ class FrozenJob:
     kill_grace_s: float = 5.0
     # Seconds between two samples of the ranks' system metrics (mltrain.ranks.system_metrics); 0: none.
     system_metrics_s: float = 0.0
+    # Seconds without progress after which the run is hung (mltrain.ranks.hangs); 0: never.
+    hang_timeout_s: float = 0.0
     sweep_dir: Optional[str] = None
     sweep_index: Optional[int] = None
     snapshot_source: Optional[str] = None

@@ -119,6 +119,10 @@ class RunConf:
     system_metrics: bool = True
     # Seconds between two samples (the first comes after at most 1 s).
     system_metrics_interval_s: float = 10.0
+    # Minutes without progress from any rank (output, a metric, a checkpoint, a heartbeat) after which the run is
+    # hung: every rank's stack is taken and the run ends Failed naming the rank(s) elsewhere. null: 30 for the
+    # built-in components, off for scripts and commands; 0: off.
+    hang_timeout_min: Optional[float] = None
 
 
 @dataclass

@@ -23,12 +23,16 @@ from typing import Any, Dict, List, Optional, Sequence
 from mltrain.backends.base import Outcome, Plan, bind
 from mltrain.backends.handover import cancel_reason
 from mltrain.backends.local import guard as guard_mod
+from mltrain.ranks import hangs
 from mltrain.ranks.contract import RankPlace, tf_config
 from mltrain.ranks.process import POLL_S, LogCopy, copy_output, describe_exit, stop_groups, tail
 from mltrain.ranks.system_metrics import SystemSampler
 from mltrain.runs.console import Console, RunLog
 from mltrain.runs.record import RunRecord
 from mltrain.spec.status import CANCELED, COMPLETED, FAILED
+
+#: How often a run's progress is looked at for a hang (a few stats of its folder).
+HANG_LOOK_S = 1.0
 
 
 class _Rank:
@@ -149,6 +153,8 @@ class LocalSupervisor:
         copy_output(rank.proc.stdout, rank.log_path, on_chunk=on_chunk, on_line=on_line, copy=rank.copy)
 
     def _watch(self) -> Outcome:
+        progress = hangs.Progress(self.record.dir, self.job.hang_timeout_s)
+        next_look = time.monotonic() + HANG_LOOK_S
         while True:
             if self.cancel.is_set():
                 self.log.info("cancel requested: stopping every rank")
@@ -162,7 +168,25 @@ class LocalSupervisor:
                     return self._failed(r, code)
             if not running:
                 return Outcome(COMPLETED)
+            if progress.timeout_s and time.monotonic() >= next_look:
+                next_look = time.monotonic() + HANG_LOOK_S
+                if progress.hung():
+                    return self._hung(progress)
             time.sleep(POLL_S)
+
+    def _hung(self, progress: hangs.Progress) -> Outcome:
+        """No rank has made progress for hang_timeout_s: take every rank's stack, then end the run Failed."""
+        self.log.info(f"no progress from any rank for {progress.stalled_s():.0f} s (run.hang_timeout_min): "
+                      "taking every rank's stack", show=True)
+        running = {r.rank: r.proc.pid for r in self.ranks if r.proc.poll() is None}
+        host = socket.gethostname()
+        stacks = hangs.take_stacks(running, {r: host for r in running})
+        path = self.record.dir / "logs" / hangs.STACKS_FILE
+        hangs.write_stacks(stacks, path)
+        minutes = self.job.hang_timeout_s / 60
+        detail = f"hung: no progress for {minutes:g} min; {hangs.summary(stacks)}; stacks in {path}"
+        self.log.info(detail)
+        return Outcome(FAILED, error=detail)
 
     def _failed(self, r: _Rank, code: int) -> Outcome:
         self._stop_all()

@@ -1,0 +1,93 @@
+"""A hung run found and explained (issue 49): no rank makes progress for run.hang_timeout_min, every rank's stack
+is taken (py-spy), and the run ends Failed naming the rank that was not where the others were."""
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+from support import only_run, run_mltrain
+
+#: Rank 1 stops before the all-reduce its peer waits in.
+HANG = """\
+import os, signal, time, torch, torch.distributed as dist
+dist.init_process_group("gloo")
+print("rank", dist.get_rank(), "ready", flush=True)
+if dist.get_rank() == 1:
+    time.sleep(600)
+t = torch.ones(1)
+dist.all_reduce(t)
+"""
+
+TWO_RANKS = ["distribution=pytorch", "distribution.process_count_per_node=2", "distribution.backend=gloo",
+             "run.kill_grace_s=1"]
+QUICK = "run.hang_timeout_min=0.05"  # three seconds without progress
+
+
+def test_a_rank_stopped_before_an_all_reduce_is_named_with_its_line(home, project):
+    (project / "hang.py").write_text(HANG)
+    t0 = time.monotonic()
+    # nine seconds: importing torch is silent too, and takes seconds on a busy 2-core machine
+    r = run_mltrain("job=script", "job.script=hang.py", *TWO_RANKS, "run.hang_timeout_min=0.15", cwd=project,
+                    timeout=120)
+    took = time.monotonic() - t0
+    assert r.rc != 0
+    assert took < 45, took  # nine seconds of silence, the stacks, the stop: not the 600 s sleep
+    run = only_run(home)
+    assert run["status"] == "Failed"
+    error = run["error"]
+    assert error.startswith("hung: no progress for 0.15 min; "), error
+    assert re.search(r"rank 1 on \S+: hang\.py:5 in <module>", error), error
+    assert re.search(r"rank 0 waits in all_reduce \(hang\.py:7 in <module>\)", error), error
+    stacks = (Path(run["dir"]) / "logs" / "stacks.txt").read_text()
+    assert "=== rank 0 on" in stacks and "=== rank 1 on" in stacks and "all_reduce" in stacks
+    assert "hung: no progress" in r.out + r.err
+
+
+SILENT_BUT_ALIVE = """\
+import time
+from mltrain import run
+for i in range(5):
+    time.sleep(1)
+    run.heartbeat()  # no output, no metric: only the heartbeat says it is alive
+"""
+
+TALKING = """\
+import time
+for i in range(5):
+    time.sleep(1)
+    print("step", i, flush=True)
+"""
+
+
+def test_output_and_heartbeats_are_progress(home, project):
+    (project / "alive.py").write_text(SILENT_BUT_ALIVE)
+    (project / "talking.py").write_text(TALKING)
+    for script in ("alive.py", "talking.py"):
+        r = run_mltrain("job=script", f"job.script={script}", QUICK, cwd=project)
+        assert r.rc == 0, r.out + r.err
+
+
+IGNORES_SIGNALS = """\
+import signal, threading
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+print("waiting forever", flush=True)
+threading.Event().wait()  # a wait in native code that no signal ends
+"""
+
+
+def test_a_rank_that_ignores_signals_still_has_its_stack_taken_and_is_stopped(home, project):
+    (project / "stuck.py").write_text(IGNORES_SIGNALS)
+    r = run_mltrain("job=script", "job.script=stuck.py", QUICK, "run.kill_grace_s=1", cwd=project, timeout=120)
+    assert r.rc != 0
+    run = only_run(home)
+    assert run["status"] == "Failed" and re.search(r"stuck\.py:4 in <module>", run["error"]), run["error"]
+
+
+def test_without_py_spy_the_run_still_ends_saying_why_there_are_no_stacks(home, project):
+    (project / "stuck.py").write_text(IGNORES_SIGNALS)
+    r = run_mltrain("job=script", "job.script=stuck.py", QUICK, "run.kill_grace_s=1", cwd=project, timeout=120,
+                    env={"MLTRAIN_PY_SPY": "/nonexistent/py-spy"})
+    assert r.rc != 0
+    error = only_run(home)["error"]
+    assert "the stacks could not be taken (py-spy is not installed (pip install py-spy))" in error, error
