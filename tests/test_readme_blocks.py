@@ -43,7 +43,8 @@ NO_GPU = "dry run: needs GPUs / a GPU partition this machine lacks"
 NO_CONTAINER = "dry run: needs pyxis (a container runtime) on the cluster"
 
 #: command as the README prints it (quotes as the shell reads them, comment removed) -> how it is run.
-#: ("run", extra overrides) runs it; ("dry", reason) appends --dry-run; ("skip", reason) runs nothing.
+#: ("run", extra overrides) runs it; ("dry", reason) appends --dry-run; ("skip", reason) runs nothing; ("fails",
+#: reason) runs it as printed and expects it to fail, as the page says it does (exit non-zero, no traceback).
 COMMANDS = {
     "bash scripts/setup.sh": ("skip", SETUP),
     ".venv/bin/mltrain": ("run", SAMPLE),
@@ -57,6 +58,9 @@ COMMANDS = {
     "mltrain distribution=pytorch distribution.process_count_per_node=2 --dry-run": ("run", []),
     "mltrain --cfg job": ("run", []),
     "mltrain runs list": ("run", []),
+    "mltrain job=script job.source_directory=./my-proj job.script=hang.py distribution=pytorch "
+    "distribution.process_count_per_node=2 distribution.backend=gloo run.hang_timeout_min=0.25":
+        ("fails", "the page shows a run that hangs and is ended Failed"),
     "mltrain job=script job.source_directory=./my-proj job.script=train.py distribution=pytorch "
     "distribution.node_count=2 distribution.process_count_per_node=2 distribution.backend=gloo": ("run", []),
     "CUDA_VISIBLE_DEVICES=0,1,2,3 mltrain -m job=script job.source_directory=./my-proj job.script=show_gpus.py "
@@ -268,15 +272,16 @@ def test_every_readme_block_runs_as_printed(workspace):
                 continue
             for problem, variable, what in missing:
                 require(problem, variable, what)  # under CI: a failure
-            extra = detail if mode == "run" else ["--dry-run"]
+            extra = detail if mode == "run" else [] if mode == "fails" else ["--dry-run"]
             line = line.split(" #", 1)[0].rstrip() + "".join(" " + shlex.quote(x) for x in extra)
             started = time.monotonic()
-            out = _run(line, workspace, f"{source}: {key}")
+            out = _run(line, workspace, f"{source}: {key}", fails=mode == "fails")
             print(f"{time.monotonic() - started:6.1f}s  {source}: {key}")
             ran.setdefault(key, source)
             _check(key, out, workspace)
     assert not unknown, "commands of the pages this test does not know (add them to COMMANDS):\n" + "\n".join(unknown)
     assert skipped and all(COMMANDS[k][0] == "skip" for k in skipped)
+    assert any(COMMANDS[k][0] == "fails" for k in ran), "the page's failing example was not run"
     assert (workspace / "model.pt").is_file(), "the Python API block downloads outputs/model.pt"
     assert {"README.md", "docs/getting-started.md", "docs/migration/from-torchrun-torchx.md"} <= sources
 
@@ -288,7 +293,7 @@ def _importable(module: str) -> bool:
         return False
 
 
-def _run(line: str, cwd: Path, what: str) -> str:
+def _run(line: str, cwd: Path, what: str, fails: bool = False) -> str:
     """One command line through bash, as a user types it: mltrain and python are this venv's (first on
     PATH, as after `source .venv/bin/activate`), and `.venv/bin/...` works from the project folder."""
     venv = Path(sys.executable).parent.parent
@@ -297,7 +302,7 @@ def _run(line: str, cwd: Path, what: str) -> str:
     env = {**os.environ, "PATH": os.pathsep.join([str(venv / "bin"), os.environ["PATH"]])}
     proc = subprocess.run(["bash", "-c", line], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
     out = proc.stdout + proc.stderr
-    assert proc.returncode == 0 and "Traceback" not in out, f"{what}\nexit {proc.returncode}\n{out[-3000:]}"
+    assert (proc.returncode != 0) == fails and "Traceback" not in out, f"{what}\nexit {proc.returncode}\n{out[-3000:]}"
     return out
 
 
@@ -338,6 +343,9 @@ def _check(key: str, out: str, project: Path) -> None:
         assert "#SBATCH --nodes=2" in out and "#SBATCH --ntasks-per-node=4" in out
     elif "distribution.node_count=2 distribution.process_count_per_node=2 distribution.backend=gloo" in key:
         assert "sum 10.0 lr 0.1" in out and "2 nodes simulated on this machine" in out  # 4 ranks all-reduced
+    elif "job.script=hang.py" in key:  # the hang found, the rank and its line named
+        assert re.search(r"hung: no progress for 0\.25 min; rank 1 on \S+: hang\.py:5 in <module>; rank 0 waits in "
+                         r"all_reduce \(hang\.py:7 in <module>\)", out), out
     elif "show_gpus.py compute.gpus=1" in key:  # eight trials, each on one device, all four devices used
         seen = re.findall(r"rank 0 sees GPUs (\S+)", out)
         assert len(seen) == 8 and set(seen) == {"0", "1", "2", "3"}, out
