@@ -15,6 +15,7 @@ set -euo pipefail
 CMD=${1:-start}
 DIR=$(realpath -m "${2:-${MLTRAIN_SLURM_DIR:-/tmp/mltrain-slurm}}")
 CPUS=${SLURM_CPUS:-8}            # advertised CPUs; more than the real cores so 2-rank jobs and arrays fit
+GPUS=${SLURM_GPUS:-4}            # GPUs declared to Slurm (stand-in devices: slurm_conf_common.sh says how)
 PORT=${SLURM_PORT_BASE:-6817}    # slurmctld, slurmd = +1, slurmdbd = +2
 DB_PORT=${MARIADB_PORT:-3306}
 HOST=$(hostname -s)
@@ -79,7 +80,8 @@ install_packages() {
 
 write_configs() {
   local mem; mem=$(awk '/^MemTotal:/{print int($2/1024*0.8)}' /proc/meminfo)
-  local sock="$DIR/munge/munge.socket.2"
+  local sock="$DIR/munge/munge.socket.2" gres
+  gres=$(slurm_gpus "$DIR" "$GPUS" "$HOST")
   cat > "$DIR/etc/slurm.conf.new" <<EOF
 ClusterName=mltrain
 SlurmctldHost=$HOST(127.0.0.1)
@@ -97,7 +99,7 @@ DefMemPerCPU=1024
 # Debian's Open MPI speaks PMIx only
 MpiDefault=pmix
 $(slurm_conf_common "$sock" $((PORT + 2)))
-NodeName=$HOST NodeAddr=127.0.0.1 CPUs=$CPUS RealMemory=$mem State=UNKNOWN
+NodeName=$HOST NodeAddr=127.0.0.1 CPUs=$CPUS RealMemory=$mem $gres State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 EOF
   mv -f "$DIR/etc/slurm.conf.new" "$DIR/etc/slurm.conf"
@@ -150,7 +152,7 @@ start() {
   alive "$DIR/run/slurmd.pid" slurmd || slurmd
   wait_for 60 "node $HOST" bash -c "sinfo -h -n '$HOST' -o %T | grep -qE '^(idle|mixed|allocated|completing)'"
   wait_for 60 "a test job step" timeout 30 srun -n 1 -t 1 true
-  log "READY in $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')s: node $HOST, $CPUS CPUs; clients: source $DIR/env.sh"
+  log "READY in $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')s: node $HOST, $CPUS CPUs, $GPUS GPUs; clients: source $DIR/env.sh"
 }
 
 case "$CMD" in

@@ -80,7 +80,9 @@ start() {
     ip -n "${TAG}n$i" link set lo up
   done
   hosts_block add
-  local sock="$MAIN/munge/munge.socket.2" mem
+  local sock="$MAIN/munge/munge.socket.2" mem gres
+  # 4 GPUs per node declared to Slurm (stand-ins; slurm_conf_common.sh): both nodes name the same device files
+  gres=$(slurm_gpus "$DIR" "${SLURM2_GPUS:-4}" "${NODE}[1-2]")
   mem=$(awk '/^MemTotal:/{print int($2/1024*0.3)}' /proc/meminfo)
   cat > "$DIR/etc/slurm.conf" <<EOF
 ClusterName=$CLUSTER
@@ -102,8 +104,8 @@ MpiDefault=none
 # the lost-node test (tests/test_faults_slurm.py) keeps to a minute.
 SlurmdTimeout=${SLURM2_SLURMD_TIMEOUT:-10}
 $(slurm_conf_common "$sock" "$DBD_PORT")
-NodeName=${NODE}1 NodeAddr=$NET.2 CPUs=4 RealMemory=$mem State=UNKNOWN
-NodeName=${NODE}2 NodeAddr=$NET.3 CPUs=4 RealMemory=$mem State=UNKNOWN
+NodeName=${NODE}1 NodeAddr=$NET.2 CPUs=4 RealMemory=$mem $gres State=UNKNOWN
+NodeName=${NODE}2 NodeAddr=$NET.3 CPUs=4 RealMemory=$mem $gres State=UNKNOWN
 PartitionName=two Nodes=${NODE}1,${NODE}2 Default=YES MaxTime=INFINITE State=UP
 EOF
   # slurmdbd lives beside the main cluster's config; this cluster registers under its own name
