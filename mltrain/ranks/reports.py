@@ -61,11 +61,17 @@ def span(reports: Dict[int, dict]) -> Tuple[Optional[float], Optional[float]]:
     return (min(starts) if starts else None), (max(ends) if ends and len(ends) == len(reports) else None)
 
 
-def failure(record: RunRecord) -> Tuple[Optional[int], Optional[str]]:
-    """(failed rank, message with its log tail) from the reports, and copy them into run.json."""
+def copy_to_record(record: RunRecord) -> Dict[int, dict]:
+    """Each rank's report (exit code, node, devices, attempt, pid) into run.json; returns the reports."""
     reports = read(record.dir)
     for rank, data in reports.items():
         record.set_rank(rank, **{k: data.get(k) for k in ("exit_code", "host", "attempt", "pid", "devices") if k in data})
+    return reports
+
+
+def failure(record: RunRecord) -> Tuple[Optional[int], Optional[str]]:
+    """(failed rank, message with its log tail) from the reports, and copy them into run.json."""
+    reports = copy_to_record(record)
     failed = sorted(r for r, d in reports.items() if _failed(d))
     if not failed:
         return None, None

@@ -67,3 +67,75 @@ def test_an_unknown_submitit_parameter_is_refused_naming_the_valid_ones():
     with pytest.raises(ConfigError) as err:
         backend.describe(backend.plan(job))
     assert str(err.value).startswith("compute.submitit.slurm_bogus: not a submitit parameter") and "partition" in str(err.value)
+
+
+def _gpu_cfg(per_node: int = 2, **compute):
+    from omegaconf import OmegaConf
+
+    from mltrain.spec.schema import DistributionConf
+
+    return OmegaConf.create({"compute": SlurmComputeConf(**compute),
+                             "distribution": DistributionConf(kind="pytorch", process_count_per_node=per_node)})
+
+
+def test_gpus_per_task_and_gpu_bind_reach_sbatch_and_srun():
+    backend = get("slurm")
+    job = frozen_job("slurm", compute=SlurmComputeConf(gpus_per_task=1, gpu_bind="verbose,single:1"))
+    plan = backend.plan(job)
+    assert plan.details["executor"]["slurm_gpus_per_task"] == 1
+    assert plan.details["executor"]["slurm_srun_args"] == ["--kill-on-bad-exit=1", "--gpu-bind=verbose,single:1"]
+    text = "\n".join(backend.describe(plan))  # the dry run's batch script
+    assert "#SBATCH --gpus-per-task=1" in text and "--gpu-bind=verbose,single:1" in text
+    assert "gpus-per-node" not in text
+
+
+def test_gpus_per_node_counts_per_task_gpus_so_nccl_is_allowed():
+    backend = get("slurm")
+    assert backend.gpus_per_node(_gpu_cfg(per_node=2, gpus_per_task=2)) == 4
+    assert backend.gpus_per_node(_gpu_cfg(per_node=2, gpus_per_node=3)) == 3
+    assert backend.gpus_per_node(_gpu_cfg(per_node=2)) == 0
+
+
+@pytest.mark.parametrize("compute, per_node, expected", [
+    ({"gpus_per_task": 1, "gpus_per_node": 4}, 2,
+     "compute.gpus_per_task: 1 per task x 2 tasks per node (distribution.process_count_per_node) = 2, but "
+     "compute.gpus_per_node=4; set one of the two, or make them agree"),
+    ({"gpus_per_task": 1, "gpu_bind": "single"}, 2, "compute.gpu_bind: 'single' is not a Slurm --gpu-bind value (allowed: none, closest, single:N"),
+    ({"gpus_per_task": 1, "gpu_bind": "map_gpu:a"}, 2, "compute.gpu_bind: 'map_gpu:a' is not a Slurm --gpu-bind value"),
+    ({"gpu_bind": "closest"}, 2, "compute.gpu_bind: binds GPUs, but none are asked for: set compute.gpus_per_task"),
+])
+def test_gpu_keys_refused_in_one_line(compute, per_node, expected):
+    from mltrain.backends.slurm import gpu_binding as gpus
+    from mltrain.errors import one_line
+
+    with pytest.raises(ConfigError) as err:
+        gpus.check(_gpu_cfg(per_node, **compute))
+    text = one_line(err.value)
+    assert "\n" not in text and text.startswith(expected), text
+
+
+@pytest.mark.parametrize("bind", ["none", "closest", "verbose,closest", "single:2", "per_task:1", "map_gpu:1,0",
+                                  "map_gpu:0*2,1*2", "mask_gpu:0x3,0xC", "mask_gpu:f"])
+def test_gpu_bind_values_slurm_takes(bind):
+    from mltrain.backends.slurm import gpu_binding as gpus
+
+    gpus.check(_gpu_cfg(2, gpus_per_task=1, gpu_bind=bind))
+    gpus.check(_gpu_cfg(2, gpus_per_task=2, gpus_per_node=4))  # agreeing per-task and per-node counts
+
+
+def test_the_partitions_gpus_from_recorded_sinfo_output():
+    from mltrain.backends.slurm.gpu_binding import gres_gpus, parse_partition_gpus
+
+    assert gres_gpus("gpu:4") == 4 and gres_gpus("(null)") == 0 and gres_gpus("gpu:a100:4(S:0-1)") == 4
+    assert gres_gpus("gpu:a100:2(S:0,1),gpu:v100:2,mps:400") == 4
+    found = parse_partition_gpus("debug*|gpu:4\ncpu|(null)\nbig|gpu:a100:8(S:0-1)\nbig|gpu:a100:4\n")
+    assert found == {"debug": ("debug", 4), "cpu": ("cpu", 0), "big": ("big", 8), "": ("debug", 4)}
+
+
+def test_a_controller_step_asks_for_no_gpus_and_binds_none():
+    from omegaconf import OmegaConf
+
+    node = OmegaConf.structured(SlurmComputeConf(gpus_per_node=4, gpus_per_task=2, gpu_bind="closest",
+                                                 additional_parameters={"gpu-bind": "none", "gres": "gpu:1"}))
+    SlurmComputeConf.for_controller(node)
+    assert (node.gpus_per_node, node.gpus_per_task, node.gpu_bind, dict(node.additional_parameters)) == (0, None, None, {})

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Set
 
 from mltrain.backends.base import Backend, Plan, driver_alive, failure_text, lose_orphan, stop_driver
-from mltrain.backends.slurm import accounting, driver, pack, pack_driver
+from mltrain.backends.slurm import accounting, driver, gpu_binding, pack, pack_driver
 from mltrain.backends.slurm.compute import SlurmComputeConf
 from mltrain.backends.slurm.containers import container_flags
 from mltrain.backends.slurm.run_part import slurm_job
@@ -40,6 +40,7 @@ class SlurmBackend(Backend):
         self._checked: Set[str] = set()  # executor parameter sets submitit has already accepted
 
     def check(self, cfg: Any) -> Optional[str]:
+        gpu_binding.check(cfg)
         max_nodes = cfg.compute.max_nodes
         if max_nodes is not None and cfg.distribution.node_count > max_nodes:
             raise ConfigError("distribution.node_count",
@@ -47,7 +48,8 @@ class SlurmBackend(Backend):
         return super().check(cfg)
 
     def gpus_per_node(self, cfg: Any) -> int:
-        return int(cfg.compute.gpus_per_node)
+        return gpu_binding.per_node(cfg.compute.gpus_per_node, cfg.compute.get("gpus_per_task"),
+                             cfg.distribution.process_count_per_node)
 
     def argv_prefix(self, compute: ComputeConf, environment: Dict[str, Any], run_dir: str) -> List[str]:
         return container_flags(compute_as(compute, SlurmComputeConf), environment, run_dir)[1]
@@ -71,8 +73,7 @@ class SlurmBackend(Backend):
         answers (a dry run on a laptop still shows the batch script)."""
         if nodes <= 1 or shutil.which("scontrol") is None:
             return
-        name = compute.partition or compute.additional_parameters.get("partition") or compute.submitit.get("slurm_partition")
-        part = accounting.partition(str(name) if name else None)
+        part = accounting.partition(_partition_name(compute))
         if part is None:
             return
         key = "distribution.node_count"
@@ -90,6 +91,11 @@ class SlurmBackend(Backend):
         unpacked = [job for job in jobs if not pack_driver.packs(job)]
         if len(unpacked) > 1:
             driver.check_job_count(len(unpacked), accounting.limits().max_job_count)
+        # a sweep's members are often one job object given n times: each asked about once
+        distinct = {id(job): job for job in jobs}.values()
+        requests = [(_partition_name(c), c, job.process_count_per_node)
+                    for job in distinct for c in [compute_as(job.compute, SlurmComputeConf)]]
+        gpu_binding.check_partition(requests)
 
     # ------------------------------------------------------------------ submission
     def plan(self, job: FrozenJob, share: int = 1) -> Plan:
@@ -233,3 +239,9 @@ class SlurmBackend(Backend):
             time.sleep(0.05)
         return False  # still preparing (an environment being built): the driver cancels it once it has the id
 
+
+
+def _partition_name(compute: SlurmComputeConf) -> Optional[str]:
+    """The partition a run asks for, under any of the names it can be given; None: the cluster's default."""
+    name = compute.partition or compute.additional_parameters.get("partition") or compute.submitit.get("slurm_partition")
+    return str(name) if name else None

@@ -17,6 +17,13 @@ class SlurmComputeConf(ComputeConf):
     # Largest node_count this cluster accepts (Azure's max_nodes); null = no limit checked here.
     max_nodes: Optional[int] = None
     gpus_per_node: int = 0
+    # GPUs for each task (rank), Slurm's --gpus-per-task: Slurm gives every rank its own devices and sets its
+    # CUDA_VISIBLE_DEVICES to them; null = not asked (the local compute's key of the same name and meaning).
+    # With gpus_per_node too, the two must agree.
+    gpus_per_task: Optional[int] = None
+    # How Slurm binds the allocation's GPUs to the tasks (srun --gpu-bind): none | closest | single:N |
+    # per_task:N | map_gpu:L | mask_gpu:L, optionally after "verbose,"; null = Slurm's default.
+    gpu_bind: Optional[str] = None
     cpus_per_task: int = 1
     mem_gb: Optional[float] = None
     timeout_min: int = 60
@@ -47,7 +54,7 @@ class SlurmComputeConf(ComputeConf):
     def for_controller(cls, node: Any) -> None:
         """One CPU, no GPU, at most 2 GB: a controller step queued beside the runs it starts must not hold a
         GPU or a node they wait for (on a one-GPU cluster that would be a deadlock)."""
-        node.gpus_per_node, node.cpus_per_task = 0, 1
+        node.gpus_per_node, node.gpus_per_task, node.gpu_bind, node.cpus_per_task = 0, None, None, 1
         if node.mem_gb is not None:  # never more than the compute asks for already
             node.mem_gb = min(float(node.mem_gb), CONTROLLER_MEM_GB)
         node.additional_parameters = {k: v for k, v in node.additional_parameters.items()
@@ -56,6 +63,6 @@ class SlurmComputeConf(ComputeConf):
 
 #: What a controller step's Slurm job does not ask for (the runs it drives ask for them).
 NOT_FOR_CONTROLLERS = ("gres", "gpus", "gpus_per_node", "gpus_per_task", "gpus_per_socket", "cpus_per_gpu",
-                       "mem_per_gpu", "mem", "mem_per_cpu", "exclusive")
+                       "mem_per_gpu", "gpu_bind", "mem", "mem_per_cpu", "exclusive")
 #: A controller's memory: mltrain's sweep driver with Optuna stays well under it.
 CONTROLLER_MEM_GB = 2.0

@@ -17,6 +17,6 @@ def container_flags(compute: SlurmComputeConf, environment: Dict[str, Any], run_
     image = environment["spec"]["base_image"]
     shared = sorted({str(Path(run_dir).parent), str(mltrain_home())})
     if compute.container_runtime == "apptainer":
-        gpu = ["--nv"] if compute.gpus_per_node else []
+        gpu = ["--nv"] if compute.gpus_per_node or compute.gpus_per_task else []
         return [], ["apptainer", "exec", *gpu, "--bind", ",".join(shared), f"docker://{image}"]
     return [f"--container-image={image}", f"--container-mounts={','.join(f'{p}:{p}' for p in shared)}"], []

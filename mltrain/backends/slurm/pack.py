@@ -251,6 +251,7 @@ def run_member(run_dir: Path, owner: str, folder: str, stopping: Optional[thread
     # shell's `sleep 3; echo done`, a trainer saving on SIGTERM) did not finish its work, so it runs again
     stopped = stopping is not None and stopping.is_set()
     if code == 0 and not stopped:
+        reports.copy_to_record(record)  # its node and devices, as an unpacked run's driver records them
         return finish(record, COMPLETED)
     if reason:
         return finish(record, CANCELED, reason)

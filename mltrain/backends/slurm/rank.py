@@ -156,9 +156,10 @@ class SlurmRank:
         if attempt:
             with open(log_path, "ab") as f:
                 f.write(f"--- attempt {attempt} (requeued) on {socket.gethostname()} ---\n".encode())
-        # exit_code/ended of an earlier attempt are cleared: the driver reads them as this attempt's end
+        # exit_code/ended of an earlier attempt are cleared: the driver reads them as this attempt's end. devices:
+        # what the program sees, as Slurm set it for this task (--gpus-per-task, --gpu-bind), not what was asked
         self._write_rank(place.rank, attempt, host=socket.gethostname(), started=time.time(), exit_code=None,
-                         ended=None)
+                         ended=None, devices=full.get("CUDA_VISIBLE_DEVICES"))
         previous = signal.getsignal(signal.SIGUSR2)
         # Slurm sends the USR2 of `--signal` (and `scancel --signal`) to every process of the step, the
         # rank program too, whose default action for it is to die. The program is started with USR2

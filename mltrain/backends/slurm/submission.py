@@ -34,6 +34,12 @@ def executor_parameters(job: FrozenJob) -> Dict[str, Any]:
     }
     if c.gpus_per_node:
         params["gpus_per_node"] = c.gpus_per_node
+    if c.gpus_per_task:
+        params["slurm_gpus_per_task"] = c.gpus_per_task
+    if c.gpu_bind:
+        # on srun, not sbatch: the binding is the step's (Slurm 22.05 honours both; sbatch's would also reach any
+        # srun a rank program starts, through SLURM_GPU_BIND)
+        params["slurm_srun_args"].append(f"--gpu-bind={c.gpu_bind}")
     if c.mem_gb is not None:
         params["mem_gb"] = c.mem_gb
     for key, name in (("partition", "slurm_partition"), ("account", "slurm_account"), ("qos", "slurm_qos"),
