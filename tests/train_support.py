@@ -32,5 +32,6 @@ def epoch_metrics(run: dict) -> dict:
     rows = metric_rows(run["dir"])
     out: dict = {}
     for r in rows:
-        out.setdefault(r["step"], {})[r["name"]] = r["value"]
+        if not r["name"].startswith("system/"):  # the sampler's steps count samples, not epochs
+            out.setdefault(r["step"], {})[r["name"]] = r["value"]
     return out

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Tuple
 
-from mltrain.runs.metrics import read_new
+from mltrain.runs.metrics import SYSTEM_PREFIX, read_new
 
 #: How long one py-spy dump may take before it is given up (a stack capture must not hang itself).
 DUMP_TIMEOUT_S = 20.0
@@ -56,7 +56,7 @@ class Progress:
 
     def _metric_logged(self) -> bool:
         rows, self._metrics_offset = read_new(self.dir / "metrics.jsonl", self._metrics_offset)
-        return any(not str(r.get("name", "")).startswith("system/") for r in rows)
+        return any(not str(r.get("name", "")).startswith(SYSTEM_PREFIX) for r in rows)
 
     def stalled_s(self) -> float:
         """Seconds since the last progress seen (looking now)."""

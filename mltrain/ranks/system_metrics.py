@@ -18,9 +18,9 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence
 
+from mltrain.runs.metrics import SYSTEM_PREFIX as PREFIX
 from mltrain.runs.metrics import MetricsWriter
 
-PREFIX = "system/"
 #: The first sample comes this soon (or at the interval, if shorter): a short run still gets one.
 FIRST_SAMPLE_S = 1.0
 

@@ -13,6 +13,9 @@ import time
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
+#: The names mltrain's own system metrics are logged under (mltrain.ranks.system_metrics, MLflow's prefix).
+SYSTEM_PREFIX = "system/"
+
 
 def _clean(value: object) -> object:
     if isinstance(value, float) and not math.isfinite(value):
@@ -57,10 +60,12 @@ def iter_metrics(path: str | Path) -> Iterator[Dict[str, Any]]:
 
 
 def summarize(records: List[Dict[str, Any]], name: Optional[str] = None) -> Dict[str, Any]:
-    """{name: value} for metrics logged once, {name: [values]} for those logged several times."""
+    """{name: value} for metrics logged once, {name: [values]} for those logged several times: what the run's
+    programs logged, as Azure's Run.get_metrics() gives it; mltrain's own system/ samples only when asked by name
+    (`runs show`, `runs plot` and MLflow show them all)."""
     grouped: Dict[str, List[Any]] = {}
     for r in records:
-        if name is None or r["name"] == name:
+        if r["name"] == name or (name is None and not str(r["name"]).startswith(SYSTEM_PREFIX)):
             grouped.setdefault(r["name"], []).append(r["value"])
     return {k: v[0] if len(v) == 1 else v for k, v in grouped.items()}
 
