@@ -76,6 +76,13 @@ COMMANDS = {
     "mltrain compute=slurm distribution=pytorch distribution.node_count=2 distribution.process_count_per_node=4 "
     "compute.gpus_per_node=4 compute.partition=gpu compute.timeout_min=240": ("dry", NO_GPU),
     "mltrain -m trainer.learning_rate=0.1,0.01,0.001 compute=slurm": ("run", SHORT),
+    # the test cluster declares 4 GPUs to Slurm (scripts/slurm_cluster.sh): these run for real there
+    "mltrain job=command job.command=echo rank $RANK sees GPU $CUDA_VISIBLE_DEVICES compute=slurm distribution=pytorch "
+    "distribution.process_count_per_node=2 distribution.backend=gloo compute.gpus_per_task=1 run.console=all": ("run", []),
+    "mltrain -m job=command job.command=echo member ${job.params.i} sees GPU $CUDA_VISIBLE_DEVICES compute=slurm "
+    "compute.gpus_per_node=1 compute.array_parallelism=4 +job.params.i=range(0,8)": ("run", []),
+    "mltrain job=command job.command=true compute=slurm compute.gpus_per_task=8":
+        ("fails", "the page shows more GPUs than the test cluster's nodes have, refused in one line"),
     'mltrain -m job=command job.command="echo seed ${job.params.seed}" compute=slurm compute.pack=8 '
     "+job.params.seed=range(0,100)": ("run", []),
     'mltrain -m job=command job.command="echo seed ${job.params.seed}" compute=slurm compute.pack=8 '
@@ -320,6 +327,15 @@ def _check(key: str, out: str, project: Path) -> None:
         assert (project / "digits-model" / "model.onnx").is_file()
     elif key == "mltrain runs plot digits-onnx -o curves.png":
         assert (project / "curves.png").stat().st_size > 10_000
+    elif "sees GPU $CUDA_VISIBLE_DEVICES" in key and "gpus_per_task=1" in key:  # Slurm gave each rank its own
+        seen = dict(re.findall(r"rank (\d) sees GPU (\d)$", out, re.M))
+        assert len(seen) == 2 and seen["0"] != seen["1"], out
+    elif "member ${job.params.i} sees GPU" in key:  # 8 one-GPU members, 4 at a time, on all 4 declared devices
+        seen = re.findall(r"member \d sees GPU (\d)$", out, re.M)
+        assert len(seen) == 8 and set(seen) == {"0", "1", "2", "3"}, out
+    elif key.endswith("compute.gpus_per_task=8"):  # refused before submission; where no Slurm is, for that
+        assert "mltrain: error: compute.gpus_per_task: 8 per task x 1 task per node" in out or (
+            "no Slurm here" in out and not ci()), out
     elif key == "mltrain pipeline=digits compute=slurm":
         assert out.count("reused: run ") == 3 and "pipeline digits Completed (3 steps)" in out
     elif "range(0,10000)" in key:  # ten thousand members queued, the workers make them as they take them

@@ -16,6 +16,7 @@ class SlurmComputeConf(ComputeConf):
     partition: Optional[str] = None
     # Largest node_count this cluster accepts (Azure's max_nodes); null = no limit checked here.
     max_nodes: Optional[int] = None
+    # GPUs on each node (Slurm's --gpus-per-node), all of them seen by every rank of that node; 0 = none asked.
     gpus_per_node: int = 0
     # GPUs for each task (rank), Slurm's --gpus-per-task: Slurm gives every rank its own devices and sets its
     # CUDA_VISIBLE_DEVICES to them; null = not asked (the local compute's key of the same name and meaning).
