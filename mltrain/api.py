@@ -45,7 +45,7 @@ __all__ = ["JobRequest", "MultirunRequest", "Run", "submit", "submit_multirun", 
 def submit_request(request: JobRequest, console: Optional[Console] = None) -> Run:
     """Queue one run and return its handle as soon as the run exists (its driver runs on)."""
     job = freeze_request(request)
-    backends.get(job.backend).preflight()
+    backends.get(job.backend).preflight([job])
     record = create_run(job, console or Console())
     if request.origin:
         record.update(origin=dict(request.origin))

@@ -185,8 +185,8 @@ def run(composer: Composer, arguments: List[str]) -> list:
         runner.check_detach(pipe.queued_on)
     if cfg.dry_run:
         return _dry_run(pipe)
-    for backend in sorted({j.backend for j in jobs.values()}):
-        backends.get(backend).preflight()
+    for backend in sorted({j.backend for j in jobs.values()}):  # each step's request too (GPUs a partition lacks)
+        backends.get(backend).preflight([j for j in jobs.values() if j.backend == backend])
     run_dir = runner.pipeline_dir(root, run_id)
     composer.mark_started()  # runs exist from here on
     pipe.create(run_dir)
