@@ -189,6 +189,50 @@ except UserErrorException as exc:
     assert "nccl" in refused and "GPU" in refused
 
 
+WHERE = """\
+import os, sys
+print("WHERE", " ".join(sys.argv[1:]), "| rank", os.environ["RANK"], "node", os.environ["NODE_RANK"],
+      "local", os.environ["LOCAL_RANK"], "world", os.environ["WORLD_SIZE"])
+"""
+
+
+def test_a_list_command_is_joined_as_azure_joins_it_and_runs_on_two_simulated_nodes(ws, home):
+    """A list command's items are joined with spaces as Azure joins them (one item may hold several words:
+    `command=['python train.py --epochs 30']`, as MachineLearningNotebooks' CommandStep notebook writes it),
+    and a two-node PyTorchConfiguration runs here on two simulated nodes, as a ScriptRunConfig and as a
+    CommandStep of a pipeline."""
+    (ws / "src").mkdir()
+    (ws / "src" / "where.py").write_text(WHERE)
+    out = control(ws, """\
+from azureml.core import Workspace, Experiment, Environment, ScriptRunConfig
+from azureml.core.runconfig import PyTorchConfiguration
+from azureml.pipeline.core import Pipeline
+from azureml.pipeline.steps import CommandStep
+
+ws = Workspace.from_config()
+env = Environment('local-torch')
+env.python.user_managed_dependencies = True
+src = ScriptRunConfig(source_directory='src', command=['python where.py --epochs 30', 2], compute_target='local',
+                      environment=env,
+                      distributed_job_config=PyTorchConfiguration(process_count=2, node_count=2,
+                                                                  communication_backend='Gloo'))
+run = Experiment(ws, name='two-nodes').submit(src)
+print("STATUS", run.wait_for_completion()['status'], "RUN", run.id)
+pipeline_run = Experiment(ws, 'two-nodes-pipeline').submit(
+    Pipeline(workspace=ws, steps=[CommandStep(name='train', runconfig=src)]))
+pipeline_run.wait_for_completion(show_output=False)
+print("PIPELINE", pipeline_run.get_status(), pipeline_run.id)
+""")
+    assert "STATUS Completed" in out.stdout, out.stdout
+    assert "PIPELINE Completed" in out.stdout, out.stdout
+    run_id = out.stdout.split("RUN ", 1)[1].split()[0]
+    pipeline_id = out.stdout.split("PIPELINE Completed ", 1)[1].split()[0]
+    for run_dir in (home / "runs" / run_id, home / "runs" / f"{pipeline_id}.train"):
+        logs = [(run_dir / "logs" / f"rank_{r}.log").read_text().strip() for r in (0, 1)]
+        assert logs == ["WHERE --epochs 30 2 | rank 0 node 0 local 0 world 2",
+                        "WHERE --epochs 30 2 | rank 1 node 1 local 0 world 2"], (run_dir, logs)
+
+
 def test_seed_001_mpi_configuration_runs_a_horovod_script(ws, home):
     require_horovod()
     out = control(ws, """\

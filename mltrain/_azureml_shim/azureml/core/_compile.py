@@ -94,7 +94,7 @@ def request(job: V1Job, experiment: Any, origin: Dict[str, Any]) -> Any:
         raise UserErrorException(f"source_directory '{job.source_directory}' does not exist ({folder})")
     arguments = [argument_text(a) for a in job.arguments]
     if job.command is not None:
-        command = job.command if isinstance(job.command, str) else " ".join(_shell_word(a) for a in job.command)
+        command = job.command if isinstance(job.command, str) else command_line(job.command)
         if arguments:
             command += " " + " ".join(_shell_word(a) for a in arguments)
         overrides = ["job=command", override("job.source_directory", folder), override("job.command", command)]
@@ -111,6 +111,13 @@ def request(job: V1Job, experiment: Any, origin: Dict[str, Any]) -> Any:
     overrides += compute + environment_overrides(job.environment) + distribution_overrides(job.distribution)
     overrides += job.extra
     return JobRequest(overrides=tuple(overrides), config_dirs=dirs, experiment_name=experiment.name, origin=origin)
+
+
+def command_line(items: Any) -> str:
+    """A list command as Azure joins it: each string as written, so one item may hold several words and shell
+    syntax (`['python train.py --epochs 30']`, `["python -m torch.distributed.launch ... --data-dir", ds, ...]`);
+    a data reference or a number as one word (its local path, its text)."""
+    return " ".join(a if isinstance(a, str) else _shell_word(a) for a in items)
 
 
 def _shell_word(value: Any) -> str:

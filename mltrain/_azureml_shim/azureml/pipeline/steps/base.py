@@ -129,9 +129,14 @@ def compile_steps(steps: List[_Step], parameters: Dict[str, Any], default_source
         for item in step.inputs:
             data.value(item)
         program = step._program()
+        command, arguments = program.get("command"), [data.value(a) for a in step.arguments]
+        if program.get("command_items"):  # a CommandStep's list command: its items, joined as Azure joins them
+            command = [a if isinstance(a, str) else _compile.command_line([v])
+                       for a, v in zip(step.arguments, arguments)]
+            arguments = []
         job = _compile.V1Job(source_directory=step.source_directory or default_source or ".",
-                             script=program.get("script"), command=program.get("command"),
-                             arguments=[data.value(a) for a in step.arguments], compute_target=step.compute_target,
+                             script=program.get("script"), command=command,
+                             arguments=arguments, compute_target=step.compute_target,
                              environment=step._environment(), distribution=step._distribution(),
                              extra=list(program.get("extra", [])))
         params = {str(k): data.value(v) for k, v in step.params.items()}
@@ -253,7 +258,7 @@ class CommandStep(_Step):
         _mark_producers(self)
 
     def _program(self) -> Dict[str, Any]:
-        return {"command": "" if isinstance(self.command, list) else self.command}
+        return {"command_items": True} if isinstance(self.command, list) else {"command": self.command}
 
 
 class MpiStep(_Step):
