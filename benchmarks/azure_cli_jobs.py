@@ -257,9 +257,10 @@ CAUSES: Dict[str, str] = {
         "cifar-10-python.tar.gz` (a URL in a command, no input mltrain could map); no DNS here",
     "pipelines-with-components/image_classification_with_densenet/pipeline.yml":
         "a package pip cannot get: the train step's conda file pins torch==1.8.1 (no wheel for this Python 3.11: "
-        "ResolutionImpossible); and its init_transformation step is refused by mltrain's stand-in of Azure's "
-        "designer module: `--center-crop 224` (the pipeline's value, outside the component's enum True/False) is "
-        "not True or False, where python-fire, which Azure's module uses, passes it on (a possible mltrain defect)",
+        "ResolutionImpossible). Until 2026-11-26 its init_transformation step was also refused by mltrain's "
+        "stand-in of Azure's designer module for `--center-crop 224`, the pipeline's value, outside the "
+        "component's True/False enum; python-fire, which Azure's module uses, passes it on. Fixed since: 224 is "
+        "taken as true",
     "single-step/tensorflow/mnist/job.yml":
         "a download: `tf.keras.datasets.mnist.load_data()` fetches MNIST from storage.googleapis.com; no DNS here",
     "single-step/pytorch/word-language-model/job.yml":

@@ -207,7 +207,7 @@ PROBE = [
      "pytorch_env = Environment('probe-this-interpreter')\n"
      "pytorch_env.python.user_managed_dependencies = True"),
     ("PyTorchConfiguration(process_count=2, node_count=2)",
-     "PyTorchConfiguration(process_count=2, node_count=1, communication_backend='Gloo')"),
+     "PyTorchConfiguration(process_count=2, node_count=2, communication_backend='Gloo')"),
     ("from azureml.core.runconfig import DEFAULT_CPU_IMAGE",
      "DEFAULT_CPU_IMAGE = 'mcr.microsoft.com/azureml/openmpi4.1.0-ubuntu20.04'"),
     ("HyperDriveStep, HyperDriveStepRun, PythonScriptStep", "HyperDriveStep, PythonScriptStep"),
