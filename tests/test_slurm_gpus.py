@@ -167,3 +167,80 @@ def test_what_slurm_reports_for_a_run_is_what_run_json_keeps(home, show):
     saw = _seen(run)[0]
     assert report["devices"] == saw["devices"] == run["ranks"]["0"]["devices"]
     assert re.fullmatch(r"\d,\d", saw["devices"])  # both of the node's GPUs it was given, seen by its one rank
+
+
+# ------------------------------------------------------------------ GPU slots in a packed worker (compute.pack_slots)
+
+
+def test_a_packed_worker_with_four_gpu_slots_runs_four_members_at_once_on_four_devices(home, show):
+    r = run_mltrain("-m", "job=command", "job.command=bash show.sh", "job.source_directory=.", *SLURM,
+                    "compute.pack=1", "compute.pack_slots=4", "compute.gpus_per_node=1", "+job.params.sleep=1.5",
+                    "+job.params.i=range(0,8)", cwd=show, timeout=120)
+    assert r.rc == 0, r.out[-3000:] + r.err
+    members = runs(home)
+    assert len(members) == 8 and all(m["status"] == "Completed" for m in members)
+    assert len({m["slurm"]["job_id"] for m in members}) == 1  # one worker job held the 4 GPUs and ran all 8
+    seen = [_seen(m)[0] for m in members]
+    for m, s in zip(members, seen):
+        assert re.fullmatch(r"\d", s["devices"]) and m["ranks"]["0"]["devices"] == s["devices"]
+    for a, b in itertools.combinations(seen, 2):
+        if a["start"] < b["ended"] and b["start"] < a["ended"]:
+            assert a["devices"] != b["devices"], (a, b)
+    most = max(sum(1 for o in seen if o["start"] <= s["start"] < o["ended"]) for s in seen)
+    assert most == 4 and {s["devices"] for s in seen} == {"0", "1", "2", "3"}, seen
+    span = max(s["ended"] for s in seen) - min(s["start"] for s in seen)
+    assert span < 2 * 1.5 * 1.5, span  # two rounds of four, not eight one after another
+
+
+def test_slurm_usr2_to_a_worker_with_slots_reaches_every_member(home, project):
+    """Slurm's checkpoint signal reaches every slot's program as SIGUSR1 with checkpoint_requested, as it reaches
+    an unpacked rank's: the slots' programs survive the USR2 itself (they start with it blocked)."""
+    import subprocess
+
+    from support import mltrain_exe, until
+
+    driver = subprocess.Popen(mltrain_exe() + ["-m", "job=script", "job.script=usr1_note.py", *SLURM, "compute.pack=1",
+                                               "compute.pack_slots=2", "compute.gpus_per_node=1", "compute.timeout_min=5",
+                                               "+job.params.i=0,1"],
+                              cwd=project, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def logs(text: str) -> int:
+        return sum(text in (Path(m["dir"]) / "logs" / "rank_0.log").read_text()
+                   for m in runs(home) if (Path(m["dir"]) / "logs" / "rank_0.log").is_file())
+
+    try:
+        until(lambda: logs("waiting attempt=0") == 2, 60, "both slots' members waiting")
+        (worker,) = {m["slurm"]["job_id"] for m in runs(home)}  # one worker runs both
+        subprocess.run(["scancel", "--signal=USR2", worker], check=True)
+        until(lambda: logs("got SIGUSR1 attempt=0 checkpoint_requested=True") == 2, 30, "SIGUSR1 in both members")
+    finally:
+        driver.terminate()  # the driver cancels what it started
+        try:
+            driver.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            driver.kill()
+        workers = [p.stem for p in home.glob("runs/_sweeps/*/pack/*/workers/*")]
+        if workers:  # a requeued worker and its successors, whatever the driver's end left
+            subprocess.run(["scancel", *workers], check=False)
+
+
+def test_one_member_canceled_in_a_slotted_worker_stops_that_member_only(home, show):
+    import subprocess
+
+    from support import mltrain_exe, until
+
+    driver = subprocess.Popen(mltrain_exe() + ["-m", "job=command", "job.command=bash show.sh", "job.source_directory=.",
+                                               *SLURM, "compute.pack=1", "compute.pack_slots=2", "compute.gpus_per_node=1",
+                                               "+job.params.sleep=60,3"],
+                              cwd=show, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        until(lambda: len(runs(home)) == 2 and all(m["status"] == "Running" for m in runs(home)), 60, "both running")
+        long = next(m for m in runs(home) if m["sweep"]["index"] == 0)
+        assert run_mltrain("runs", "cancel", long["id"], cwd=show).rc == 0
+        out, err = driver.communicate(timeout=60)
+    finally:
+        driver.kill()
+    members = sorted(runs(home), key=lambda m: m["sweep"]["index"])
+    assert [m["status"] for m in members] == ["Canceled", "Completed"], out[-2000:] + err
+    assert members[0]["slurm"]["job_id"] == members[1]["slurm"]["job_id"]  # side by side in one worker
+    assert {_seen(members[1])[0]["devices"], members[0]["ranks"]["0"]["devices"]} == {"0", "1"}

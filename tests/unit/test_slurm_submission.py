@@ -139,3 +139,26 @@ def test_a_controller_step_asks_for_no_gpus_and_binds_none():
                                                  additional_parameters={"gpu-bind": "none", "gres": "gpu:1"}))
     SlurmComputeConf.for_controller(node)
     assert (node.gpus_per_node, node.gpus_per_task, node.gpu_bind, dict(node.additional_parameters)) == (0, None, None, {})
+
+
+def test_a_packed_worker_with_slots_asks_for_every_slots_gpus_cpus_and_memory():
+    from mltrain.backends.slurm import pack_driver
+    from mltrain.backends.slurm.pack_slots import deal, slot_devices
+
+    compute = SlurmComputeConf(pack=2, pack_slots=4, gpus_per_task=2, cpus_per_task=3, mem_gb=2, gpu_bind="closest")
+    plan = get("slurm").plan(frozen_job("slurm", per_node=1, compute=compute, sweep_dir="/runs/sweep"))
+    params = pack_driver.worker_params(plan)
+    assert (params["gpus_per_node"], params["cpus_per_task"], params["mem_gb"]) == (8, 12, 8.0)
+    assert "slurm_gpus_per_task" not in params and params["slurm_srun_args"] == ["--kill-on-bad-exit=1"]
+    text = "\n".join(get("slurm").describe(plan))  # the dry run deals the worker's GPUs to its slots
+    assert "each worker runs 4 members at once" in text and "slot 3: the worker's GPUs 6,7" in text
+    assert "#SBATCH --gpus-per-node=8" in text
+    assert deal(2, 0) == ["slot 0: no GPU", "slot 1: no GPU"]
+    assert slot_devices("4,5,6,7", 4) == ["4", "5", "6", "7"] and slot_devices("0,1,2,3", 2) == ["0,1", "2,3"]
+    assert slot_devices(None, 2) == [None, None] and slot_devices("0", 2) == [None, None]
+
+
+def test_pack_slots_need_pack():
+    with pytest.raises(ConfigError) as err:
+        get("slurm").validate(frozen_job("slurm", per_node=1, compute=SlurmComputeConf(pack_slots=2)))
+    assert str(err.value).startswith("compute.pack_slots: 2 slots are a packed worker's: set compute.pack too")

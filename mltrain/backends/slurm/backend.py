@@ -93,7 +93,7 @@ class SlurmBackend(Backend):
             driver.check_job_count(len(unpacked), accounting.limits().max_job_count)
         # a sweep's members are often one job object given n times: each asked about once
         distinct = {id(job): job for job in jobs}.values()
-        requests = [(_partition_name(c), c, job.process_count_per_node)
+        requests = [(_partition_name(c), c, job.process_count_per_node, c.pack_slots if pack_driver.packs(job) else 1)
                     for job in distinct for c in [compute_as(job.compute, SlurmComputeConf)]]
         gpu_binding.check_partition(requests)
 

@@ -39,6 +39,9 @@ class SlurmComputeConf(ComputeConf):
     # Run a sweep's members inside this many Slurm jobs (workers), each taking the next member when one
     # ends (mltrain.backends.slurm.pack); 0: one Slurm job (array task) per member.
     pack: int = 0
+    # Members each packed worker runs at once, each in a slot of its own: the worker asks Slurm for this many
+    # times one member's GPUs, CPUs and memory, and pins each slot's member to its share of the worker's GPUs.
+    pack_slots: int = 1
     # Seconds before the time limit at which every rank gets the checkpoint signal (USR2).
     signal_delay_s: int = 90
     # Requeues after preemption or timeout before the run is Failed.

@@ -50,19 +50,24 @@ def _tasks(count: int) -> str:
     return f"{count} task{'s' if count != 1 else ''}"
 
 
-def asked(compute: SlurmComputeConf, tasks_per_node: int) -> Tuple[str, int, str]:
-    """(key, GPUs per node, how that number came) of a frozen job's request."""
+def asked(compute: SlurmComputeConf, tasks_per_node: int, slots: int = 1) -> Tuple[str, int, str]:
+    """(key, GPUs per node, how that number came) of a frozen job's request; `slots`: a packed worker's
+    (compute.pack_slots), which asks for that many members' GPUs."""
     if compute.gpus_per_task and not compute.gpus_per_node:
-        count = compute.gpus_per_task * tasks_per_node
-        return ("compute.gpus_per_task", count, f"{compute.gpus_per_task} per task x {_tasks(tasks_per_node)} per node "
-                                                f"= {count} GPUs per node")
-    return "compute.gpus_per_node", compute.gpus_per_node, f"{compute.gpus_per_node} GPUs per node"
+        key, count, how = ("compute.gpus_per_task", compute.gpus_per_task * tasks_per_node,
+                           f"{compute.gpus_per_task} per task x {_tasks(tasks_per_node)} per node")
+    else:
+        key, count, how = "compute.gpus_per_node", compute.gpus_per_node, ""
+    if slots > 1 and count:
+        how = f"{how or count} x {slots} slots (compute.pack_slots)"
+        count *= slots
+    return key, count, f"{how} = {count} GPUs per node" if how else f"{count} GPUs per node"
 
 
-def check_partition(requests: Iterable[Tuple[Optional[str], SlurmComputeConf, int]]) -> None:
-    """Each (partition, compute, tasks per node) against the GPUs its partition's nodes have (sinfo %G),
+def check_partition(requests: Iterable[Tuple[Optional[str], SlurmComputeConf, int, int]]) -> None:
+    """Each (partition, compute, tasks per node, slots) against the GPUs its partition's nodes have (sinfo %G),
     asked once for all. Nothing is said where Slurm does not answer: the submission itself will."""
-    wanted = [(part, *asked(c, tasks)) for part, c, tasks in requests]
+    wanted = [(part, *asked(c, tasks, slots)) for part, c, tasks, slots in requests]
     wanted = [w for w in wanted if w[2] > 0]
     if not wanted:
         return

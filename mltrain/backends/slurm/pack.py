@@ -26,15 +26,12 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from mltrain.backends.slurm import accounting
+from mltrain.backends.slurm.pack_member import requeue, run_member
 from mltrain.backends.slurm.rank import SlurmRank
 from mltrain.backends.slurm.run_part import NAME
-from mltrain.errors import RunFailed
-from mltrain.processes import stop_group
-from mltrain.ranks import reports
-from mltrain.runs.console import RunLog
 from mltrain.runs.lifecycle import finish
 from mltrain.runs.record import RunRecord
-from mltrain.spec.status import CANCELED, COMPLETED, FAILED, QUEUED, RUNNING, TERMINAL
+from mltrain.spec.status import CANCELED, FAILED, QUEUED, TERMINAL
 
 #: Seconds a worker waits on an empty queue before it leaves (members of a HyperDrive sweep arrive as
 #: others end; a plain sweep's are all queued before the first worker starts).
@@ -133,7 +130,9 @@ class PackWorker:
 
     pack_dir: str
     timeout_min: int
-    _current: Optional[Tuple[str, str]] = field(default=None, repr=False)
+    # members run at once (compute.pack_slots; mltrain.backends.slurm.pack_slots runs more than one)
+    slots: int = 1
+    _current: Dict[int, Tuple[str, str]] = field(default_factory=dict, repr=False)  # slot -> (entry, owner)
     _maker: Optional[Callable[[Dict[str, Any], str], str]] = field(default=None, repr=False)
 
     def __call__(self) -> int:
@@ -150,35 +149,51 @@ class PackWorker:
         signal.signal(signal.SIGTERM, lambda *_: stopping.set())
         alive.write_text(f"{socket.gethostname()} {os.getpid()}", encoding="utf-8")
         threading.Thread(target=_beat, args=(alive, stop), daemon=True).start()
-        longest, idle_since = 0.0, time.monotonic()
         try:
-            while True:
-                # a member is not started unless the worker's time limit leaves room for the longest seen yet
-                if stopping.is_set() or time.monotonic() - started + max(longest, 60.0) > self.timeout_min * 60:
-                    break
-                if (pack_dir / STOPPED).exists():  # the sweep was canceled: its canceller empties the queue
-                    break
-                taken = claim(pack_dir, owner)
-                if taken is None:
-                    if time.monotonic() - idle_since > IDLE_S or (pack_dir / CLOSED).exists():
-                        break
-                    time.sleep(0.1)
-                    continue
-                began = time.monotonic()
-                self._current = (taken[0], owner)
-                run_dir = self._made(pack_dir, taken[0], owner, taken[1])
-                if run_dir is None:
-                    self._current = None
-                    continue
-                ended = run_member(Path(run_dir), owner, str(pack_dir / "submitit"), stopping)
-                release(pack_dir, taken[0], owner, again=ended == QUEUED)
-                self._current = None
-                longest, idle_since = max(longest, time.monotonic() - began), time.monotonic()
+            if self.slots > 1:
+                from mltrain.backends.slurm import pack_slots  # startup
+
+                pack_slots.serve(self, owner, started, stopping)
+            else:
+                self.serve(owner, started, stopping)
         finally:
             stop.set()
             if alive.exists():
                 os.rename(alive, alive.with_suffix(".gone"))
         return 0
+
+    def serve(self, owner: str, started: float, stopping: threading.Event, slot: int = 0,
+              env: Optional[Dict[str, str]] = None, running: Optional[Dict[int, SlurmRank]] = None) -> None:
+        """Take members one after another until the queue stays empty (or the time limit nears); `slot`, `env`
+        and `running` are a GPU slot's (mltrain.backends.slurm.pack_slots)."""
+        pack_dir = Path(self.pack_dir)
+        longest, idle_since = 0.0, time.monotonic()
+        while True:
+            # a member is not started unless the worker's time limit leaves room for the longest seen yet
+            if stopping.is_set() or time.monotonic() - started + max(longest, 60.0) > self.timeout_min * 60:
+                break
+            if (pack_dir / STOPPED).exists():  # the sweep was canceled: its canceller empties the queue
+                break
+            taken = claim(pack_dir, owner)
+            if taken is None:
+                if time.monotonic() - idle_since > IDLE_S or (pack_dir / CLOSED).exists():
+                    break
+                time.sleep(0.1)
+                continue
+            began = time.monotonic()
+            self._current[slot] = (taken[0], owner)
+            run_dir = self._made(pack_dir, taken[0], owner, taken[1])
+            if run_dir is None:
+                self._current.pop(slot, None)
+                continue
+            ended = run_member(Path(run_dir), owner, str(pack_dir / "submitit"), stopping, env, running, slot)
+            try:
+                release(pack_dir, taken[0], owner, again=ended == QUEUED)
+            except FileNotFoundError:  # a GPU slot's member the worker's checkpoint put back in the queue already
+                if not stopping.is_set():
+                    raise
+            self._current.pop(slot, None)
+            longest, idle_since = max(longest, time.monotonic() - began), time.monotonic()
 
     def _made(self, pack_dir: Path, entry: str, owner: str, content: str) -> Optional[str]:
         """The member's run folder. A deferred member (mltrain.launch.deferred) is made now, by the maker its
@@ -207,10 +222,12 @@ class PackWorker:
         its SIGUSR1, as an unpacked member's has), and the worker is requeued."""
         import submitit  # heavy
 
-        if self._current is not None:
-            entry, owner = self._current
-            release(Path(self.pack_dir), entry, owner, again=True)
-        return submitit.helpers.DelayedSubmission(PackWorker(self.pack_dir, self.timeout_min))
+        for entry, owner in list(self._current.values()):
+            try:
+                release(Path(self.pack_dir), entry, owner, again=True)
+            except FileNotFoundError:  # a GPU slot has put its member back itself (mltrain.backends.slurm.pack_slots)
+                pass
+        return submitit.helpers.DelayedSubmission(PackWorker(self.pack_dir, self.timeout_min, self.slots))
 
 
 def _beat(alive: Path, stop: threading.Event) -> None:
@@ -219,66 +236,6 @@ def _beat(alive: Path, stop: threading.Event) -> None:
             os.utime(alive)
         except OSError:
             return
-
-
-def run_member(run_dir: Path, owner: str, folder: str, stopping: Optional[threading.Event] = None) -> str:
-    """Run one member in this worker and record its end (this worker owns its run.json meanwhile); Queued
-    when the worker was stopped under it: the caller puts it back in the queue."""
-    record = RunRecord.load(run_dir)
-    log = RunLog(record.log_path(), None)
-    asked = record.cancel_requested()
-    if asked or record.status in TERMINAL:
-        return record.status if record.status in TERMINAL else finish(record, CANCELED, asked)
-    part = record.doc.backend_parts.get(NAME) or {}
-    record.update(backend_parts={NAME: {**part, "job_id": owner, "submitit_folder": folder}})
-    record.set_status(RUNNING)
-    log.info(f"{RUNNING} in packed Slurm job {owner}")
-    rank = SlurmRank(str(run_dir), own_session=True)
-    done = threading.Event()
-    watcher = threading.Thread(target=_watch_cancel, args=(record, rank, done), daemon=True)
-    watcher.start()
-    try:
-        rank()
-        code = 0
-    except RunFailed:
-        code = 1
-    finally:
-        done.set()
-    watcher.join()
-    record.reload()
-    reason = record.cancel_requested()
-    # Slurm's SIGTERM to the worker reaches the member's processes too: a program that ends on it with 0 (a
-    # shell's `sleep 3; echo done`, a trainer saving on SIGTERM) did not finish its work, so it runs again
-    stopped = stopping is not None and stopping.is_set()
-    if code == 0 and not stopped:
-        reports.copy_to_record(record)  # its node and devices, as an unpacked run's driver records them
-        return finish(record, COMPLETED)
-    if reason:
-        return finish(record, CANCELED, reason)
-    if stopped:
-        return requeue(record, f"its worker, Slurm job {owner}, was stopped under it")
-    failed_rank, error = reports.failure(record)
-    return finish(record, FAILED, error, failed_rank)
-
-
-def requeue(record: RunRecord, why: str) -> str:
-    """A member to run again in another worker: a new attempt, Queued (the caller puts it back in the queue)."""
-    record.reopen()
-    record.set_status(QUEUED)
-    RunLog(record.log_path(), None).info(f"{QUEUED} again: {why}")
-    return QUEUED
-
-
-def _watch_cancel(record: RunRecord, rank: SlurmRank, done: threading.Event, grace_s: float = 5.0) -> None:
-    """A cancel of this member (`runs cancel`, a sweep policy, the sweep's own cancel) stops its program."""
-    while not done.wait(0.2):
-        if record.cancel_requested() is None:
-            continue
-        proc = rank._proc
-        if proc is None:
-            continue
-        stop_group(proc.pid, ((signal.SIGTERM, grace_s), (signal.SIGKILL, 0.0)), done.wait)
-        return
 
 
 # ---------------------------------------------------------------------------------------- the driver
@@ -298,6 +255,7 @@ class Pool:
     asked: float = 0.0
     interval: float = 5.0
     following: int = 0  # launch() calls of this driver following members of this queue
+    slots: int = 1  # members each worker runs at once (compute.pack_slots)
 
     def close(self) -> None:
         """No more members will come: the workers leave once the queue is empty, without waiting IDLE_S."""
@@ -336,7 +294,7 @@ class Pool:
 
         executor = make_executor(self.params, self.pack_dir / "submitit", self.max_requeues)
         with executor.batch():
-            jobs = [executor.submit(PackWorker(str(self.pack_dir), int(self.params["timeout_min"])))
+            jobs = [executor.submit(PackWorker(str(self.pack_dir), int(self.params["timeout_min"]), self.slots))
                     for _ in range(count)]
         for job in jobs:
             self.submitted[str(job.job_id)] = time.monotonic()
@@ -400,11 +358,11 @@ _pools: Dict[str, Pool] = {}
 _pools_lock = threading.Lock()
 
 
-def pool_for(pack_dir: Path, params: Dict[str, Any], size: int, max_requeues: int) -> Pool:
+def pool_for(pack_dir: Path, params: Dict[str, Any], size: int, max_requeues: int, slots: int = 1) -> Pool:
     """One pool per queue in this driver: a HyperDrive sweep's members, launched one by one, share it."""
     with _pools_lock:
         key = str(pack_dir)
         if key not in _pools:
             _dirs(pack_dir)
-            _pools[key] = Pool(pack_dir, params, size, max_requeues)
+            _pools[key] = Pool(pack_dir, params, size, max_requeues, slots=slots)
         return _pools[key]

@@ -52,15 +52,39 @@ def packs(job: FrozenJob) -> bool:
 
 
 def check(job: FrozenJob) -> None:
+    c = compute_as(job.compute, SlurmComputeConf)
+    if c.pack_slots < 1:
+        raise ConfigError("compute.pack_slots", f"{c.pack_slots} is invalid; must be >= 1")
+    if c.pack_slots > 1 and not c.pack:
+        raise ConfigError("compute.pack_slots", f"{c.pack_slots} slots are a packed worker's: set compute.pack too "
+                                                "(the number of worker jobs)")
     if packs(job) and job.world_size > 1:
         raise ConfigError("compute.pack", f"packs single-process members; this sweep's members have "
                                           f"{job.world_size} ranks (set compute.pack=0 to give each its own Slurm job)")
 
 
+def member_gpus(params: Dict[str, Any]) -> int:
+    """The GPUs one single-process member asks for, per node or per task."""
+    return int(params.get("gpus_per_node") or 0) or int(params.get("slurm_gpus_per_task") or 0)
+
+
 def worker_params(plan: Plan) -> Dict[str, Any]:
-    """A worker's Slurm request: what one member asks for, as one task, under the sweep's name."""
+    """A worker's Slurm request: what one member asks for, as one task, under the sweep's name; with
+    compute.pack_slots=K, K times its GPUs, CPUs and memory (mltrain.backends.slurm.pack_slots)."""
     params = {k: v for k, v in plan.details["executor"].items() if k != "slurm_array_parallelism"}
     params.update(nodes=1, tasks_per_node=1, name=f"{plan.job.experiment}-pack")
+    slots = compute_as(plan.job.compute, SlurmComputeConf).pack_slots
+    if slots > 1:
+        gpus = member_gpus(params)
+        params.pop("slurm_gpus_per_task", None)  # one task holds every slot's GPUs
+        params.pop("gpus_per_node", None)
+        if gpus:
+            params["gpus_per_node"] = gpus * slots
+        params["cpus_per_task"] = int(params["cpus_per_task"]) * slots
+        if params.get("mem_gb") is not None:
+            params["mem_gb"] = float(params["mem_gb"]) * slots
+        # the worker's one task keeps all its GPUs; the slots, not Slurm, share them out
+        params["slurm_srun_args"] = [a for a in params["slurm_srun_args"] if not a.startswith("--gpu-bind")]
     return params
 
 
@@ -74,10 +98,18 @@ def queue_of(plan: Plan) -> Path:
 def describe(plan: Plan) -> List[str]:
     c = compute_as(plan.job.compute, SlurmComputeConf)
     where = queue_of(plan)
-    script = sbatch_script(worker_params(plan), where / "submitit", c.max_requeues)
+    params = worker_params(plan)
+    script = sbatch_script(params, where / "submitit", c.max_requeues)
+    slots: List[str] = []
+    if c.pack_slots > 1:
+        from mltrain.backends.slurm.pack_slots import deal  # startup
+
+        slots = [f"each worker runs {c.pack_slots} members at once, one per slot; a member takes the first slot "
+                 "free, and its CUDA_VISIBLE_DEVICES is that slot's share of the worker's:",
+                 *("  " + line for line in deal(c.pack_slots, member_gpus(plan.details["executor"])))]
     return [f"packed (compute.pack={c.pack}): this member is queued in {where}/todo, in the sweep's order; up to "
             f"{c.pack} worker jobs each take the next member when one ends, and leave when the queue stays empty",
-            "a worker's sbatch script:", *("  " + line for line in script.splitlines())]
+            *slots, "a worker's sbatch script:", *("  " + line for line in script.splitlines())]
 
 
 def launch(plans: List[Plan], records: List[RunRecord], consoles: List[Console], cancel: threading.Event) -> List[str]:
@@ -89,7 +121,7 @@ def launch(plans: List[Plan], records: List[RunRecord], consoles: List[Console],
     pools: Dict[Path, Pool] = {}
     for plan, queue in zip(plans, queues):
         if queue not in pools:
-            pools[queue] = pool_for(queue, worker_params(plan), compute.pack, compute.max_requeues)
+            pools[queue] = pool_for(queue, worker_params(plan), compute.pack, compute.max_requeues, compute.pack_slots)
     for record, console, queue, name in zip(records, consoles, queues, names):
         fields: Dict[str, Any] = {"backend_parts": {NAME: pack_part(queue, name)}, **driver.with_packages(record, listings)}
         if jobs[0].detach:

@@ -18,6 +18,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from types import FrameType
@@ -115,10 +116,12 @@ def _is_hydra_task(argv: List[str]) -> bool:
 class SlurmRank:
     """Picklable callable; submitit runs one per task and calls checkpoint() on preemption."""
 
-    def __init__(self, run_dir: str, own_session: bool = False) -> None:
+    def __init__(self, run_dir: str, own_session: bool = False, env: Optional[Dict[str, str]] = None) -> None:
         self.run_dir = run_dir
         # the program in a process group of its own, which a packed member's cancel stops whole
         self.own_session = own_session
+        # set for the program over Slurm's (a packed worker's GPU slot: its share of the worker's devices)
+        self.env = env or {}
         self._proc: Optional[_Child] = None
         self._not_requeued: Optional[Exception] = None
 
@@ -126,7 +129,7 @@ class SlurmRank:
         return {"run_dir": self.run_dir}
 
     def __setstate__(self, state: Dict[str, str]) -> None:
-        self.run_dir, self._proc, self.own_session = state["run_dir"], None, False
+        self.run_dir, self._proc, self.own_session, self.env = state["run_dir"], None, False, {}
         self._not_requeued = None
 
     def __call__(self) -> int:
@@ -150,7 +153,7 @@ class SlurmRank:
         rank_env = contract.rank_env(job, place, master, port, workers)
         rank_env.update(contract.thread_env(job, os.environ, len(os.sched_getaffinity(0))))
         rank_env.update(MLTRAIN_ATTEMPT=str(attempt), MLTRAIN_SLURM_JOB_ID=str(env.job_id))
-        full = {**os.environ, **rank_env}
+        full = {**os.environ, **rank_env, **self.env}
         argv = contract.rank_argv(job, full)
         log_path = run_dir / "logs" / f"rank_{place.rank}.log"
         if attempt:
@@ -160,16 +163,22 @@ class SlurmRank:
         # what the program sees, as Slurm set it for this task (--gpus-per-task, --gpu-bind), not what was asked
         self._write_rank(place.rank, attempt, host=socket.gethostname(), started=time.time(), exit_code=None,
                          ended=None, devices=full.get("CUDA_VISIBLE_DEVICES"))
-        previous = signal.getsignal(signal.SIGUSR2)
         # Slurm sends the USR2 of `--signal` (and `scancel --signal`) to every process of the step, the
         # rank program too, whose default action for it is to die. The program is started with USR2
         # ignored (an ignored signal stays ignored through fork and exec) and gets the documented
         # SIGUSR1 + checkpoint_requested from this wrapper instead, which handles USR2 once it has started.
-        signal.signal(signal.SIGUSR2, signal.SIG_IGN)
+        # A packed worker's GPU slot runs this in a thread of its own, where no handler can be set: there the
+        # thread blocks USR2 (the mask goes through fork and exec too) and the worker's main thread passes
+        # the signal on (mltrain.backends.slurm.pack_slots).
+        own_signals = threading.current_thread() is threading.main_thread()
+        previous = signal.getsignal(signal.SIGUSR2)
+        if own_signals:
+            signal.signal(signal.SIGUSR2, signal.SIG_IGN)
 
         def started(proc: _Child) -> None:
             self._proc = proc
-            signal.signal(signal.SIGUSR2, lambda s, f: self._checkpoint_signal(s, f, previous))
+            if own_signals:
+                signal.signal(signal.SIGUSR2, lambda s, f: self._checkpoint_signal(s, f, previous))
 
 
         # every task's own output also goes to submitit's per-task log
