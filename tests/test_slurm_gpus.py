@@ -244,3 +244,30 @@ def test_one_member_canceled_in_a_slotted_worker_stops_that_member_only(home, sh
     assert [m["status"] for m in members] == ["Canceled", "Completed"], out[-2000:] + err
     assert members[0]["slurm"]["job_id"] == members[1]["slurm"]["job_id"]  # side by side in one worker
     assert {_seen(members[1])[0]["devices"], members[0]["ranks"]["0"]["devices"]} == {"0", "1"}
+
+
+def test_the_members_of_a_slotted_worker_lost_without_a_word_run_again(home, tmp_path):
+    """A worker killed outright (as with its node) while both its slots run members: both run again, once, in
+    another worker (the driver finds it by its stopped heartbeat: about 15 s)."""
+    import os
+    import subprocess
+
+    from support import mltrain_exe, until
+
+    driver = subprocess.Popen(mltrain_exe() + ["-m", "job=command", 'job.command="sleep 3; echo done ${job.params.i}"',
+                                               *SLURM, "compute.pack=1", "compute.pack_slots=2", "compute.gpus_per_node=1",
+                                               "+job.params.i=range(0,2)"],
+                              cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        until(lambda: [m["status"] for m in runs(home)] == ["Running"] * 2, 60, "both slots running")
+        victim = runs(home)[0]
+        worker = victim["slurm"]["job_id"]
+        alive = Path(victim["slurm"]["pack"]) / "workers" / f"{worker}.alive"
+        os.kill(int(alive.read_text().split()[1]), 9)
+        out, err = driver.communicate(timeout=120)
+    finally:
+        driver.kill()
+    assert driver.returncode == 0, out[-3000:] + err
+    for m in runs(home):
+        assert m["status"] == "Completed" and m["slurm"]["job_id"] != worker and len(m["attempts"]) == 1, m
+        assert (Path(m["dir"]) / "logs" / "rank_0.log").read_text().strip().endswith(f"done {m['sweep']['index']}")
