@@ -17,9 +17,17 @@ from mltrain.errors import MltrainError
 from mltrain.launch.orchestrate import create_run, execute
 from mltrain.pipelines.reuse import flatten
 from mltrain.runs.console import Console
-from mltrain.runs.metrics import last_and_best, read_metrics
+from mltrain.runs.metrics import SYSTEM_PREFIX, last_and_best, read_metrics
 from mltrain.runs.record import RunRecord
 from mltrain.spec.job import FrozenJob, new_run_id
+
+
+def _wanted(name: str, metric: Optional[str]) -> bool:
+    """`metric` unset: what the run's programs logged (the system/ samples are asked for as `system/`); ending
+    with '/': every metric under that prefix; else that metric."""
+    if metric is None:
+        return not name.startswith(SYSTEM_PREFIX)
+    return name.startswith(metric) if metric.endswith("/") else name == metric
 
 
 def curves(record: RunRecord, metric: Optional[str] = None) -> Dict[str, List[tuple]]:
@@ -29,7 +37,7 @@ def curves(record: RunRecord, metric: Optional[str] = None) -> Dict[str, List[tu
         value = r.get("value")
         if r.get("kind", "scalar") != "scalar" or isinstance(value, bool) or not isinstance(value, (int, float)):
             continue
-        if int(r.get("rank") or 0) != 0 or (metric and r.get("name") != metric):
+        if int(r.get("rank") or 0) != 0 or not _wanted(str(r.get("name")), metric):
             continue
         points = out.setdefault(r["name"], [])
         points.append((r.get("step") if r.get("step") is not None else len(points) + 1, float(value)))

@@ -67,7 +67,8 @@ def test_a_backend_from_another_package_runs_a_job(home, pocket):
     assert run["status"] == "Completed" and run["backend"] == "pocket" and run["compute"] == "pocket"
     assert "label=from-yaml" in _log(run)
     job = json.loads((Path(run["dir"]) / "job.json").read_text())
-    assert job["compute"] == {"kind": "pocket", "max_concurrent_jobs": 1, "gpus": None, "label": "from-yaml"}
+    assert job["compute"] == {"kind": "pocket", "max_concurrent_jobs": 1, "gpus": None, "gpus_per_task": None,
+                              "label": "from-yaml"}
     status = run_mltrain("runs", "status", run["id"], cwd=pocket)
     assert status.rc == 0 and "Completed" in status.out, status.err
 
@@ -98,7 +99,7 @@ def test_a_backend_from_another_package_runs_a_pipeline_step(home, pocket):
 def test_a_misspelt_key_or_kind_of_a_packaged_backend_gets_one_line(home, pocket):
     r = run_mltrain("job=command", "job.command=true", "compute=pocket", "compute.lable=x", cwd=pocket)
     assert r.rc == 2 and r.err.strip().splitlines() == [
-        "mltrain: error: compute.lable: unknown key (allowed keys: kind, max_concurrent_jobs, gpus, label)"]
+        "mltrain: error: compute.lable: unknown key (allowed keys: kind, max_concurrent_jobs, gpus, gpus_per_task, label)"]
     r = run_mltrain("job=command", "job.command=true", "compute.kind=pockt", cwd=pocket)
     assert r.rc == 2 and len(r.err.strip().splitlines()) == 1 and "pocket" in r.err and "slurm" in r.err, r.err
     r = run_mltrain("job=command", "job.command=true", "compute=pocket", cwd=pocket, env={"PYTHONPATH": ""})

@@ -3,6 +3,7 @@ process_count_per_node ranks with the variables a cluster's nodes give them, as 
 and TorchX's -j NxM do; with distribution=mpi the same under one mpirun."""
 from __future__ import annotations
 
+import json
 import re
 
 from mpi_support import require_mpi
@@ -75,3 +76,16 @@ def test_each_simulated_node_gets_its_own_gpus(home, project):
     assert r.rc == 0, r.out + r.err
     seen = dict(re.findall(r"dev (\d) (\S+)", r.out))
     assert seen == {"0": "0,1", "1": "0,1", "2": "2,3", "3": "2,3"}, seen  # unset compute.gpus: one per rank
+
+
+def test_a_command_reads_tf_config_with_its_real_ports_as_the_shell_expands_it(home, project):
+    """A command's $VARS are the shell's to expand, from the rank's environment: TF_CONFIG (JSON, with quotes) is
+    the one the rank got, with the ports claimed when the run started, not the dry run's placeholders."""
+    r = run_mltrain("job=command", """job.command='echo "$TF_CONFIG"'""", "job.source_directory=.", "distribution=pytorch",
+                    "distribution.node_count=2", "distribution.backend=gloo", "distribution.tf_config=true",
+                    "run.console=all", cwd=project)
+    assert r.rc == 0, r.out + r.err
+    configs = [json.loads(line[line.index("{"):]) for line in r.out.splitlines() if '"cluster"' in line]
+    assert len(configs) == 2 and {c["task"]["index"] for c in configs} == {0, 1}
+    workers = configs[0]["cluster"]["worker"]
+    assert len(workers) == 2 and all(re.fullmatch(r"127\.0\.0\.1:\d+", w) for w in workers), workers

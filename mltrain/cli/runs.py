@@ -345,7 +345,8 @@ def main(argv: List[str]) -> int:
     p.set_defaults(func=_best)
     p = sub.add_parser("plot", help="metric curves of one or several runs, into a PNG")
     p.add_argument("runs", nargs="+", metavar="RUN")
-    p.add_argument("--metric", help="only this metric (default: every scalar metric, one panel each)")
+    p.add_argument("--metric", help="only this metric, or those under a prefix ending in / (system/: CPU, memory and "
+                   "GPU use); default: every scalar metric the run's programs logged, one panel each")
     p.add_argument("-o", "--output", required=True, metavar="FILE.png")
     p.set_defaults(func=_plot)
     p = sub.add_parser("compare", help="the parameters that differ, and each run's final and best metrics")

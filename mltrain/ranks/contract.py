@@ -132,7 +132,15 @@ def expand(text: str, env: Mapping[str, str]) -> str:
     return _VAR.sub(sub, text)
 
 
+#: How a `command` job's text runs (mltrain.launch.programs): the shell expands its $VARS itself.
+SHELL = ["/bin/sh", "-c"]
+
+
 def rank_argv(job: FrozenJob, env: Mapping[str, str]) -> List[str]:
+    """The rank's command line, $VARS expanded in its arguments; a command's text is left to its shell, which
+    expands them from the rank's environment as the shell would (quotes in a value kept, TF_CONFIG's real ports)."""
+    if job.argv[:2] == SHELL:
+        return list(job.argv)
     return [job.argv[0]] + [expand(a, env) for a in job.argv[1:]]
 
 
