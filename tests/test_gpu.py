@@ -108,3 +108,25 @@ def test_the_pool_gives_each_run_its_own_gpu_and_nvml_figures_are_recorded(home,
         assert d1 != d2, seen
     else:
         assert not (s1 < e2 and s2 < e1), seen  # one GPU: the second run waited for the first
+
+
+def test_trainer_decodes_jpegs_on_the_gpu_and_records_the_path(home, project, tmp_path):
+    """trainer.input=gpu on a folder of real-size JPEGs: nvJPEG decodes, transforms.v2 augments on the device; the
+    run's log and its `input_pipeline` metric say so. trainer.input=auto picks the same path for JPEGs on a GPU."""
+    need(1)
+    from jpeg_support import write_jpegs
+
+    train, val = write_jpegs(tmp_path / "train", per_class=16), write_jpegs(tmp_path / "val", per_class=4, seed=1)
+    for choice in ("gpu", "auto"):
+        r = run_mltrain("data=image_directory", f"data.train_dir={train}", f"data.val_dir={val}", "data.num_workers=2",
+                        "data.image_size=64", "trainer.epochs=2", "trainer.batch_size=8", f"trainer.input={choice}",
+                        "compute.gpus=1", f"run.id=jpeg-{choice}", cwd=project, timeout=600)
+        assert r.rc == 0, r.out[-3000:] + r.err
+        run_dir = home / "runs" / f"jpeg-{choice}"
+        log = (run_dir / "logs" / "rank_0.log").read_text()
+        assert "on cuda" in log and "input: gpu path" in log, log[-3000:]
+        rows = metric_rows(run_dir)
+        assert [x["value"] for x in rows if x["name"] == "input_pipeline"] == ["gpu"]
+        rate = [x["value"] for x in rows if x["name"] == "train_images_per_second"]
+        assert len(rate) == 2 and rate[-1] > 0
+        print(f"GPU input ({choice}): {rate[-1]:.0f} images/s")

@@ -89,8 +89,8 @@ def test_ddp_two_ranks_trains_and_rank0_model_loads(home, project, images):
     metrics = epoch_metrics(run)[1]
     for name in ("train_loss", "train_images_per_second", "val_loss", "top1_accuracy", "top5_accuracy"):
         assert name in metrics
-    # only rank 0 wrote the metrics
-    rows = metric_rows(run["dir"])
+    # only rank 0 wrote the trainer's metrics (every rank samples its own system/ figures)
+    rows = [row for row in metric_rows(run["dir"]) if not row["name"].startswith("system/")]
     assert {row["rank"] for row in rows} == {0}
 
 

@@ -6,6 +6,7 @@ torchvision's own ImageFolder when they load the data.
 from __future__ import annotations
 
 import json
+import os
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, List
@@ -122,12 +123,53 @@ def validate_train(cfg: Any) -> None:
                  for d, key in ((cfg.data.train_dir, "data.train_dir"), (cfg.data.val_dir, "data.val_dir"))]
         if None not in found:
             check_label_sets(*found)
+    _check_gpu_input(cfg)
     if cfg.trainer.export_onnx:
         low, high = OPSETS
         if not low <= int(cfg.trainer.onnx_opset) <= high:  # refused before training, not found after it
             raise ConfigError("trainer.onnx_opset", f"{cfg.trainer.onnx_opset} is outside what torch's ONNX exporter "
                                                     f"writes: {low} to {high}")
         _require_onnx("trainer.export_onnx")
+
+
+#: CUDA_VISIBLE_DEVICES values that hide every device (mltrain.backends.local.gpus.HIDDEN).
+HIDDEN_DEVICES = ("", "-1", "none", "NoDevFiles")
+
+
+def _gpus_here() -> int:
+    """GPUs a process started here could use: the NVIDIA driver's, unless CUDA_VISIBLE_DEVICES hides them all."""
+    try:
+        driver = len(os.listdir("/proc/driver/nvidia/gpus"))
+    except OSError:
+        return 0
+    return 0 if os.environ.get("CUDA_VISIBLE_DEVICES", "0").strip() in HIDDEN_DEVICES else driver
+
+
+def _no_gpu_reason(cfg: Any) -> str:
+    """Why the job's ranks will have no GPU, as far as the driver can tell from the compute's GPU keys before
+    anything starts (its backend refuses a request it cannot meet); "" when they may have one."""
+    if str(cfg.distribution.get("backend")) == "gloo" and str(cfg.distribution.kind) != "none":
+        return "distribution.backend=gloo keeps the ranks on the CPU"
+    compute = cfg.compute
+    if compute.get("gpus") == 0:
+        return "compute.gpus=0 hides every device"
+    extra = {str(k).replace("-", "_"): v for k, v in (compute.get("additional_parameters") or {}).items()}
+    asked = any(isinstance(v, int) and v > 0 for v in (compute.get("gpus"), compute.get("gpus_per_node"),
+                                                          compute.get("gpus_per_task"), extra.get("gpus"),
+                                                          extra.get("gpus_per_node"), extra.get("gpus_per_task")))
+    if not asked and "gpu" not in str(extra.get("gres") or "") and not _gpus_here():
+        return ("the job asks for none (compute.gpus, compute.gpus_per_node, compute.gpus_per_task) and this machine "
+                "has none (no NVIDIA driver, or CUDA_VISIBLE_DEVICES hides them)")
+    return ""
+
+
+def _check_gpu_input(cfg: Any) -> None:
+    """trainer.input=gpu decodes on the GPU: a job whose ranks will have none is refused before it is queued."""
+    if str(cfg.trainer.get("input", "auto")) != "gpu":
+        return
+    reason = _no_gpu_reason(cfg)
+    if reason:
+        raise ConfigError("trainer.input", f"gpu decodes the images on a GPU, and {reason}", ("auto", "cpu"))
 
 
 def validate_score(cfg: Any) -> None:

@@ -97,6 +97,15 @@ def transforms(cfg: Any, train: bool, ops: Optional[List[list]] = None):
     return T.Compose(steps + [T.ToTensor(), T.Normalize(MEAN, STD)])
 
 
+def input_plan(cfg: Any) -> Tuple[Optional[List[list]], Optional[List[list]], int, int]:
+    """(training's operations, validation's, training's image size, validation's): what `datasets` applies,
+    for the trainer's input paths (mltrain.components.image_input), which apply the same."""
+    train_dir, val_dir = resolve_dirs(cfg)
+    train_ops = attached_transform(train_dir)
+    val_ops = attached_transform(val_dir) or train_ops
+    return train_ops, val_ops, trained_image_size(cfg, train_ops), trained_image_size(cfg, val_ops)
+
+
 def datasets(cfg: Any):
     """(train, val) ImageFolder datasets, with the Designer's label checks."""
     from torchvision.datasets import ImageFolder  # heavy

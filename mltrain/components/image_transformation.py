@@ -132,10 +132,11 @@ def _builders() -> Dict[str, Any]:
 _BUILDERS = [op for _switch, op, _size in PARAMETERS]
 
 
-def build(ops: Sequence[list], training: bool, image_size: int):
+def build(ops: Sequence[list], training: bool, image_size: int, normalize: bool = True):
     """A v2 pipeline: PIL image in, normalised float tensor out. Random operations run only in training.
     Without an operation that fixes the size, Resize + CenterCrop to `image_size` are added (images of
-    different sizes could not form a batch otherwise)."""
+    different sizes could not form a batch otherwise). `normalize=False` stops at the uint8 image (the
+    trainer's input paths make it float and normalise it on the device: mltrain.components.image_input)."""
     import torch  # heavy
     from torchvision.transforms import v2  # heavy
 
@@ -145,5 +146,6 @@ def build(ops: Sequence[list], training: bool, image_size: int):
     steps += [builders[o[0]](*o[1:]) for o in chosen]
     if output_size(chosen) is None:
         steps += [v2.Resize(image_size, antialias=True), v2.CenterCrop(image_size)]
-    steps += [v2.ToDtype(torch.float32, scale=True), v2.Normalize(MEAN, STD)]
+    if normalize:
+        steps += [v2.ToDtype(torch.float32, scale=True), v2.Normalize(MEAN, STD)]
     return v2.Compose(steps)

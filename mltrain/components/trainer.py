@@ -25,6 +25,7 @@ import torch.nn as nn
 from torch.utils.data import DataLoader, DistributedSampler, Subset
 
 from mltrain.atomic import atomic_write
+from mltrain.components import data, image_input
 from mltrain.components.designer_errors import DiskFullError, NaNLossError
 from mltrain.components.runtime import RankContext, process_group
 from mltrain.runs.metrics import MetricsWriter, iter_metrics
@@ -81,18 +82,23 @@ class Trainer:
         self.ddp = nn.parallel.DistributedDataParallel(
             self.model, device_ids=[self.device.index] if self.cuda else None) \
             if ctx.distributed and not ctx.horovod else None
+        # How the images reach the device (trainer.input): decoded by the loader's workers (cpu) or on the GPU (gpu)
+        self.input = image_input.for_trainer(self.cfg, self.device, train_ds, val_ds, *data.input_plan(self.cfg))
+        train_ds, val_ds = self.input.train, self.input.val
         self.sampler = DistributedSampler(train_ds, num_replicas=ctx.world_size, rank=ctx.rank, shuffle=True,
                                           seed=int(self.t.seed))
-        workers = int(self.cfg.data.num_workers)
-        loader_args = dict(batch_size=int(self.t.batch_size), num_workers=workers, pin_memory=self.cuda,
-                           persistent_workers=workers > 0)
+        loader_args = dict(batch_size=int(self.t.batch_size), collate_fn=self.input.collate,
+                           **image_input.loader_settings(int(self.cfg.data.num_workers), self.cuda))
         self.train_loader = DataLoader(train_ds, sampler=self.sampler, drop_last=False, **loader_args)
         # Validation is sharded without padding, so the reduced metrics count every image exactly once.
         self.val_loader = DataLoader(Subset(val_ds, range(ctx.rank, len(val_ds), ctx.world_size)),
                                      shuffle=False, **loader_args)
         self.effective_lr = float(self.t.learning_rate) * ctx.world_size
-        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=self.effective_lr,
-                                         momentum=float(self.t.momentum), weight_decay=float(self.t.weight_decay))
+        # On a GPU the fused SGD kernel takes GradScaler's scale and inf check as tensors: no host synchronisation
+        # per step (the unfused step reads found_inf on the host every iteration). Horovod wraps its own.
+        self.fused = self.cuda and not ctx.horovod
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=self.effective_lr, momentum=float(self.t.momentum),
+                                         weight_decay=float(self.t.weight_decay), **({"fused": True} if self.fused else {}))
         if ctx.horovod:
             import horovod.torch as hvd  # heavy
 
@@ -212,6 +218,9 @@ class Trainer:
             raise RuntimeError(f"checkpoint {path} was trained on other classes; refusing to resume")
         self.model.load_state_dict(payload["model"])
         self.optimizer.load_state_dict(payload["optimizer"])
+        for group in self.optimizer.param_groups:  # a checkpoint of another device, or of before the fused step
+            if "fused" in group:
+                group["fused"] = True if self.fused else None
         self.scheduler.load_state_dict(payload["scheduler"])
         self.scaler.load_state_dict(payload["scaler"])
         self.state = TrainState(**payload["state"])
@@ -236,11 +245,6 @@ class Trainer:
         self.metrics.log_many({k: v for k, v in last.items() if k != "epoch"}, step=epoch)
 
     # ---------------------------------------------------------------------------- loop
-    def _to_device(self, images, labels):
-        images = images.to(self.device, non_blocking=True)
-        if self.cuda:
-            images = images.contiguous(memory_format=torch.channels_last)
-        return images, labels.to(self.device, non_blocking=True)
 
     def _check_finite(self, loss_sum: torch.Tensor, epoch: int, iteration: int) -> None:
         bad = torch.tensor([0.0 if torch.isfinite(loss_sum).item() else 1.0], device=self.device)
@@ -258,8 +262,8 @@ class Trainer:
         n_iters, freq = len(self.train_loader), int(self.t.print_frequency)
         loss_sum = torch.zeros((), device=self.device)
         seen, start = 0, time.perf_counter()
-        for i, (images, labels) in enumerate(self.train_loader, 1):
-            images, labels = self._to_device(images, labels)
+        for i, batch in enumerate(self.train_loader, 1):
+            images, labels = self.input.prepare_train(batch)
             with torch.autocast(self.device.type, dtype=torch.float16, enabled=self.amp):
                 loss = self.criterion(net(images), labels)
             self.optimizer.zero_grad()  # None gradients: torch's default, and Horovod's zero_grad takes no argument
@@ -297,8 +301,8 @@ class Trainer:
         self.model.eval()
         k = min(5, len(self.class_names))
         sums = torch.zeros(4, dtype=torch.float64, device=self.device)  # loss, top1, top5, count
-        for images, labels in self.val_loader:
-            images, labels = self._to_device(images, labels)
+        for batch in self.val_loader:
+            images, labels = self.input.prepare_val(batch)
             with torch.autocast(self.device.type, dtype=torch.float16, enabled=self.amp):
                 logits = self.model(images)
             loss = nn.functional.cross_entropy(logits.float(), labels, reduction="sum")
@@ -317,6 +321,9 @@ class Trainer:
                  f"{len(self.class_names)} classes, {self.ctx.world_size} rank(s) on {self.device}, "
                  f"effective learning rate {self.effective_lr:g}"
                  + (" (gradients through Horovod)" if self.ctx.horovod else ""))
+        self.log(f"input: {self.input.name} path ({self.input.why}; {self.train_loader.num_workers} loader worker(s))")
+        if self.ctx.is_main:  # the record of which path ran, read by `runs show`'s metrics and the tests
+            self.metrics.log("input_pipeline", self.input.name, step=start_epoch)
         if self.ctx.horovod:
             import horovod.torch as hvd  # heavy
 

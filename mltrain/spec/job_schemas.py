@@ -200,6 +200,10 @@ class TrainerConf:
     weight_decay: float = 0.0001
     # Automatic mixed precision (float16) where a GPU is used; channels-last always goes with a GPU.
     amp: bool = True
+    # How images reach the device (mltrain.components.image_input): auto | cpu | gpu. cpu: the loader's workers
+    # decode (JPEGs at reduced size where the crop allows) and batch uint8, normalised on the device; gpu: the
+    # workers read bytes, the GPU decodes (nvJPEG) and augments. auto: gpu on a GPU when every image is a JPEG.
+    input: str = "auto"
     # Epoch checkpoints kept, newest first (a resume needs only the newest); 0 keeps every one. Each
     # holds the weights and the optimizer state: ResNet-18's are 90 MB, ResNet-50's about 200 MB.
     keep_checkpoints: int = 2

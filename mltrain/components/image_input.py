@@ -1,0 +1,351 @@
+"""How Train PyTorch Model's images get from files to normalised batches on the device (`trainer.input`).
+
+Two paths, one set of augmentations (the built-in defaults, or the operations Init Image Transformation
+attached to the image directory, as mltrain.components.data reads them), each deterministic for a seed:
+
+- `cpu`: the loader's workers decode with PIL, a JPEG at a reduced size where the output allows it
+  (libjpeg's DCT scaling, PIL's `Image.draft`: 1/2, 1/4 or 1/8 of each side, only while the region the
+  augmentation keeps still has at least the output's pixels), augment, and batch uint8 tensors; the
+  batch is made float and normalised on the device (in the main process when training on the CPU).
+  For the built-in random resized crop the crop is drawn on the file's full size first (the header
+  gives it), with the same random draws as torchvision's RandomResizedCrop, then the JPEG is decoded at
+  the largest reduction that keeps the crop at least the output's size.
+- `gpu`: the workers only read each file's bytes; the main process decodes the batch on the GPU with
+  nvJPEG (`torchvision.io.decode_jpeg(device="cuda")`), crops and resizes each image there with
+  `transforms.v2`, flips and normalises the batch there. The random draws are the main process's, in
+  the same order as on the CPU path (crop, then flip, image by image).
+
+`auto` takes the GPU path when the trainer runs on a GPU and every training and validation image is a JPEG,
+else the CPU path. The datasets of other callers (anything that is not an ImageFolder) are used as they are.
+"""
+from __future__ import annotations
+
+import functools
+import math
+import os
+from dataclasses import dataclass
+from typing import Any, Callable, List, Optional, Sequence, Tuple
+
+import torch
+from PIL import Image, UnidentifiedImageError
+from torch.utils.data import Dataset
+from torchvision import transforms as T
+from torchvision.io import ImageReadMode, decode_image, decode_jpeg
+from torchvision.transforms.functional import pil_to_tensor
+from torchvision.transforms.v2 import functional as F2
+
+from mltrain.components import image_transformation
+from mltrain.components.designer_errors import InvalidDatasetError
+from mltrain.errors import ConfigError
+
+INPUTS = ("auto", "cpu", "gpu")
+JPEG_SUFFIXES = (".jpg", ".jpeg", ".jpe", ".jfif")
+#: ImageNet statistics, as torchvision's pretrained weights expect (mltrain.components.data's MEAN, STD).
+MEAN, STD = image_transformation.MEAN, image_transformation.STD
+#: RandomResizedCrop's aspect ratios (torchvision's default, the Designer's).
+RATIO = (3.0 / 4.0, 4.0 / 3.0)
+#: The reductions libjpeg's DCT scaling offers (PIL's draft picks the largest that fits).
+DRAFT_SCALES = (8, 4, 2)
+
+
+def _unreadable(path: str, exc: BaseException) -> InvalidDatasetError:
+    return InvalidDatasetError(f"'{path}' is not a readable image ({type(exc).__name__}); remove or replace it")
+
+
+# ------------------------------------------------------------------------------ what the images go through
+@dataclass(frozen=True)
+class Augmentation:
+    """The operations one split's images go through: the built-in defaults (`ops` None) or an attached
+    transformation's operations; `training` keeps the random ones."""
+
+    size: int
+    training: bool
+    min_crop_scale: float = 0.08
+    flip: bool = False
+    ops: Optional[Tuple[tuple, ...]] = None
+
+    @property
+    def resize_to(self) -> int:
+        """Validation's shorter side before the center crop (the built-in defaults)."""
+        return int(round(self.size * 256 / 224))
+
+    def first_resize(self) -> Optional[int]:
+        """The shorter side an attached transformation resizes to first, if its first operation is a Resize
+        (what allows a reduced decode: nothing before it looks at the full-size pixels)."""
+        if self.ops is None:
+            return None
+        chosen = image_transformation.for_mode([list(o) for o in self.ops], "training" if self.training else "inference")
+        if not chosen:  # the pipeline then starts with its own Resize + CenterCrop to `size`
+            return self.size
+        return int(chosen[0][1]) if chosen[0][0] == "Resize" else None
+
+    def v2_pipeline(self) -> Any:
+        """The attached transformation without its final float conversion and normalisation (uint8 out)."""
+        assert self.ops is not None
+        return image_transformation.build([list(o) for o in self.ops], training=self.training, image_size=self.size,
+                                          normalize=False)
+
+
+def augmentation(cfg: Any, training: bool, ops: Optional[List[list]], size: int) -> Augmentation:
+    return Augmentation(size=size, training=training, min_crop_scale=float(cfg.data.get("min_crop_scale", 0.08)),
+                        flip=bool(cfg.data.get("horizontal_flip", True)),
+                        ops=tuple(tuple(o) for o in ops) if ops is not None else None)
+
+
+def crop_params(image: Any, scale: Tuple[float, float]) -> Tuple[int, int, int, int]:
+    """(top, left, h, w) of a random resized crop: torchvision's RandomResizedCrop.get_params itself, the same
+    draws from torch's global generator; it reads the size alone (an unloaded PIL image gives it from the header)."""
+    top, left, h, w = T.RandomResizedCrop.get_params(image, [scale[0], scale[1]], list(RATIO))
+    return int(top), int(left), int(h), int(w)
+
+
+@functools.lru_cache(maxsize=8)
+def _pipeline(aug: Augmentation) -> Any:
+    return aug.v2_pipeline()
+
+
+def _flip() -> bool:
+    return bool(torch.rand(1) < 0.5)  # RandomHorizontalFlip's draw
+
+
+# ------------------------------------------------------------------------------ the CPU path
+def draft(image: Image.Image, width: int, height: int) -> int:
+    """Ask a JPEG to decode at the largest DCT reduction whose full image is still at least width x height;
+    returns the reduction (1: full size; not a JPEG, or the size does not allow one)."""
+    if image.format != "JPEG":
+        return 1
+    full_w, full_h = image.size
+    if min(full_w // max(1, width), full_h // max(1, height)) < 2:
+        return 1
+    got = image.draft(None, (width, height))
+    return round(full_w / got[1][2]) if got else 1
+
+
+def decode_cpu(path: str, aug: Augmentation) -> torch.Tensor:
+    """One image through the CPU path: uint8, (3, size, size)."""
+    try:
+        with open(path, "rb") as f:
+            image = Image.open(f)
+            return _augment_pil(image, aug)
+    except (UnidentifiedImageError, OSError) as exc:
+        raise _unreadable(path, exc) from None
+
+
+def _augment_pil(image: Image.Image, aug: Augmentation) -> torch.Tensor:
+    full_w, full_h = image.size
+    size = aug.size
+    if aug.ops is not None:
+        short = aug.first_resize()
+        if short is not None:
+            low = min(full_w, full_h)
+            draft(image, math.ceil(full_w * short / low), math.ceil(full_h * short / low))
+        out = _pipeline(aug)(image.convert("RGB"))
+        return out.as_subclass(torch.Tensor)
+    if aug.training:
+        top, left, h, w = crop_params(image, (aug.min_crop_scale, 1.0))
+        s = draft(image, math.ceil(full_w * size / w), math.ceil(full_h * size / h))
+        image = image.convert("RGB")
+        if s == 1:  # torchvision's own resized crop, as the reference path runs it
+            out = image.crop((left, top, left + w, top + h)).resize((size, size), Image.Resampling.BILINEAR)
+        else:  # the same region of the reduced image, resampled in one step
+            out = image.resize((size, size), Image.Resampling.BILINEAR, box=(left / s, top / s, (left + w) / s, (top + h) / s))
+        if aug.flip and _flip():
+            out = out.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
+        return pil_to_tensor(out)
+    short = aug.resize_to
+    low = min(full_w, full_h)
+    draft(image, math.ceil(full_w * short / low), math.ceil(full_h * short / low))
+    out = T.CenterCrop(size)(T.Resize(short)(image.convert("RGB")))
+    return pil_to_tensor(out)
+
+
+class CpuImages(Dataset):
+    """(uint8 image, label) of an ImageFolder's samples through the CPU path."""
+
+    def __init__(self, samples: Sequence[Tuple[str, int]], classes: List[str], aug: Augmentation):
+        self.samples, self.classes, self.aug = list(samples), classes, aug
+        self.targets = [label for _, label in self.samples]
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def __getitem__(self, index: int) -> Tuple[torch.Tensor, int]:
+        path, label = self.samples[index]
+        return decode_cpu(path, self.aug), label
+
+
+# ------------------------------------------------------------------------------ the GPU path
+class FileBytes(Dataset):
+    """(the file's bytes as a uint8 tensor, label, index): what the GPU path's workers read."""
+
+    def __init__(self, samples: Sequence[Tuple[str, int]], classes: List[str]):
+        self.samples, self.classes = list(samples), classes
+        self.targets = [label for _, label in self.samples]
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def __getitem__(self, index: int) -> Tuple[torch.Tensor, int, int]:
+        path, label = self.samples[index]
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError as exc:
+            raise _unreadable(path, exc) from None
+        return torch.frombuffer(bytearray(data), dtype=torch.uint8), label, index
+
+
+def collate_bytes(batch: List[Tuple[torch.Tensor, int, int]]) -> Tuple[List[torch.Tensor], torch.Tensor, torch.Tensor]:
+    return ([b[0] for b in batch], torch.tensor([b[1] for b in batch], dtype=torch.int64),
+            torch.tensor([b[2] for b in batch], dtype=torch.int64))
+
+
+class DeviceDecoder:
+    """A batch of encoded images -> uint8 (N, 3, size, size) on `device`: decoded there (nvJPEG on a GPU), each
+    image cropped and resized there, then the batch flipped. Runs on a CPU device too (the tests' way in)."""
+
+    def __init__(self, samples: Sequence[Tuple[str, int]], aug: Augmentation, device: torch.device):
+        self.samples, self.aug, self.device = samples, aug, device
+        self.pipeline = aug.v2_pipeline() if aug.ops is not None else None
+
+    def decode(self, encoded: List[torch.Tensor], indices: torch.Tensor) -> List[torch.Tensor]:
+        try:
+            return list(decode_jpeg(encoded, mode=ImageReadMode.RGB, device=self.device))
+        except RuntimeError:  # one image nvJPEG refuses (CMYK, not a JPEG after all, corrupt): one by one
+            return [self._decode_one(e, int(i)) for e, i in zip(encoded, indices.tolist())]
+
+    def _decode_one(self, encoded: torch.Tensor, index: int) -> torch.Tensor:
+        try:
+            return decode_jpeg(encoded, mode=ImageReadMode.RGB, device=self.device)
+        except RuntimeError:
+            pass
+        try:  # what nvJPEG does not take, the CPU decodes
+            return decode_image(encoded.cpu(), mode=ImageReadMode.RGB).to(self.device)
+        except RuntimeError as exc:
+            raise _unreadable(self.samples[index][0], exc) from None
+
+    def __call__(self, encoded: List[torch.Tensor], indices: torch.Tensor) -> torch.Tensor:
+        images = self.decode(encoded, indices)
+        aug, size = self.aug, self.aug.size
+        out: List[torch.Tensor] = []
+        if self.pipeline is not None:
+            for image in images:
+                out.append(self.pipeline(image).as_subclass(torch.Tensor))
+            return torch.stack(out)
+        flips: List[bool] = []
+        for image in images:
+            if aug.training:
+                top, left, h, w = crop_params(image, (aug.min_crop_scale, 1.0))
+                out.append(F2.resized_crop(image, top, left, h, w, [size, size], antialias=True))
+                flips.append(aug.flip and _flip())
+            else:
+                resized = F2.resize(image, [aug.resize_to], antialias=True)
+                out.append(F2.center_crop(resized, [size, size]))
+        batch = torch.stack(out)
+        if any(flips):
+            mask = torch.tensor(flips, device=batch.device).view(-1, 1, 1, 1)
+            batch = torch.where(mask, batch.flip(-1), batch)
+        return batch
+
+
+# ------------------------------------------------------------------------------ the trainer's side
+class Normalizer:
+    """uint8 (N, 3, H, W) -> float32 normalised with ImageNet's statistics, on the device (channels-last on a GPU)."""
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        self.mean = torch.tensor(MEAN, device=device).view(1, 3, 1, 1)
+        self.std = torch.tensor(STD, device=device).view(1, 3, 1, 1)
+
+    def __call__(self, images: torch.Tensor) -> torch.Tensor:
+        images = images.to(self.device, non_blocking=True)
+        if self.device.type == "cuda":
+            images = images.contiguous(memory_format=torch.channels_last)
+        return images.float().div_(255.0).sub_(self.mean).div_(self.std)
+
+
+@dataclass
+class Input:
+    """The chosen path: its datasets, the loader's collate function, and `prepare` (a loader batch ->
+    (images, labels) on the device, ready for the model)."""
+
+    name: str  # cpu | gpu | as-given
+    train: Any
+    val: Any
+    collate: Optional[Callable[..., Any]]
+    prepare_train: Callable[[Any], Tuple[torch.Tensor, torch.Tensor]]
+    prepare_val: Callable[[Any], Tuple[torch.Tensor, torch.Tensor]]
+    why: str = ""
+
+
+def all_jpeg(*datasets: Any) -> bool:
+    return all(os.path.splitext(path)[1].lower() in JPEG_SUFFIXES for ds in datasets for path, _ in ds.samples)
+
+
+def resolve(choice: str, device: torch.device, jpeg: bool) -> Tuple[str, str]:
+    """(path, why) for trainer.input=`choice` on `device`."""
+    if choice not in INPUTS:
+        raise ConfigError("trainer.input", f"'{choice}' is not supported", INPUTS)
+    if choice == "gpu":
+        if device.type != "cuda":
+            raise ConfigError("trainer.input", f"gpu decodes on a GPU, and this rank trains on {device}", ("auto", "cpu"))
+        return "gpu", "trainer.input=gpu"
+    if choice == "cpu":
+        return "cpu", "trainer.input=cpu"
+    if device.type != "cuda":
+        return "cpu", "auto: no GPU"
+    if not jpeg:
+        return "cpu", "auto: not every image is a JPEG"
+    return "gpu", "auto: a GPU and JPEG images"
+
+
+def for_trainer(cfg: Any, device: torch.device, train_ds: Any, val_ds: Any, train_ops: Optional[List[list]],
+                val_ops: Optional[List[list]], size: int, val_size: int) -> Input:
+    """The input path trainer.input chooses for these datasets on `device`."""
+    as_given = not (hasattr(train_ds, "samples") and hasattr(val_ds, "samples") and hasattr(train_ds, "classes"))
+    choice = str(cfg.trainer.get("input", "auto"))
+    if as_given:  # a caller's own datasets: their transforms already give float tensors
+        if choice == "gpu":
+            raise ConfigError("trainer.input", "gpu needs an image folder (data=image_directory or the sample)", ("auto", "cpu"))
+
+        def moved(batch: Any) -> Tuple[torch.Tensor, torch.Tensor]:
+            images, labels = batch
+            images = images.to(device, non_blocking=True)
+            if device.type == "cuda":
+                images = images.contiguous(memory_format=torch.channels_last)
+            return images, labels.to(device, non_blocking=True)
+
+        return Input("as-given", train_ds, val_ds, None, moved, moved, "datasets given")
+    name, why = resolve(choice, device, choice == "cpu" or all_jpeg(train_ds, val_ds))
+    train_aug = augmentation(cfg, True, train_ops, size)
+    val_aug = augmentation(cfg, False, val_ops, val_size)
+    classes = list(train_ds.classes)
+    normalize = Normalizer(device)
+    if name == "cpu":
+        def prepare(batch: Any) -> Tuple[torch.Tensor, torch.Tensor]:
+            images, labels = batch
+            return normalize(images), labels.to(device, non_blocking=True)
+
+        return Input("cpu", CpuImages(train_ds.samples, classes, train_aug), CpuImages(val_ds.samples, classes, val_aug),
+                     None, prepare, prepare, why)
+    decoders = {True: DeviceDecoder(train_ds.samples, train_aug, device), False: DeviceDecoder(val_ds.samples, val_aug, device)}
+
+    def gpu_prepare(training: bool) -> Callable[[Any], Tuple[torch.Tensor, torch.Tensor]]:
+        def prepare(batch: Any) -> Tuple[torch.Tensor, torch.Tensor]:
+            encoded, labels, indices = batch
+            return normalize(decoders[training](encoded, indices)), labels.to(device, non_blocking=True)
+        return prepare
+
+    return Input("gpu", FileBytes(train_ds.samples, classes), FileBytes(val_ds.samples, classes), collate_bytes,
+                 gpu_prepare(True), gpu_prepare(False), why)
+
+
+def loader_settings(workers: int, cuda: bool) -> dict:
+    """DataLoader settings sized to the machine: no more workers than CPUs this process may use, kept alive
+    across epochs, a deeper prefetch where a GPU waits for the batches, pinned memory on a GPU."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    workers = max(0, min(int(workers), cpus))
+    args: dict = dict(num_workers=workers, pin_memory=cuda, persistent_workers=workers > 0)
+    if workers > 0:
+        args["prefetch_factor"] = 4 if cuda else 2
+    return args

@@ -1,0 +1,148 @@
+"""Train PyTorch Model's input paths (mltrain.components.image_input) on a small folder of real-size JPEGs, on
+the CPU: the CPU path's batches are the same for a seed, its reduced decode gives the output's size, the GPU
+path's batched decode and transforms run here on CPU tensors; trainer.input=gpu without a GPU is refused
+before anything starts, and a run records the path it took."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from jpeg_support import write_jpegs
+from support import leftovers, metric_rows, only_run, run_mltrain
+
+torch = pytest.importorskip("torch")
+
+from omegaconf import OmegaConf  # noqa: E402
+from PIL import Image  # noqa: E402
+from torch.utils.data import DataLoader  # noqa: E402
+from torchvision.datasets import ImageFolder  # noqa: E402
+
+from mltrain.components import image_input as ii  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def photos(tmp_path_factory):
+    root = tmp_path_factory.mktemp("photos")
+    return write_jpegs(root / "train", per_class=4), write_jpegs(root / "val", per_class=2, seed=1)
+
+
+def cfg(**trainer):
+    return OmegaConf.create({"trainer": {"input": "auto", **trainer},
+                             "data": {"min_crop_scale": 0.08, "horizontal_flip": True, "image_size": 64}})
+
+
+def first_batches(photos, workers: int, seed: int = 7):
+    train, val = ImageFolder(str(photos[0])), ImageFolder(str(photos[1]))
+    inp = ii.for_trainer(cfg(), torch.device("cpu"), train, val, None, None, 64, 64)
+    assert inp.name == "cpu"
+    torch.manual_seed(seed)
+    loader = DataLoader(inp.train, batch_size=4, shuffle=True, collate_fn=inp.collate,
+                        **ii.loader_settings(workers, cuda=False))
+    got = []
+    for i, batch in enumerate(loader):
+        got.append(inp.prepare_train(batch))
+        if i == 1:
+            break
+    return got
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_cpu_path_same_seed_gives_identical_first_batches(photos, workers):
+    first, second = first_batches(photos, workers), first_batches(photos, workers)
+    for (a, la), (b, lb) in zip(first, second):
+        assert torch.equal(a, b) and torch.equal(la, lb)
+        assert a.shape == (4, 3, 64, 64) and a.dtype == torch.float32
+    assert not torch.equal(first_batches(photos, workers, seed=8)[0][0], first[0][0])
+
+
+def test_reduced_decode_gives_the_output_size_and_the_full_decode_s_picture(photos):
+    path = str(next(Path(photos[0]).rglob("*.jpg")))
+    with Image.open(path) as image:
+        assert image.size == (800, 600)
+        assert ii.draft(image, 200, 150) == 4  # a quarter of each side still covers 200 x 150
+        assert image.size == (200, 150)
+    with Image.open(path) as image:
+        assert ii.draft(image, 500, 400) == 1  # no reduction leaves 500 x 400 covered
+    for training in (True, False):
+        aug = ii.Augmentation(size=64, training=training, min_crop_scale=0.08, flip=False)
+        torch.manual_seed(0)
+        reduced = ii.decode_cpu(path, aug)
+        assert reduced.shape == (3, 64, 64) and reduced.dtype == torch.uint8
+        # the reference: torchvision's transforms on the full-size decode, the same random draws
+        from torchvision import transforms as T
+
+        ref = T.Compose([T.RandomResizedCrop(64, scale=(0.08, 1.0)) if training else
+                         T.Compose([T.Resize(73), T.CenterCrop(64)]), T.PILToTensor()])
+        torch.manual_seed(0)
+        full = ref(Image.open(path).convert("RGB"))
+        assert (reduced.float() - full.float()).abs().mean() < 4.0  # of 255: the same region, resampled
+    # an attached transformation starting with a Resize decodes reduced too, to its own output size
+    aug = ii.Augmentation(size=32, training=True, ops=(("Resize", 40), ("CenterCrop", 32), ("RandomHorizontalFlip",)))
+    assert aug.first_resize() == 40
+    assert ii.decode_cpu(path, aug).shape == (3, 32, 32)
+
+
+def test_a_png_is_decoded_whole_and_a_corrupt_jpeg_is_named(tmp_path, photos):
+    png = tmp_path / "x.png"
+    Image.open(next(Path(photos[0]).rglob("*.jpg"))).save(png)
+    with Image.open(png) as image:
+        assert ii.draft(image, 100, 75) == 1
+    assert ii.decode_cpu(str(png), ii.Augmentation(size=48, training=False)).shape == (3, 48, 48)
+    bad = tmp_path / "bad.jpg"
+    bad.write_bytes(b"\xff\xd8\xff\xe0 not really a jpeg")
+    from mltrain.components.designer_errors import InvalidDatasetError
+
+    with pytest.raises(InvalidDatasetError, match="bad.jpg"):
+        ii.decode_cpu(str(bad), ii.Augmentation(size=48, training=True))
+
+
+def test_gpu_path_batched_decode_and_transforms_on_cpu_tensors(photos):
+    """The GPU path's code with device=cpu: the same seed gives the same batch, and the same crops as the CPU path."""
+    train = ImageFolder(str(photos[0]))
+    encoded = [ii.FileBytes(train.samples, train.classes)[i][0] for i in range(len(train))]
+    aug = ii.Augmentation(size=64, training=True, min_crop_scale=0.08, flip=True)
+    decoder = ii.DeviceDecoder(train.samples, aug, torch.device("cpu"))
+    batches = []
+    for _ in range(2):
+        torch.manual_seed(3)
+        batches.append(decoder(encoded, torch.arange(len(encoded))))
+    assert torch.equal(batches[0], batches[1]) and batches[0].shape == (len(encoded), 3, 64, 64)
+    torch.manual_seed(3)
+    cpu = torch.stack([ii.decode_cpu(path, aug) for path, _ in train.samples])
+    assert (batches[0].float() - cpu.float()).abs().mean() < 4.0
+    val = ii.DeviceDecoder(train.samples, ii.Augmentation(size=64, training=False), torch.device("cpu"))
+    assert val(encoded[:2], torch.arange(2)).shape == (2, 3, 64, 64)
+    normalized = ii.Normalizer(torch.device("cpu"))(batches[0])
+    assert normalized.dtype == torch.float32 and abs(float(normalized.mean())) < 3
+
+
+def test_input_choice():
+    cpu, cuda = torch.device("cpu"), torch.device("cuda", 0)
+    assert ii.resolve("auto", cpu, True)[0] == "cpu"
+    assert ii.resolve("auto", cuda, True)[0] == "gpu"
+    assert ii.resolve("auto", cuda, False)[0] == "cpu"
+    assert ii.resolve("cpu", cuda, True)[0] == "cpu"
+    from mltrain.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="trainer.input"):
+        ii.resolve("gpu", cpu, True)
+
+
+@pytest.mark.slow
+def test_gpu_input_without_a_gpu_is_refused_in_one_line(home, project):
+    r = run_mltrain("trainer.input=gpu", cwd=project, env={"CUDA_VISIBLE_DEVICES": ""})
+    assert r.rc != 0 and "trainer.input" in r.err and "GPU" in r.err
+    assert len(r.err.strip().splitlines()) == 1 and leftovers(home) == []
+
+
+@pytest.mark.slow
+def test_a_run_on_jpegs_records_the_cpu_path(home, project, photos):
+    r = run_mltrain("data=image_directory", f"data.train_dir={photos[0]}", f"data.val_dir={photos[1]}",
+                    "data.num_workers=2", "data.image_size=32", "trainer.epochs=1", "trainer.batch_size=4",
+                    cwd=project, timeout=300)
+    assert r.rc == 0, r.out[-3000:] + r.err
+    run = only_run(home)
+    assert "input: cpu path (auto: no GPU" in (Path(run["dir"]) / "logs" / "rank_0.log").read_text()
+    rows = metric_rows(run["dir"])
+    assert [x["value"] for x in rows if x["name"] == "input_pipeline"] == ["cpu"]
+    assert [x["name"] for x in rows if x["name"] == "train_images_per_second"] == ["train_images_per_second"]
