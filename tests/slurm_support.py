@@ -160,6 +160,25 @@ def kill_slurmd(conf: str, node: str) -> None:
     stop_daemon(state_dir(conf) / "run" / f"slurmd-{node}.pid", sig=signal.SIGKILL)
 
 
+def kill_node(conf: str, node: str) -> int:
+    """The node dies as a machine does: every process in its network namespace killed at once (its slurmd, the
+    job's slurmstepd and ranks), not only slurmd, whose steps would otherwise run on. Returns how many."""
+    import signal
+
+    target = os.stat(f"/run/netns/{_node_namespace(conf, node)}").st_ino
+    killed = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            if os.stat(f"/proc/{entry}/ns/net").st_ino == target:
+                os.kill(int(entry), signal.SIGKILL)
+                killed += 1
+        except OSError:
+            continue
+    return killed
+
+
 def start_slurmd(conf: str, node: str) -> None:
     """The node's slurmd started again as scripts/slurm_two_nodes.sh starts it; it is back in service
     (ReturnToService=2) once it registers."""

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from slurm_support import (
+    kill_node,
     kill_slurmd,
     nodes_ready,
     require_cluster,
@@ -155,6 +156,8 @@ def test_a_lost_node_of_a_two_node_job_fails_the_run_naming_the_node(home, proje
     job_id = record["slurm"]["job_id"]
     assert driver.returncode != 0 and record["status"] == "Failed", out
     assert record["error"].startswith(f"Slurm job {job_id} ended NODE_FAIL: lost node {lost} (Not responding)"), record["error"]
+    # compute.max_node_failures=1 (the default) would run it again, but no two healthy nodes are left
+    assert "not submitted again: it needs 2 node(s) and 1 healthy one(s) are left" in record["error"], record["error"]
     assert _log(record).startswith(written)  # what the ranks wrote before the loss is still there
     env = {**os.environ, "SLURM_CONF": two_nodes}
     # Slurm would have requeued the job to wait for the node: mltrain cancelled it, nothing runs it again
@@ -162,3 +165,41 @@ def test_a_lost_node_of_a_two_node_job_fails_the_run_naming_the_node(home, proje
                                      env=env).stdout.strip(), 30, "the job gone from the queue")
     until(lambda: not _left_behind(record), 30, "the lost node's rank stopped once its slurmd was back")
     print(f"\nnode {lost} lost (slurmd killed): run Failed {record['phases']['Failed'] - killed:.1f} s later: {record['error']}")
+
+
+#: A job that checkpoints every epoch and resumes from its last checkpoint, as the rank contract lets it.
+RESUMING = ('ckpt=$MLTRAIN_RUN_DIR/checkpoints/epoch; mkdir -p $(dirname $ckpt); start=$(cat $ckpt 2>/dev/null || echo 0); '
+            'for i in $(seq $((start + 1)) 40); do echo epoch $i attempt $MLTRAIN_ATTEMPT on $(hostname); echo $i > $ckpt; '
+            'sleep 0.5; done')
+
+
+def test_a_lost_node_is_replaced_and_the_run_resumes_from_its_checkpoint(home, project, two_nodes):
+    """A one-node job whose node is lost (its slurmd killed) runs again on the other node at once, from its last
+    checkpoint, and ends Completed; runs show lists the loss. Slurm alone would keep it pending for the lost node."""
+    driver = _driver(project, f"job.command='{RESUMING}'", "run.id=replaced", conf=two_nodes)
+    try:
+        until(lambda: "epoch 3" in _log(_record(home)) if _record(home) else False, 90, "the job running")
+        lost = _log(_record(home)).split(" on ")[1].split()[0]
+        assert kill_node(two_nodes, lost) > 0
+        killed = time.time()
+        try:
+            until(lambda: driver.poll() is not None, 180, "the run ending on the other node")
+            out = driver.stdout.read()
+        finally:
+            start_slurmd(two_nodes, lost)
+    finally:
+        driver.kill()
+    record = only_run(home)
+    assert driver.returncode == 0 and record["status"] == "Completed", out + json.dumps(record.get("node_failures"))
+    log = _log(record)
+    before = [int(line.split()[1]) for line in log.splitlines() if line.startswith("epoch") and "attempt 0" in line]
+    after = [int(line.split()[1]) for line in log.splitlines() if line.startswith("epoch") and "attempt 1" in line]
+    assert before and after and after[0] <= before[-1] + 1 and after[-1] == 40, log  # from its checkpoint, not epoch 1
+    assert f"attempt 1 on {lost}" not in log  # the lost node was kept out
+    [failure] = record["node_failures"]
+    assert failure["then"] == "submitted again" and failure["lost"][0].startswith(lost) and lost in failure["excluded"]
+    shown = subprocess.run([*mltrain_exe(), "runs", "show", "replaced"], cwd=project, capture_output=True, text=True,
+                           env={**os.environ, "SLURM_CONF": two_nodes}).stdout
+    assert f"node lost:  attempt 0 on {lost}" in shown and "submitted again" in shown, shown
+    print(f"\nnode {lost} lost (every process of it killed): epochs {before[0]}-{before[-1]} then {after[0]}-{after[-1]} on the "
+          f"other node; Completed {record['phases']['Completed'] - killed:.1f} s after the kill")

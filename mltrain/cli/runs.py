@@ -82,6 +82,10 @@ def _show(args) -> int:
     for rank, info in sorted(d.ranks.items(), key=lambda kv: int(kv[0])):
         devices = "" if info.devices is None else f", GPUs {info.devices or 'none'}"
         print(f"rank {rank}:    exit code {info.exit_code}" + (f" on {info.host}" if info.host else "") + devices)
+    for failure in d.node_failures:
+        lost = ", ".join(failure.get("lost") or []) or failure.get("nodes") or "?"
+        print(f"node lost:  attempt {failure.get('attempt')} on {lost} (Slurm job {failure.get('job_id')}): "
+              f"{failure.get('then')}")
     metrics = last_and_best(read_metrics(record.dir / "metrics.jsonl"))
     if metrics:
         print("metrics:   (name: last, min, max over n values)")

@@ -181,6 +181,8 @@ class RunDoc:
     outputs: Optional[List[OutputFile]] = None
     # Earlier attempts of a resumed run.
     attempts: List[Attempt] = field(default_factory=list)
+    # Nodes lost under the run, each handled once: {"attempt", "job_id", "lost": [...], "at", "then"} (a cluster's).
+    node_failures: List[Dict[str, Any]] = field(default_factory=list)
     # The backend's own part, keyed by the backend's name in run.json (`"slurm": {"job_id": ...}`): only the
     # backend reads it, typed by its own class (mltrain.backends.slurm.run_part); `job_id` is the id a scheduler
     # knows the run by.
@@ -234,7 +236,7 @@ class RunDoc:
             sweep=SweepRef(dir=sweep.get("dir"), index=sweep.get("index")),
             ranks={str(r): RankEntry(**known_fields(RankEntry, info)) for r, info in (data.get("ranks") or {}).items()},
             error=data.get("error"), failed_rank=data.get("failed_rank"), outputs=data.get("outputs"),
-            attempts=list(data.get("attempts") or []),
+            attempts=list(data.get("attempts") or []), node_failures=list(data.get("node_failures") or []),
             backend_parts={part_key: dict(data[part_key])} if part_key is not None else {},
             detached=bool(data.get("detached")), environment=dict(data.get("environment") or {}),
             snapshot=data.get("snapshot"), mlflow=MlflowMark(**known_fields(MlflowMark, mark)) if mark else None,
@@ -257,7 +259,7 @@ class RunDoc:
         })
         optional = {
             "failed_rank": self.failed_rank, "outputs": self.outputs, "attempts": self.attempts,
-            "detached": self.detached,
+            "node_failures": self.node_failures, "detached": self.detached,
             "environment": self.environment, "snapshot": self.snapshot,
             "mlflow": dataclasses.asdict(self.mlflow) if self.mlflow else None,
             "pipeline": self.pipeline.to_json() if self.pipeline else None, "pipeline_step": self.pipeline_step,

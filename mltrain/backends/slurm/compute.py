@@ -46,6 +46,9 @@ class SlurmComputeConf(ComputeConf):
     signal_delay_s: int = 90
     # Requeues after preemption or timeout before the run is Failed.
     max_requeues: int = 3
+    # Times a run whose node was lost (NODE_FAIL) runs again on healthy nodes, from its checkpoints, before it is
+    # Failed (mltrain.backends.slurm.node_loss); 0: a lost node fails the run.
+    max_node_failures: int = 1
     # How ranks run in environment.docker.base_image: pyxis (srun --container-image) | apptainer (exec wrapper).
     container_runtime: str = "pyxis"
     # Any other submitit executor parameter, passed as is (submitit rejects unknown ones).

@@ -17,7 +17,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from mltrain.backends.base import Plan
 from mltrain.backends.handover import cancel_reason
-from mltrain.backends.slurm import accounting
+from mltrain.backends.slurm import accounting, node_loss
 from mltrain.backends.slurm.compute import SlurmComputeConf
 from mltrain.backends.slurm.rank import SlurmRank
 from mltrain.backends.slurm.run_part import SlurmJob, slurm_job
@@ -223,7 +223,7 @@ def final_status(record: RunRecord, job: accounting.JobState) -> Tuple[str, Opti
     if job.state == "NODE_FAIL":  # what the ranks saw (a peer gone, a signal) follows from the lost node
         lost = accounting.lost_nodes(job.nodes)
         where = f"lost node {', '.join(lost)}" if lost else f"a node of {job.nodes or 'its allocation'} lost"
-        error = f"Slurm job {_job_id(record)} ended NODE_FAIL: {where}" + (
+        error = f"Slurm job {_job_id(record)} ended NODE_FAIL: {where}" + node_loss.why_not(record) + (
             f"; {error.split(';')[0]}" if failed_rank is not None and error else "")
     return status, error, failed_rank
 
@@ -256,9 +256,17 @@ def backend_time(when: Optional[float], record: RunRecord, live: bool) -> Option
 
 
 def settle(record: RunRecord, job: accounting.JobState, console: Optional[Console] = None, live: bool = False,
-           before_end: Callable[[], None] = lambda: None, canceled: Optional[str] = None) -> None:
-    """Apply what accounting says to one run: Running, or its end (output first, then Finalizing).
-    `canceled` is the reason when mltrain itself stopped the job."""
+           before_end: Callable[[], None] = lambda: None, canceled: Optional[str] = None) -> bool:
+    """Apply what accounting says to one run: Running, or its end (output first, then Finalizing); True once it
+    has ended. `canceled` is the reason when mltrain itself stopped the job. A lost node (NODE_FAIL) is replaced
+    where it can be (node_loss): the run goes on, Queued again."""
+    if job.state == "NODE_FAIL" and canceled is None and slurm_job(record) is not None:
+        if node_loss.handled(record, job):
+            return False  # replaced already: accounting says NODE_FAIL until the job runs again
+        said = node_loss.replace(record, job, _job_id(record))
+        if said is not None:
+            RunLog(record.log_path(), console).info(said, show=True)
+            return False
     status = job.status
     if status == RUNNING or (status in TERMINAL and job.start is not None):
         mark_running(record, console, backend_time(job.start, record, live))
@@ -271,10 +279,13 @@ def settle(record: RunRecord, job: accounting.JobState, console: Optional[Consol
         if canceled and result != COMPLETED:
             result, error = CANCELED, canceled
         finish(record, result, error, failed_rank, console, at=backend_time(job.end, record, live))
+        return True
+    return False
 
 
 def mark_running(record: RunRecord, console: Optional[Console], at: Optional[float] = None) -> None:
-    if RUNNING in record.doc.phases:
+    # once only, but again after a lost node's replacement made the run Queued again (node_loss)
+    if RUNNING in record.doc.phases and record.status != QUEUED:
         return
     record.set_status(RUNNING, at=at)
     RunLog(record.log_path(), console).info(RUNNING, show=True)
@@ -373,9 +384,9 @@ def wait(plans: List[Plan], records: List[RunRecord], ids: List[str], consoles: 
             if canceled and state.state == "UNKNOWN":
                 state = accounting.JobState("CANCELLED")
             if state.status in TERMINAL:
-                settle(record, state, console, live=True, before_end=flush,
-                       canceled=cancel_reason(cancel) if canceled else None)
-                open_.discard(i)
+                if settle(record, state, console, live=True, before_end=flush,
+                          canceled=cancel_reason(cancel) if canceled else None):
+                    open_.discard(i)
                 told = True
             elif state.status == RUNNING:
                 mark_running(record, console)  # the ranks' first report would say so within a second

@@ -139,7 +139,9 @@ class SlurmRank:
         run_dir = Path(self.run_dir)
         job = FrozenJob.load(run_dir)
         attempt = int(os.environ.get("SLURM_RESTART_COUNT", "0"))
-        max_requeues = compute_as(job.compute, SlurmComputeConf).max_requeues
+        compute = compute_as(job.compute, SlurmComputeConf)
+        # a lost node's replacement is a requeue too (mltrain.backends.slurm.node_loss), counted apart
+        max_requeues = compute.max_requeues + compute.max_node_failures
         place = contract.RankPlace(env.global_rank, env.local_rank, env.node)
         (run_dir / "ranks").mkdir(exist_ok=True)
         if attempt > max_requeues:
