@@ -2,11 +2,13 @@
 is taken (py-spy), and the run ends Failed naming the rank that was not where the others were."""
 from __future__ import annotations
 
+import os
 import re
 import time
 from pathlib import Path
 
-from support import only_run, run_mltrain
+from slurm_support import nodes_ready, require_cluster, wait_until
+from support import only_run, require, run_mltrain
 
 #: Rank 1 stops before the all-reduce its peer waits in.
 HANG = """\
@@ -91,3 +93,25 @@ def test_without_py_spy_the_run_still_ends_saying_why_there_are_no_stacks(home, 
     assert r.rc != 0
     error = only_run(home)["error"]
     assert "the stacks could not be taken (py-spy is not installed (pip install py-spy))" in error, error
+
+
+def test_a_hung_rank_on_the_two_node_cluster_is_named_with_its_node_and_line(home, project):
+    """The same hang with one rank per node of the two-node Slurm cluster: each node's task takes its own rank's
+    stack, rank 0's gathers them, and the job ends Failed with the one line naming rank 1, its node and line."""
+    conf = os.environ.get("MLTRAIN_SLURM2_CONF")
+    require(None if conf and Path(conf).is_file() else "no two-node cluster: run scripts/slurm_two_nodes.sh start",
+            "MLTRAIN_REQUIRE_SLURM", "the two-node Slurm cluster")
+    require_cluster()
+    wait_until(lambda: nodes_ready(conf), 60, "both nodes ready before the test")
+    (project / "hang.py").write_text(HANG)
+    r = run_mltrain("job=script", "job.script=hang.py", "compute=slurm", "distribution=pytorch",
+                    "distribution.node_count=2", "distribution.backend=gloo", "run.hang_timeout_min=0.2", cwd=project,
+                    timeout=240, env={"SLURM_CONF": conf})
+    assert r.rc != 0
+    run = only_run(home)
+    error = run["error"]
+    assert run["status"] == "Failed" and error.startswith("hung: no progress for 0.2 min; "), error
+    assert re.search(r"rank 1 on n\d: hang\.py:5 in <module>; rank 0 waits in all_reduce \(hang\.py:7", error), error
+    stacks = (Path(run["dir"]) / "logs" / "stacks.txt").read_text()
+    assert re.search(r"=== rank 0 on n\d ===", stacks) and re.search(r"=== rank 1 on n\d ===", stacks), stacks
+    wait_until(lambda: nodes_ready(conf), 60, "both nodes idle")

@@ -13,17 +13,21 @@ their innermost frame in the user's code: `rank 1 on n2: train.py:118 in <module
 """
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
 import sysconfig
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Tuple
+from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
+from mltrain.atomic import atomic_write
 from mltrain.runs.metrics import SYSTEM_PREFIX, read_new
 
 #: How long one py-spy dump may take before it is given up (a stack capture must not hang itself).
@@ -233,3 +237,60 @@ def hang_env(process_group: Optional[str], run_dir: str) -> Dict[str, str]:
         return {}
     return {"TORCH_NCCL_TRACE_BUFFER_SIZE": "2000", "TORCH_NCCL_DUMP_ON_TIMEOUT": "1",
             "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": os.path.join(run_dir, "logs", "nccl_trace_rank_")}
+
+
+class RankWatch:
+    """Hang detection for a rank started by its own wrapper on a cluster node (a Slurm task), where no single
+    process sees every rank: each rank's wrapper watches the run's progress (its folder is shared), and when
+    the run is hung takes its own rank's stack into ranks/stack_<attempt>_<rank>.json; rank 0's then waits for
+    the others' (bounded), writes logs/stacks.txt and the one-line summary, and stops its program, so the
+    job ends Failed with that line (the other ranks are stopped with the job)."""
+
+    def __init__(self, run_dir: Path, timeout_s: float, rank: int, world: int, host: str, attempt: int,
+                 pid: Callable[[], Optional[int]], stop_program: Callable[[], None]) -> None:
+        self.run_dir, self.timeout_s, self.rank, self.world, self.host = run_dir, timeout_s, rank, world, host
+        self.attempt, self.pid, self.stop_program = attempt, pid, stop_program
+        self.message: Optional[str] = None
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+
+    def start(self) -> RankWatch:
+        if self.timeout_s > 0:
+            self._thread = threading.Thread(target=self._loop, name="mltrain-hang-watch", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _path(self, rank: int) -> Path:
+        return self.run_dir / "ranks" / f"stack_{self.attempt}_{rank}.json"
+
+    def _loop(self) -> None:
+        progress = Progress(self.run_dir, self.timeout_s)
+        while not self._stop.wait(1.0):
+            if progress.hung():
+                break
+        else:
+            return
+        pid = self.pid()
+        mine = take_stacks({self.rank: pid} if pid else {}, {self.rank: self.host}).get(self.rank) \
+            or RankStack(self.rank, self.host, error="its program had ended")
+        atomic_write(self._path(self.rank), json.dumps(dataclasses.asdict(mine)))
+        if self.rank != 0:
+            return
+        deadline = time.monotonic() + DUMP_TIMEOUT_S + 10
+        while time.monotonic() < deadline and not all(self._path(r).is_file() for r in range(self.world)):
+            time.sleep(0.2)
+        stacks: Dict[int, RankStack] = {}
+        for r in range(self.world):
+            try:
+                data = json.loads(self._path(r).read_text())
+                stacks[r] = RankStack(r, data["host"], data.get("text", ""), data.get("error"),
+                                      [tuple(f) for f in data.get("frames", [])])  # type: ignore[misc]
+            except (OSError, ValueError, KeyError):
+                stacks[r] = RankStack(r, "?", error="its stack did not arrive (its node or wrapper is gone)")
+        path = self.run_dir / "logs" / STACKS_FILE
+        write_stacks(stacks, path)
+        self.message = f"hung: no progress for {self.timeout_s / 60:g} min; {summary(stacks)}; stacks in {path}"
+        self.stop_program()

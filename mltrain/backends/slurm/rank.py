@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Union
 from mltrain.atomic import atomic_write
 from mltrain.backends.slurm.compute import SlurmComputeConf
 from mltrain.errors import RunFailed
-from mltrain.ranks import contract, reports
+from mltrain.ranks import contract, hangs, reports, system_metrics
 from mltrain.ranks.process import describe_exit, run_forked, run_program
 from mltrain.runs.console import Console
 from mltrain.runs.waiting import wait_until
@@ -177,10 +177,20 @@ class SlurmRank:
         if own_signals:
             signal.signal(signal.SIGUSR2, signal.SIG_IGN)
 
+        def alive() -> Optional[int]:
+            return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
+
+        sampler = system_metrics.one_rank(run_dir / "metrics.jsonl", job.system_metrics_s, place.rank,
+                                          place.local_rank, alive)
+        watch = hangs.RankWatch(run_dir, job.hang_timeout_s, place.rank, job.world_size, socket.gethostname(),
+                                attempt, alive, self._stop_program)
+
         def started(proc: _Child) -> None:
             self._proc = proc
             if own_signals:
                 signal.signal(signal.SIGUSR2, lambda s, f: self._checkpoint_signal(s, f, previous))
+            sampler.start()
+            watch.start()
 
 
         # every task's own output also goes to submitit's per-task log
@@ -196,12 +206,29 @@ class SlurmRank:
                               **keep)
         else:
             code = run_program(argv, job.cwd, full, log_path, new_session=self.own_session, **keep)
+        sampler.stop()
+        watch.stop()
+        if watch.message is not None:  # rank 0 found the run hung and stopped its program: the job ends with why
+            self._write_rank(place.rank, attempt, exit_code=code, ended=time.time(), error=watch.message)
+            raise RunFailed(watch.message)
         if self._not_requeued is not None:  # the time limit or a preemption ended this attempt (_checkpoint_signal)
             raise self._not_requeued
         self._write_rank(place.rank, attempt, exit_code=code, ended=time.time())
         if code != 0:
             raise RunFailed(f"rank {place.rank} {describe_exit(code)}")
         return code
+
+    def _stop_program(self) -> None:
+        """The rank program, stopped for a hang (its group: what it started too), SIGKILL if SIGTERM is ignored."""
+        proc = self._proc
+        if proc is None or proc.poll() is not None:
+            return
+        proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 5
+        while proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
 
     def _write_rank(self, rank: int, attempt: int, **fields: object) -> None:
         reports.write(self.run_dir, rank, attempt=attempt, **fields)
