@@ -202,4 +202,5 @@ def test_a_lost_node_is_replaced_and_the_run_resumes_from_its_checkpoint(home, p
                            env={**os.environ, "SLURM_CONF": two_nodes}).stdout
     assert f"node lost:  attempt 0 on {lost}" in shown and "submitted again" in shown, shown
     print(f"\nnode {lost} lost (every process of it killed): epochs {before[0]}-{before[-1]} then {after[0]}-{after[-1]} on the "
-          f"other node; Completed {record['phases']['Completed'] - killed:.1f} s after the kill")
+          f"other node; replaced {failure['at'] - killed:.1f} s after the kill, Completed {record['phases']['Completed'] - killed:.1f} s "
+          f"after it")
