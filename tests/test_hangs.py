@@ -115,3 +115,30 @@ def test_a_hung_rank_on_the_two_node_cluster_is_named_with_its_node_and_line(hom
     stacks = (Path(run["dir"]) / "logs" / "stacks.txt").read_text()
     assert re.search(r"=== rank 0 on n\d ===", stacks) and re.search(r"=== rank 1 on n\d ===", stacks), stacks
     wait_until(lambda: nodes_ready(conf), 60, "both nodes idle")
+
+
+STALLS_ONCE = """\
+import os, time
+attempt = int(os.environ.get("MLTRAIN_ATTEMPT", "0"))
+print("attempt", attempt, "started", flush=True)
+if attempt == 0:
+    time.sleep(600)  # the first attempt hangs; a checkpointing script would go on from its last checkpoint
+print("attempt", attempt, "done", flush=True)
+"""
+
+
+def test_a_hung_slurm_job_is_requeued_when_asked_and_completes(home, project):
+    require_cluster()
+    (project / "stalls.py").write_text(STALLS_ONCE)
+    r = run_mltrain("job=script", "job.script=stalls.py", "compute=slurm", "run.hang_timeout_min=0.1",
+                    "run.hang_action=requeue", cwd=project, timeout=240)
+    assert r.rc == 0, r.out + r.err
+    run = only_run(home)
+    log = (Path(run["dir"]) / "logs" / "rank_0.log").read_text()
+    assert run["status"] == "Completed" and "attempt 1 done" in log and "attempt 0 done" not in log, log
+    assert re.search(r"hung: no progress for 0\.1 min; rank 0 on \S+: stalls\.py:5 in <module>.*requeued", log), log
+
+
+def test_requeue_after_a_hang_needs_a_cluster(home, project):
+    r = run_mltrain("job=command", "job.command=true", "job.source_directory=.", "run.hang_action=requeue", cwd=project)
+    assert r.rc != 0 and r.err.startswith("mltrain: error: run.hang_action: requeue runs a hung job again"), r.err

@@ -55,6 +55,7 @@ CHOICES = {
     "data.kind": ("sample", "image_directory"),
     "trainer.input": ("auto", "cpu", "gpu"),
     "run.console": ("rank0", "all", "none"),
+    "run.hang_action": ("fail", "requeue"),
     "environment.check": ("error", "warn"),
     "compute.container_runtime": ("pyxis", "apptainer"),
 }

@@ -213,6 +213,7 @@ def _freeze_mltrain(cfg, overrides, sweep_dir, sweep_index, given_id: Optional[s
         kill_grace_s=float(cfg.run.kill_grace_s),
         system_metrics_s=float(cfg.run.system_metrics_interval_s) if cfg.run.system_metrics else 0.0,
         hang_timeout_s=_hang_timeout_s(cfg),
+        hang_action=str(cfg.run.hang_action),
         sweep_dir=sweep_dir,
         sweep_index=sweep_index,
         config=OmegaConf.to_container(cfg),  # after the environment's interpreter was filled in

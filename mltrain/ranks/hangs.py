@@ -247,10 +247,14 @@ class RankWatch:
     job ends Failed with that line (the other ranks are stopped with the job)."""
 
     def __init__(self, run_dir: Path, timeout_s: float, rank: int, world: int, host: str, attempt: int,
-                 pid: Callable[[], Optional[int]], stop_program: Callable[[], None]) -> None:
+                 pid: Callable[[], Optional[int]], stop_program: Callable[[], None],
+                 requeue: Optional[Callable[[], bool]] = None) -> None:
+        """`requeue`: asked of rank 0 instead of stopping its program when the run is to run again (run.hang_action
+        =requeue); True once the cluster has taken the job back."""
         self.run_dir, self.timeout_s, self.rank, self.world, self.host = run_dir, timeout_s, rank, world, host
-        self.attempt, self.pid, self.stop_program = attempt, pid, stop_program
+        self.attempt, self.pid, self.stop_program, self.requeue = attempt, pid, stop_program, requeue
         self.message: Optional[str] = None
+        self.requeued = False
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
 
@@ -293,4 +297,10 @@ class RankWatch:
         path = self.run_dir / "logs" / STACKS_FILE
         write_stacks(stacks, path)
         self.message = f"hung: no progress for {self.timeout_s / 60:g} min; {summary(stacks)}; stacks in {path}"
+        if self.requeue is not None:
+            with open(self.run_dir / "logs" / f"rank_{self.rank}.log", "ab") as log:
+                log.write(f"--- {self.message}; requeued to run again from its checkpoints ---\n".encode())
+            self.requeued = self.requeue()
+            if self.requeued:
+                return
         self.stop_program()

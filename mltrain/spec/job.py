@@ -50,6 +50,8 @@ class FrozenJob:
     system_metrics_s: float = 0.0
     # Seconds without progress after which the run is hung (mltrain.ranks.hangs); 0: never.
     hang_timeout_s: float = 0.0
+    # fail | requeue (on a cluster): what a hung run does once every rank's stack is taken.
+    hang_action: str = "fail"
     sweep_dir: Optional[str] = None
     sweep_index: Optional[int] = None
     snapshot_source: Optional[str] = None

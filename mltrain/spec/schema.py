@@ -123,6 +123,9 @@ class RunConf:
     # hung: every rank's stack is taken and the run ends Failed naming the rank(s) elsewhere. null: 30 for the
     # built-in components, off for scripts and commands; 0: off.
     hang_timeout_min: Optional[float] = None
+    # What a hung run does once its stacks are taken: fail | requeue (a cluster's: the job runs again from its
+    # checkpoints, counted in compute.max_requeues).
+    hang_action: str = "fail"
 
 
 @dataclass

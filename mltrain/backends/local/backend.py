@@ -56,6 +56,9 @@ class LocalBackend(Backend):
     wait_poll_s = 0.05
 
     def check(self, cfg: Any) -> Optional[str]:
+        if cfg.run.get("hang_action") == "requeue":
+            raise ConfigError("run.hang_action", "requeue runs a hung job again from its checkpoints through a "
+                              "cluster's queue; compute=local has none (use compute=slurm, or fail)", ["fail"])
         if cfg.run.detach:
             raise ConfigError("run.detach", "only compute=slurm runs can be detached (use mltrain.submit() for a "
                               "local run in the background)")

@@ -52,6 +52,14 @@ CHECKPOINT_FILE = "checkpoint_requested"
 CHECKPOINT_WAIT_S = 10.0
 
 
+def _requeue(job_id: str) -> bool:
+    """The job back in Slurm's queue (its tasks stopped), to run again as a requeued job does."""
+    try:
+        return subprocess.run(["scontrol", "requeue", job_id], capture_output=True, timeout=60).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
 def derived_port(job_id: str) -> int:
     """Stable across requeues (same job id); different for concurrent jobs on the same nodes."""
     digits = "".join(c for c in job_id if c.isdigit()) or "0"
@@ -182,8 +190,9 @@ class SlurmRank:
 
         sampler = system_metrics.one_rank(run_dir / "metrics.jsonl", job.system_metrics_s, place.rank,
                                           place.local_rank, alive)
+        requeue = (lambda: _requeue(str(env.job_id))) if job.hang_action == "requeue" else None
         watch = hangs.RankWatch(run_dir, job.hang_timeout_s, place.rank, job.world_size, socket.gethostname(),
-                                attempt, alive, self._stop_program)
+                                attempt, alive, self._stop_program, requeue)
 
         def started(proc: _Child) -> None:
             self._proc = proc
@@ -208,6 +217,9 @@ class SlurmRank:
             code = run_program(argv, job.cwd, full, log_path, new_session=self.own_session, **keep)
         sampler.stop()
         watch.stop()
+        if watch.requeued:  # Slurm stops this attempt's tasks and runs the job again (run.hang_action=requeue)
+            self._write_rank(place.rank, attempt, exit_code=code, ended=time.time())
+            return code
         if watch.message is not None:  # rank 0 found the run hung and stopped its program: the job ends with why
             self._write_rank(place.rank, attempt, exit_code=code, ended=time.time(), error=watch.message)
             raise RunFailed(watch.message)
