@@ -360,8 +360,9 @@ def _check(key: str, out: str, project: Path) -> None:
     elif "distribution.node_count=2 distribution.process_count_per_node=2 distribution.backend=gloo" in key:
         assert "sum 10.0 lr 0.1" in out and "2 nodes simulated on this machine" in out  # 4 ranks all-reduced
     elif "job.script=hang.py" in key:  # the hang found, the rank and its line named
-        assert re.search(r"hung: no progress for 0\.25 min; rank 1 on \S+: hang\.py:5 in <module>; rank 0 waits in "
-                         r"all_reduce \(hang\.py:7 in <module>\)", out), out
+        # the printed file's first line is its name: the sleep is line 6, the all-reduce line 8
+        assert re.search(r"hung: no progress for 0\.25 min; rank 1 on \S+: hang\.py:6 in <module>; rank 0 waits in "
+                         r"all_reduce \(hang\.py:8 in <module>\)", out), out
     elif "show_gpus.py compute.gpus=1" in key:  # eight trials, each on one device, all four devices used
         seen = re.findall(r"rank 0 sees GPUs (\S+)", out)
         assert len(seen) == 8 and set(seen) == {"0", "1", "2", "3"}, out
