@@ -51,9 +51,11 @@ def main() -> None:
     p.add_argument("--trial-s", type=float, default=2.0)
     p.add_argument("--rounds", type=int, default=3)
     a = p.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="bench-gpu-pool-"))
+    root = Path(tempfile.mkdtemp(prefix="bench-gpu-pool-"))
+    work = root / "project"  # the job's source folder: only the trial, so a run's snapshot is one small file
+    work.mkdir()
     (work / "trial.py").write_text(TRIAL)
-    locks = work / "locks"
+    locks = root / "locks"
     locks.mkdir()
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "0,1,2,3", "MLTRAIN_TRACKING": "off"}
     command = f"{sys.executable} trial.py {locks} {a.trial_s}"
@@ -72,7 +74,7 @@ def main() -> None:
     for r in range(a.rounds):
         order = list(arms) if r % 2 == 0 else list(reversed(arms))
         for name in order:
-            home = work / f"home-{name.split()[0]}-{r}"
+            home = root / f"home-{name.split()[0]}-{r}"  # outside the project: never in a snapshot
             times[name].append(timed(arms[name](), work, {**env, "MLTRAIN_HOME": str(home)}))
     ideal = 2 * a.trial_s
     print(f"8 trials of {a.trial_s:.1f} s on 4 declared devices, 4 at a time; ideal {ideal:.2f} s (2 rounds); "
@@ -80,7 +82,7 @@ def main() -> None:
     for name, values in times.items():
         m = statistics.median(values)
         print(f"  {name:18s} {m:6.2f} s  = {m / ideal:.2f} x ideal   ({', '.join(f'{v:.2f}' for v in values)})")
-    shutil.rmtree(work, ignore_errors=True)
+    shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":
