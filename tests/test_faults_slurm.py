@@ -10,6 +10,7 @@ import os
 import subprocess
 import time
 from pathlib import Path
+from typing import Callable, Tuple
 
 import pytest
 from slurm_support import (
@@ -62,6 +63,26 @@ def _record(home: Path) -> dict:
 def _log(record: dict) -> str:
     path = Path(record["dir"]) / "logs" / "rank_0.log"
     return path.read_text() if path.is_file() else ""
+
+
+def _lose_a_node(driver: subprocess.Popen, home: Path, conf: str, seen: str, which: Callable[[str], str],
+                 kill: Callable[[str], object], limit_s: float) -> Tuple[str, str, float, str]:
+    """Once rank 0's log shows `seen`, lose the node `which(log)` names with `kill`, then wait up to `limit_s` for
+    the driver's end; the node's slurmd is started again whatever happens. (node, log before the loss, when it
+    was lost, the driver's output)."""
+    try:
+        until(lambda: seen in _log(_record(home)) if _record(home) else False, 90, "the job running")
+        written = _log(_record(home))
+        node = which(written)
+        kill(node)
+        killed = time.time()
+        try:
+            until(lambda: driver.poll() is not None, limit_s, "the run ending after its node was lost")
+            return node, written, killed, driver.stdout.read() if driver.stdout else ""
+        finally:
+            start_slurmd(conf, node)
+    finally:
+        driver.kill()
 
 
 def _left_behind(record: dict) -> list:
@@ -140,18 +161,8 @@ def test_a_lost_node_of_a_two_node_job_fails_the_run_naming_the_node(home, proje
     slow = "for i in $(seq 120); do echo step $i; sleep 1; done"
     driver = _driver(project, f"job.command='{slow}'", "distribution=pytorch", "distribution.node_count=2",
                      "run.id=lost", conf=two_nodes)
-    try:
-        until(lambda: "step 3" in _log(_record(home)) if _record(home) else False, 90, "the job running")
-        written = _log(_record(home))
-        kill_slurmd(two_nodes, lost)
-        killed = time.time()
-        try:
-            until(lambda: driver.poll() is not None, 90, "the run ending after its node was lost")
-            out = driver.stdout.read()
-        finally:
-            start_slurmd(two_nodes, lost)
-    finally:
-        driver.kill()
+    _, written, killed, out = _lose_a_node(driver, home, two_nodes, "step 3", lambda log: lost,
+                                           lambda node: kill_slurmd(two_nodes, node), 90)
     record = only_run(home)
     job_id = record["slurm"]["job_id"]
     assert driver.returncode != 0 and record["status"] == "Failed", out
@@ -177,18 +188,9 @@ def test_a_lost_node_is_replaced_and_the_run_resumes_from_its_checkpoint(home, p
     """A one-node job whose node is lost (its slurmd killed) runs again on the other node at once, from its last
     checkpoint, and ends Completed; runs show lists the loss. Slurm alone would keep it pending for the lost node."""
     driver = _driver(project, f"job.command='{RESUMING}'", "run.id=replaced", conf=two_nodes)
-    try:
-        until(lambda: "epoch 3" in _log(_record(home)) if _record(home) else False, 90, "the job running")
-        lost = _log(_record(home)).split(" on ")[1].split()[0]
-        assert kill_node(two_nodes, lost) > 0
-        killed = time.time()
-        try:
-            until(lambda: driver.poll() is not None, 180, "the run ending on the other node")
-            out = driver.stdout.read()
-        finally:
-            start_slurmd(two_nodes, lost)
-    finally:
-        driver.kill()
+    lost, _, killed, out = _lose_a_node(driver, home, two_nodes, "epoch 3", lambda log: log.split(" on ")[1].split()[0],
+                                        lambda node: kill_node(two_nodes, node) > 0 or pytest.fail("nothing to kill"),
+                                        180)
     record = only_run(home)
     assert driver.returncode == 0 and record["status"] == "Completed", out + json.dumps(record.get("node_failures"))
     log = _log(record)

@@ -7,6 +7,7 @@ import re
 import time
 from pathlib import Path
 
+from mpi_support import require_mpi
 from slurm_support import nodes_ready, require_cluster, wait_until
 from support import only_run, require, run_mltrain
 
@@ -142,3 +143,14 @@ def test_a_hung_slurm_job_is_requeued_when_asked_and_completes(home, project):
 def test_requeue_after_a_hang_needs_a_cluster(home, project):
     r = run_mltrain("job=command", "job.command=true", "job.source_directory=.", "run.hang_action=requeue", cwd=project)
     assert r.rc != 0 and r.err.startswith("mltrain: error: run.hang_action: requeue runs a hung job again"), r.err
+
+
+def test_a_hung_rank_under_mpirun_is_named_with_its_line(home, project):
+    require_mpi()
+    (project / "hang.py").write_text(HANG)
+    r = run_mltrain("job=script", "job.script=hang.py", "distribution=mpi", "distribution.process_count_per_node=2",
+                    "distribution.oversubscribe=true", "run.hang_timeout_min=0.15", cwd=project, timeout=120)
+    assert r.rc != 0
+    error = only_run(home)["error"]
+    assert re.search(r"^hung: no progress for 0\.15 min; rank 1 on \S+: hang\.py:5 in <module>; rank 0 waits in "
+                     r"all_reduce \(hang\.py:7 in <module>\)", error), error

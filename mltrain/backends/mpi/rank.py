@@ -16,7 +16,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Optional
 
-from mltrain.ranks import contract, reports, system_metrics
+from mltrain.ranks import contract, hangs, reports, system_metrics
 from mltrain.ranks.process import run_program
 from mltrain.ranks.system_metrics import SystemSampler
 from mltrain.runs.console import Console
@@ -38,11 +38,22 @@ def main() -> None:
                   devices=env.get("CUDA_VISIBLE_DEVICES"))
 
     sampler: list[SystemSampler] = []
+    watch: list[hangs.RankWatch] = []
 
     def forward_signals(proc: subprocess.Popen[bytes]) -> None:
+        def alive() -> Optional[int]:
+            return proc.pid if proc.poll() is None else None
+
+        def stop() -> None:  # a hang: rank 0 ends its program, and mpirun then every rank
+            if proc.poll() is None:
+                proc.terminate()
+
         sampler.append(system_metrics.one_rank(run_dir / "metrics.jsonl", job.system_metrics_s, place.rank,
-                                               place.local_rank, lambda: proc.pid if proc.poll() is None else None))
+                                               place.local_rank, alive))
         sampler[0].start()
+        # the ranks' wrappers meet in the run's folder, as a cluster's do (mltrain.ranks.hangs.RankWatch)
+        watch.append(hangs.RankWatch(run_dir, job.hang_timeout_s, place.rank, job.world_size, os.uname().nodename,
+                                     0, alive, stop).start())
 
         def forward(signum: int, frame: Optional[FrameType]) -> None:
             if proc.poll() is None:
@@ -58,7 +69,13 @@ def main() -> None:
                        on_start=forward_signals, on_chunk=on_chunk, on_line=on_line)
     for s in sampler:
         s.stop()
-    reports.write(run_dir, place.rank, exit_code=code, ended=time.time())
+    message = next((w.message for w in watch if w.message), None)
+    for w in watch:
+        w.stop()
+    reports.write(run_dir, place.rank, exit_code=code if message is None else 1, ended=time.time(),
+                  **({"error": message} if message else {}))
+    if message is not None:
+        sys.exit(1)
     sys.exit(code if code >= 0 else 128 - code)
 
 
