@@ -29,6 +29,7 @@ def _sources(item) -> str:
     return "\n".join(parts)
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the xdist_group marks set here (--dist loadgroup)
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if "unit" in Path(str(item.fspath)).parts:

@@ -41,6 +41,9 @@ def conf() -> str:
 
 @pytest.fixture
 def two_nodes() -> str:
+    # require_cluster also puts the test in the Slurm tests' xdist group (tests/conftest.py): two tests that lose a
+    # node of the two-node cluster must never run at once (one killed the other's node in CI)
+    require_cluster()
     conf = os.environ.get("MLTRAIN_SLURM2_CONF")
     require(None if conf and Path(conf).is_file() else "no two-node cluster: run scripts/slurm_two_nodes.sh start",
             "MLTRAIN_REQUIRE_SLURM", "the two-node Slurm cluster")
