@@ -135,7 +135,7 @@ class SystemSampler:
         if self._thread is not None:
             self._thread.join(timeout=5)
             if self.samples == 0:
-                self.sample(_Nvml([]))
+                self._safe_sample(_Nvml([]))
 
     def _loop(self) -> None:
         import psutil  # startup
@@ -146,7 +146,7 @@ class SystemSampler:
             self._prime()
             wait = min(FIRST_SAMPLE_S, self.interval_s)
             while not self._stop.wait(wait):
-                self.sample(gpus)
+                self._safe_sample(gpus)
                 wait = self.interval_s
         finally:
             gpus.close()
@@ -157,6 +157,14 @@ class SystemSampler:
             cpu = _tree_cpu_seconds(pid)
             if cpu is not None:
                 self._last[rank] = (now, cpu)
+
+    def _safe_sample(self, gpus: _Nvml) -> None:
+        """A sample that cannot fail the run: a full disk or a vanished run folder costs the figures, not the run
+        (the rank's own output and the run's end are what must be written)."""
+        try:
+            self.sample(gpus)
+        except OSError:
+            self.samples += 1
 
     def sample(self, gpus: _Nvml) -> None:
         import psutil  # startup
