@@ -16,7 +16,7 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 from mltrain.runs.metrics import SYSTEM_PREFIX as PREFIX
 from mltrain.runs.metrics import MetricsWriter
@@ -25,37 +25,24 @@ from mltrain.runs.metrics import MetricsWriter
 FIRST_SAMPLE_S = 1.0
 
 
-def _tree_cpu_seconds(pid: int) -> Optional[float]:
-    """CPU seconds of a process and everything under it (children it has waited for included)."""
+def _tree(pid: int) -> Optional[Tuple[float, float]]:
+    """(CPU seconds, resident MB) of a process and everything under it, in one walk of the tree (CPU seconds of
+    children it has waited for included); None once it has ended."""
     import psutil  # startup
 
     try:
         root = psutil.Process(pid)
-        t = root.cpu_times()
-        total = t.user + t.system + t.children_user + t.children_system
+        with root.oneshot():
+            t = root.cpu_times()
+            cpu, rss = t.user + t.system + t.children_user + t.children_system, root.memory_info().rss
         for child in root.children(recursive=True):
             try:
-                c = child.cpu_times()
-                total += c.user + c.system
+                with child.oneshot():
+                    c = child.cpu_times()
+                    cpu, rss = cpu + c.user + c.system, rss + child.memory_info().rss
             except psutil.Error:
                 continue
-        return total
-    except psutil.Error:
-        return None
-
-
-def _tree_rss_mb(pid: int) -> Optional[float]:
-    import psutil  # startup
-
-    try:
-        root = psutil.Process(pid)
-        total = root.memory_info().rss
-        for child in root.children(recursive=True):
-            try:
-                total += child.memory_info().rss
-            except psutil.Error:
-                continue
-        return total / 1e6
+        return cpu, rss / 1e6
     except psutil.Error:
         return None
 
@@ -154,9 +141,9 @@ class SystemSampler:
     def _prime(self) -> None:
         now = time.monotonic()
         for rank, pid in self.pids().items():
-            cpu = _tree_cpu_seconds(pid)
-            if cpu is not None:
-                self._last[rank] = (now, cpu)
+            tree = _tree(pid)
+            if tree is not None:
+                self._last[rank] = (now, tree[0])
 
     def _safe_sample(self, gpus: _Nvml) -> None:
         """A sample that cannot fail the run: a full disk or a vanished run folder costs the figures, not the run
@@ -171,17 +158,16 @@ class SystemSampler:
 
         step, now = self.samples, time.monotonic()
         for rank, pid in self.pids().items():
-            values: Dict[str, float] = {}
-            cpu, rss = _tree_cpu_seconds(pid), _tree_rss_mb(pid)
+            tree = _tree(pid)
+            if tree is None:  # ended since pids() was asked
+                continue
+            cpu, rss = tree
+            values = {f"{PREFIX}process_memory_usage_megabytes": rss}
             before = self._last.get(rank)
-            if cpu is not None:
-                if before is not None and now > before[0]:
-                    values[f"{PREFIX}process_cpu_utilization_percentage"] = 100.0 * max(0.0, cpu - before[1]) / (now - before[0])
-                self._last[rank] = (now, cpu)
-            if rss is not None:
-                values[f"{PREFIX}process_memory_usage_megabytes"] = rss
-            if values:
-                MetricsWriter(self.path, rank=rank).log_many(values, step=step)
+            if before is not None and now > before[0]:
+                values[f"{PREFIX}process_cpu_utilization_percentage"] = 100.0 * max(0.0, cpu - before[1]) / (now - before[0])
+            self._last[rank] = (now, cpu)
+            MetricsWriter(self.path, rank=rank).log_many(values, step=step)
         if self.machine_rank is not None:
             memory = psutil.virtual_memory()
             machine: Dict[str, float] = {

@@ -142,8 +142,8 @@ class LocalBackend(Backend):
         try:
             with self._devices(plan, record, log, cancel) as lease:
                 if cancel.is_set():
-                    outcome = Outcome(CANCELED, error=f"{cancel_reason(cancel)} (before start"
-                                      + (", while waiting for GPUs)" if not lease.devices and device_request(job) else ")"))
+                    waited = ", while waiting for GPUs" if lease.request and not lease.devices else ""
+                    outcome = Outcome(CANCELED, error=f"{cancel_reason(cancel)} (before start{waited})")
                 else:
                     listing = prepare_environment(job, record, log, cancel)
                     if cancel.is_set():
@@ -178,12 +178,13 @@ class LocalBackend(Backend):
             log.info(f"{QUEUED}: {text}", show=True)
 
         lease = GpuPool.of_machine().take(request.count, f"run {record.doc.id} (pid {os.getpid()})", cancel, waiting)
-        return lease if lease is not None else DeviceLease([])
+        lease = lease or DeviceLease([])
+        lease.request = request
+        return lease
 
     def supervise(self, plan: Plan, record: RunRecord, log: RunLog, console: Console,
                   cancel: threading.Event, lease: DeviceLease) -> Outcome:
-        request = device_request(plan.job)
-        devices = split(lease.devices, plan.job, request.per_rank) if request and lease.devices else None
+        devices = split(lease.devices, plan.job, lease.request.per_rank) if lease.request and lease.devices else None
         with claim_port() as port, ExitStack() as held:
             # TF_CONFIG (distribution.tf_config): a port of its own for each rank's TensorFlow server,
             # claimed like MASTER_PORT so that no run started at the same time is handed it

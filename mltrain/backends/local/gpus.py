@@ -83,10 +83,12 @@ def _file_name(device: str) -> str:
 
 @dataclass
 class DeviceLease:
-    """Devices one run holds until close() (or until every process holding `fds` has ended)."""
+    """Devices one run holds until close() (or until every process holding `fds` has ended), and what it asked
+    for (None: nothing; asked, with no devices: the wait for them was canceled)."""
 
     devices: List[str]
     fds: List[int] = field(default_factory=list)
+    request: Optional[DeviceRequest] = None
 
     def close(self) -> None:
         for fd in self.fds:

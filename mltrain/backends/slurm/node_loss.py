@@ -22,6 +22,8 @@ from mltrain.spec.job import FrozenJob
 from mltrain.spec.schema import compute_as
 from mltrain.spec.status import QUEUED
 
+#: What node_failures records of a loss that was replaced (runs show prints it as is).
+REPLACED = "submitted again"
 #: Node states sinfo reports for a node a job can be given.
 HEALTHY = ("idle", "mixed", "allocated", "completing")
 
@@ -48,7 +50,7 @@ def healthy_nodes(partition: Optional[str], excluded: List[str]) -> List[str]:
 
 def handled(record: RunRecord, job: accounting.JobState) -> bool:
     """Whether this NODE_FAIL (accounting reports the requeued job so until it runs again) was replaced already."""
-    return any(f.get("end") == job.end and f.get("then") == "submitted again" for f in record.doc.node_failures)
+    return any(f.get("end") == job.end and f.get("then") == REPLACED for f in record.doc.node_failures)
 
 
 def replace(record: RunRecord, job: accounting.JobState, job_id: str) -> Optional[str]:
@@ -59,9 +61,9 @@ def replace(record: RunRecord, job: accounting.JobState, job_id: str) -> Optiona
     failures = list(record.doc.node_failures)
     lost = accounting.lost_nodes(job.nodes) or ([job.nodes] if job.nodes else [])
     excluded = sorted({n for f in failures for n in f.get("excluded", [])} | set(_names(lost)))
-    entry = {"attempt": len([f for f in failures if f.get("then") == "submitted again"]), "job_id": job_id,
-             "lost": lost, "nodes": job.nodes, "end": job.end, "at": time.time(), "excluded": excluded}
-    done = len([f for f in failures if f.get("then") == "submitted again"])
+    done = len([f for f in failures if f.get("then") == REPLACED])
+    entry = {"attempt": done, "job_id": job_id, "lost": lost, "nodes": job.nodes, "end": job.end, "at": time.time(),
+             "excluded": excluded}
     if done >= compute.max_node_failures:
         entry["then"] = f"not submitted again: compute.max_node_failures={compute.max_node_failures} used up"
     else:
@@ -70,11 +72,11 @@ def replace(record: RunRecord, job: accounting.JobState, job_id: str) -> Optiona
             entry["then"] = (f"not submitted again: it needs {frozen.node_count} node(s) and "
                              f"{len(healthy)} healthy one(s) are left" + (f" ({', '.join(healthy)})" if healthy else ""))
         elif _exclude(job_id, excluded):
-            entry["then"] = "submitted again"
+            entry["then"] = REPLACED
         else:
             entry["then"] = "not submitted again: Slurm did not requeue the job (scontrol update refused)"
     record.update(node_failures=failures + [entry])
-    if entry["then"] != "submitted again":
+    if entry["then"] != REPLACED:
         return None
     record.set_status(QUEUED)
     return (f"{QUEUED}: node(s) {', '.join(lost) or job.nodes} lost; Slurm job {job_id} runs again without "
