@@ -117,7 +117,8 @@ def compile_steps(steps: List[_Step], parameters: Dict[str, Any], default_source
                 raise UserErrorException(f"'{data.name}' is written by two steps ({made_by[id(data)][0]} and "
                                          f"{step.name})")
             made_by[id(data)] = (step_key(step.name), data.name)
-    known = {p.name for s in steps for p in [*s.arguments, *s.params.values()] if isinstance(p, PipelineParameter)}
+    known = {p.name for s in steps for p in map(_unbound, [*s.inputs, *s.arguments, *s.params.values()])
+             if isinstance(p, PipelineParameter)}
     unknown = sorted(set(parameters) - known)
     if unknown:
         raise UserErrorException(f"pipeline_parameters: '{unknown[0]}' is not a PipelineParameter of this pipeline "
@@ -154,6 +155,14 @@ def compile_steps(steps: List[_Step], parameters: Dict[str, Any], default_source
     return out, dirs
 
 
+def _unbound(item: Any) -> Any:
+    """A `(PipelineParameter, DataPathComputeBinding)` tuple (Azure's way to say how a DataPath parameter
+    reaches the step: mount or download) is its parameter: here a step reads the DataPath's folder in place."""
+    if isinstance(item, tuple) and len(item) == 2 and type(item[1]).__name__ == "DataPathComputeBinding":
+        return item[0]
+    return item
+
+
 class _StepData:
     """One step's data: what its arguments and params become, and the inputs they make it read."""
 
@@ -165,8 +174,7 @@ class _StepData:
         from azureml.data import PipelineInput
         from azureml.pipeline.core.graph import PipelineParameter
 
-        if isinstance(item, tuple) and len(item) == 2 and type(item[1]).__name__ == "DataPathComputeBinding":
-            item = item[0]
+        item = _unbound(item)
         if isinstance(item, PipelineParameter):
             chosen = self.parameters.get(item.name, item.default_value)
             if getattr(chosen, "_mltrain_path", None) is None:
