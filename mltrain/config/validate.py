@@ -116,7 +116,9 @@ def validate(cfg: Any) -> None:
         if value is not None and not test(value):
             raise ConfigError(key, f"{value} is invalid; must be {allowed}")
     dist = cfg.distribution
-    if dist.kind == "none" and dist.node_count * dist.process_count_per_node > 1:
+    # A parallel job's instances are agents with no process group between them (they meet in the run's folder)
+    instances = dist.kind == "none" and OmegaConf.select(cfg, "job.kind") == "parallel" and dist.process_count_per_node == 1
+    if dist.kind == "none" and dist.node_count * dist.process_count_per_node > 1 and not instances:
         key = "distribution.process_count_per_node" if dist.process_count_per_node > 1 else "distribution.node_count"
         raise ConfigError(
             key,

@@ -82,6 +82,8 @@ def _component(cfg: Any, run_dir: str, kind: JobKind) -> RankProgram:
     except ModuleNotFoundError:
         raise ConfigError("job", f"job={kind.name} is not available in this installation", sorted(JOB_KINDS)) from None
     module.validate(cfg)  # data directories, model directories: before anything is queued
+    if kind.user_code:  # the user's code beside the component: snapshotted, the ranks start in the copy
+        return RankProgram([interpreter(cfg), "-m", kind.program], str(Path(run_dir) / SNAPSHOT), str(_source_dir(cfg)))
     return RankProgram([interpreter(cfg), "-m", kind.program], run_dir)
 
 

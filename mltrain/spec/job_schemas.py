@@ -211,3 +211,42 @@ class TrainerConf:
     # (needs `pip install 'mltrain[onnx]'`).
     export_onnx: bool = False
     onnx_opset: int = 18
+
+
+@dataclass
+class ParallelJobConf:
+    """Azure ML's parallel job (v2 `type: parallel`, v1 ParallelRunStep): the user's entry script's `init()` once
+    per worker process, `run(mini_batch)` per mini-batch of the input, `shutdown()` at the end. One agent per
+    node (`distribution.node_count`, Azure's `resources.instance_count`) runs `max_concurrency_per_instance`
+    workers, which take mini-batches from a queue in the run's folder (mltrain.components.parallel_run)."""
+
+    kind: str = "parallel"
+    # Azure's task.code and task.entry_script: the entry script, run from a snapshot of the folder.
+    source_directory: str = "."
+    entry_script: str = MISSING
+    # task.program_arguments: the entry script reads them from sys.argv (argparse's parse_known_args).
+    program_arguments: List[Any] = field(default_factory=list)
+    # A folder of files, a file, a folder with an MLTable file, or a CSV/TSV/Parquet file or folder.
+    input_data: str = MISSING
+    # auto | files | tabular: `run` gets a list of file paths, or a pandas DataFrame (Azure: uri_folder, mltable).
+    input_format: str = "auto"
+    # A number of files for file input (Azure's default 10); a size ("1MB", "10kb") for tabular (default 1MB).
+    mini_batch_size: Optional[str] = None
+    # Tabular input: one mini-batch per value of these columns (Azure's partition_keys), instead of by size.
+    partition_keys: List[str] = field(default_factory=list)
+    max_concurrency_per_instance: int = 1
+    # Failed mini-batches (after their retries) and failed items the job tolerates; -1: any number.
+    mini_batch_error_threshold: int = -1
+    error_threshold: int = -1
+    # Of all items, the share (percent) allowed to fail; null: not checked (Azure's --allowed_failed_percent).
+    allowed_failed_percent: Optional[float] = None
+    # retry_settings: a failed or timed-out mini-batch runs again up to max_retries times; timeout in seconds.
+    max_retries: int = 3
+    timeout: float = 60.0
+    # append_row | summary_only: rows run() returns go to one file, in input order.
+    output_action: str = "append_row"
+    # The file or folder the rows go to (a folder: parallel_run_step.txt in it); null: the run's outputs/.
+    append_row_to: Optional[str] = None
+    append_row_file_name: str = "parallel_run_step.txt"
+    logging_level: str = "INFO"
+    params: Dict[str, Any] = field(default_factory=dict)

@@ -23,6 +23,7 @@ from mltrain.spec.job_schemas import (
     DataConf,
     EvaluateModelJobConf,
     InitImageTransformationJobConf,
+    ParallelJobConf,
     ModelConf,
     ScoreImageModelJobConf,
     ScriptJobConf,
@@ -51,6 +52,9 @@ class JobKind:
     summary: str
     # The SECTIONS its program reads (its preset selects each one's option).
     sections: Tuple[str, ...] = ()
+    # A component that runs the user's code too (the parallel job's entry script): its
+    # `job.source_directory` is snapshotted and the ranks start in the copy, as a script's do.
+    user_code: bool = False
 
     @property
     def builtin(self) -> bool:
@@ -86,6 +90,9 @@ register(JobKind("split_image_directory", SplitImageDirectoryJobConf, "mltrain.c
                  "Designer's Split Image Directory: two image directories, stratified by label, seeded"))
 register(JobKind("evaluate_model", EvaluateModelJobConf, "mltrain.components.evaluate_model",
                  "Designer's Evaluate Model: accuracy, per-class precision/recall/F1, confusion matrix"))
+register(JobKind("parallel", ParallelJobConf, "mltrain.components.parallel_run",
+                 "Azure ML's parallel job: an entry script's run(mini_batch) over files or table rows, in workers",
+                 user_code=True))
 
 
 def schemas() -> Dict[str, Dict[str, type]]:

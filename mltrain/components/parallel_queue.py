@@ -1,0 +1,161 @@
+"""The mini-batch queue of a parallel job: a folder in the run's folder that every agent shares (the run's
+folder is on the filesystem every node sees, as Slurm's ranks already meet there).
+
+    parallel/batches.json     every mini-batch, written once by rank 0 (the others wait for it)
+    parallel/claims/<i>       taken by one agent (O_EXCL); touched while it runs; removed to run it again
+    parallel/done/<i>.json    its rows, written by the worker that ran it
+    parallel/failed/<i>.json  given up on after its retries: the errors of each attempt
+    parallel/attempts/<i>.json  the errors of the attempts so far (written only by the claim's holder)
+    parallel/short/<i>        how many items its run() returned no row for (Azure counts them as failed)
+    parallel/abort            a threshold was crossed, or init() failed: no agent takes another mini-batch
+
+A mini-batch runs once unless it fails (then again, up to the retries) or its agent is lost: a claim that
+nobody has touched for `stale_s` is taken over, so a lost node's work is done by the others.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from mltrain.atomic import atomic_write
+
+#: A claim untouched this long belongs to a lost agent (agents touch theirs every TOUCH_S).
+STALE_S = 60.0
+TOUCH_S = 5.0
+
+
+class Queue:
+    def __init__(self, root: Path, agent: str, stale_s: float = STALE_S) -> None:
+        self.root = Path(root)
+        self.agent = agent
+        self.stale_s = stale_s
+        self._batches: Optional[List[Dict[str, Any]]] = None
+        self._cursor = 0
+
+    # ---------------------------------------------------------------------------------- the batches
+    def publish(self, batches: List[Dict[str, Any]]) -> None:
+        for sub in ("claims", "done", "failed", "attempts", "short"):
+            (self.root / sub).mkdir(parents=True, exist_ok=True)
+        atomic_write(self.root / "batches.json", json.dumps(batches))
+        self._batches = batches
+
+    def published(self) -> bool:
+        return (self.root / "batches.json").is_file()
+
+    @property
+    def batches(self) -> List[Dict[str, Any]]:
+        if self._batches is None:
+            self._batches = json.loads((self.root / "batches.json").read_text())
+        return self._batches
+
+    # ---------------------------------------------------------------------------------- claims
+    def claim_next(self) -> Optional[int]:
+        """The next mini-batch nobody holds, in input order; a stale claim of a lost agent is taken over
+        once every other one is taken."""
+        total = len(self.batches)
+        while self._cursor < total:
+            index = self._cursor
+            self._cursor += 1
+            if self._take(index):
+                return index
+        for index in self.unfinished():
+            claim = self.root / "claims" / str(index)
+            try:
+                age = time.time() - claim.stat().st_mtime
+            except FileNotFoundError:  # released for a retry by its holder after our scan passed it
+                age = float("inf")
+            if age > self.stale_s:
+                # rename is atomic: of two agents taking over one stale claim, one wins
+                try:
+                    os.replace(claim, self.root / "claims" / f".{index}.lost.{self.agent}")
+                except FileNotFoundError:
+                    pass
+                if self._take(index):
+                    return index
+        return None
+
+    def _take(self, index: int) -> bool:
+        try:
+            fd = os.open(self.root / "claims" / str(index), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            return False
+        os.write(fd, self.agent.encode())
+        os.close(fd)
+        if (self.root / "done" / f"{index}.json").exists() or (self.root / "failed" / f"{index}.json").exists():
+            return False  # finished by an agent whose claim was taken over: not again
+        return True
+
+    def touch(self, indices: List[int]) -> None:
+        for index in indices:
+            try:
+                os.utime(self.root / "claims" / str(index))
+            except FileNotFoundError:
+                pass
+
+    def release(self, index: int) -> None:
+        """Put a failed mini-batch back for another attempt (by this agent or any other)."""
+        self._cursor = min(self._cursor, index)
+        try:
+            os.unlink(self.root / "claims" / str(index))
+        except FileNotFoundError:
+            pass
+
+    # ---------------------------------------------------------------------------------- outcomes
+    def attempts(self, index: int) -> List[str]:
+        path = self.root / "attempts" / f"{index}.json"
+        return json.loads(path.read_text()) if path.is_file() else []
+
+    def attempt_failed(self, index: int, error: str) -> List[str]:
+        errors = self.attempts(index) + [error]
+        atomic_write(self.root / "attempts" / f"{index}.json", json.dumps(errors))
+        return errors
+
+    def give_up(self, index: int, errors: List[str]) -> None:
+        atomic_write(self.root / "failed" / f"{index}.json",
+                     json.dumps({"errors": errors, "items": self.batches[index]["items"]}))
+
+    def short(self, index: int, missing: int) -> None:
+        """A mini-batch whose run() returned fewer rows than it had items: that many items failed."""
+        atomic_write(self.root / "short" / str(index), str(missing))
+
+    def missing_items(self) -> int:
+        return sum(int((self.root / "short" / str(i)).read_text()) for i in self.names("short"))
+
+    def names(self, sub: str) -> List[int]:
+        try:
+            return [int(n.split(".")[0]) for n in os.listdir(self.root / sub) if not n.startswith(".")]
+        except FileNotFoundError:
+            return []
+
+    def finished(self) -> int:
+        return len(self.names("done")) + len(self.names("failed"))
+
+    def unfinished(self) -> List[int]:
+        over = set(self.names("done")) | set(self.names("failed"))
+        return [i for i in range(len(self.batches)) if i not in over]
+
+    def done(self, index: int) -> Dict[str, Any]:
+        found: Dict[str, Any] = json.loads((self.root / "done" / f"{index}.json").read_text())
+        return found
+
+    def failed(self, index: int) -> Dict[str, Any]:
+        found: Dict[str, Any] = json.loads((self.root / "failed" / f"{index}.json").read_text())
+        return found
+
+    # ---------------------------------------------------------------------------------- stopping
+    def abort(self, reason: str) -> None:
+        try:
+            fd = os.open(self.root / "abort", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            return  # the first reason stands
+        os.write(fd, reason.encode())
+        os.close(fd)
+
+    def aborted(self) -> Optional[str]:
+        try:
+            return (self.root / "abort").read_text()
+        except FileNotFoundError:
+            return None

@@ -1,0 +1,231 @@
+"""Azure ML's parallel job, one rank per node: this node's agent and workers (mltrain.components.parallel_agent)
+over the run's shared mini-batch queue (mltrain.components.parallel_queue); rank 0 also cuts the input into
+mini-batches first (mltrain.components.parallel_inputs) and, once every mini-batch has run or been given up,
+writes the rows in input order (append_row: `parallel_run_step.txt`, or the file `append_row_to` names),
+Azure's summary files under logs/user/, the progress metrics, and fails the run when a threshold was crossed.
+Run as `python -m mltrain.components.parallel_run` in the snapshot of the job's code by the launcher.
+"""
+from __future__ import annotations
+
+import ast
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from omegaconf import OmegaConf
+
+from mltrain.atomic import atomic_write
+from mltrain.components.checks import later
+from mltrain.components.parallel_agent import Agent, Settings
+from mltrain.components.parallel_inputs import mini_batch_size, source, split
+from mltrain.components.parallel_queue import Queue
+from mltrain.errors import ConfigError, MltrainError
+from mltrain.runs.metrics import MetricsWriter
+
+OUTPUT_ACTIONS = ("append_row", "summary_only")
+#: How long the other agents wait for rank 0 to cut the input (a large table takes a while).
+PUBLISH_WAIT_S = 1800.0
+
+
+class ParallelJobFailed(MltrainError):
+    exit_code = 1
+
+
+def validate(cfg: Any) -> None:
+    """Before any worker starts: the entry script and its run(), the input, the mini-batch size, the settings."""
+    job = cfg.job
+    src = Path(os.path.expanduser(str(job.source_directory)))
+    script = src / str(job.entry_script)
+    if not script.is_file():
+        raise ConfigError("job.entry_script", f"file '{job.entry_script}' does not exist in '{src}'")
+    try:
+        tree = ast.parse(script.read_bytes(), str(script))
+    except SyntaxError as exc:
+        raise ConfigError("job.entry_script", f"{script}:{exc.lineno}: {exc.msg}") from None
+    defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    defined |= {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+    imported = {a.asname or a.name for n in tree.body if isinstance(n, (ast.ImportFrom, ast.Import)) for a in n.names}
+    if "run" not in defined | imported:
+        raise ConfigError("job.entry_script", f"'{job.entry_script}' defines no run(mini_batch) function")
+    if job.output_action not in OUTPUT_ACTIONS:
+        raise ConfigError("job.output_action", f"'{job.output_action}' is not an output action", OUTPUT_ACTIONS)
+    for key in ("max_concurrency_per_instance",):
+        if int(job[key]) < 1:
+            raise ConfigError(f"job.{key}", f"{job[key]} is invalid; must be >= 1")
+    if int(job.max_retries) < 0 or float(job.timeout) <= 0:
+        raise ConfigError("job.max_retries" if int(job.max_retries) < 0 else "job.timeout", "must be positive")
+    if int(cfg.distribution.process_count_per_node) != 1:
+        raise ConfigError("distribution.process_count_per_node", "a parallel job runs one agent per node: set "
+                          "job.max_concurrency_per_instance for its worker processes")
+    if later(job.input_data):
+        mini_batch_size(job.mini_batch_size, job.input_format == "tabular")  # readable as one or the other
+        return
+    found = source(str(job.input_data), str(job.input_format))
+    mini_batch_size(job.mini_batch_size, found.tabular)
+
+
+def _settings(cfg: Any, run_dir: Path, rank: int) -> Settings:
+    job = cfg.job
+    python = cfg.environment.python.get("interpreter") or sys.executable
+    return Settings(python=str(python), entry_script=str(Path.cwd() / str(job.entry_script)),
+                    arguments=[str(a) for a in job.program_arguments], concurrency=int(job.max_concurrency_per_instance),
+                    max_retries=int(job.max_retries), timeout_s=float(job.timeout),
+                    first_process=rank * int(job.max_concurrency_per_instance), logs=run_dir / "logs" / "user",
+                    env={"AZUREML_PARALLEL_LOGGING_LEVEL": str(job.logging_level)})
+
+
+class Thresholds:
+    """Azure's mini_batch_error_threshold, error_threshold (items) and allowed_failed_percent, checked after
+    every mini-batch; crossing one aborts the job."""
+
+    def __init__(self, cfg: Any, queue: Queue) -> None:
+        self.job = cfg.job
+        self.queue = queue
+
+    def counts(self) -> Dict[str, int]:
+        failed_batches = self.queue.names("failed")
+        failed_items = sum(self.queue.failed(i)["items"] for i in failed_batches) + self.queue.missing_items()
+        return {"failed_batches": len(failed_batches), "failed_items": failed_items}
+
+    def crossed(self) -> Optional[str]:
+        counts = self.counts()
+        limit = int(self.job.mini_batch_error_threshold)
+        if limit >= 0 and counts["failed_batches"] > limit:
+            return f"{counts['failed_batches']} mini-batches failed, more than mini_batch_error_threshold {limit}"
+        limit = int(self.job.error_threshold)
+        if limit >= 0 and counts["failed_items"] > limit:
+            return f"{counts['failed_items']} items failed, more than error_threshold {limit}"
+        share = self.job.get("allowed_failed_percent")
+        total = sum(b["items"] for b in self.queue.batches) or 1
+        if share is not None and 100.0 * counts["failed_items"] / total > float(share):
+            return f"{counts['failed_items']} of {total} items failed, more than allowed_failed_percent {share}"
+        return None
+
+    def check(self) -> None:
+        reason = self.crossed()
+        if reason is not None:
+            self.queue.abort(reason)
+
+
+def _output_file(cfg: Any, run_dir: Path) -> Path:
+    target = cfg.job.get("append_row_to")
+    name = str(cfg.job.append_row_file_name)
+    if not target:
+        return Path(os.environ.get("MLTRAIN_OUTPUTS_DIR", run_dir / "outputs")) / name
+    path = Path(os.path.expanduser(str(target)))
+    return path / name if path.is_dir() or not path.suffix else path
+
+
+def _finish(cfg: Any, queue: Queue, run_dir: Path, started: float) -> None:
+    """Rank 0, once every mini-batch is over: the rows in input order, the summaries, the verdict."""
+    thresholds = Thresholds(cfg, queue)
+    counts = thresholds.counts()
+    done, failed = sorted(queue.names("done")), sorted(queue.names("failed"))
+    rows = 0
+    if cfg.job.output_action == "append_row":
+        out = _output_file(cfg, run_dir)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        lines: List[str] = []
+        for index in done:
+            lines += queue.done(index)["rows"]
+        rows = len(lines)
+        atomic_write(out, "".join(line + "\n" for line in lines))
+    total = len(queue.batches)
+    writer = MetricsWriter(run_dir / "metrics.jsonl")
+    writer.log_many({"mini_batches_total": total, "mini_batches_done": len(done), "mini_batches_failed": len(failed),
+                     "items_total": sum(b["items"] for b in queue.batches), "items_failed": counts["failed_items"],
+                     "rows_returned": rows})
+    logs = run_dir / "logs" / "user"
+    logs.mkdir(parents=True, exist_ok=True)
+    errors = [f"mini-batch {i} ({_what(queue.batches[i])}): " + " | ".join(queue.failed(i)["errors"]) for i in failed]
+    atomic_write(logs / "error.txt", "".join(e + "\n" for e in errors))
+    reason = queue.aborted() or thresholds.crossed()
+    verdict = f"failed: {reason}" if reason else "succeeded"
+    summary = (f"parallel job {verdict}: {len(done)} of {total} mini-batches done, {len(failed)} failed, "
+               f"{counts['failed_items']} items failed, {rows} rows in {time.monotonic() - started:.1f} s")
+    atomic_write(logs / "job_result.txt", summary + "\n")
+    print(summary, flush=True)
+    for line in errors[:5]:
+        print(f"  {line}", flush=True)
+    if reason:
+        raise ParallelJobFailed(f"parallel job: {reason}"
+                                + (f"; first: {errors[0]}" if errors else "") + " (logs/user/error.txt)")
+
+
+def _what(batch: Dict[str, Any]) -> str:
+    if "files" in batch:
+        first = Path(batch["files"][0]).name
+        return first if len(batch["files"]) == 1 else f"{first} and {len(batch['files']) - 1} more"
+    if "partition" in batch:
+        return ", ".join(f"{k}={v}" for k, v in batch["partition"].items())
+    table = batch["table"]
+    return f"{Path(table['file']).name} rows from byte {table['start']}"
+
+
+def main() -> None:
+    run_dir = Path(os.environ["MLTRAIN_RUN_DIR"])
+    cfg = OmegaConf.load(run_dir / "config.yaml")
+    rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+    started = time.monotonic()
+    queue = Queue(run_dir / "parallel", agent=f"{os.uname().nodename}:{os.getpid()}:{rank}")
+    if rank == 0:
+        found = source(str(cfg.job.input_data), str(cfg.job.input_format))
+        for note in found.notes:
+            print(f"note: {note}", flush=True)
+        size = mini_batch_size(cfg.job.mini_batch_size, found.tabular)
+        batches = split(found, size, list(cfg.job.partition_keys), queue.root)
+        queue.publish(batches)
+        kind = "rows" if found.tabular else "files"
+        print(f"parallel job: {sum(b['items'] for b in batches)} {kind} in {len(batches)} mini-batches, "
+              f"{world} instance(s) x {cfg.job.max_concurrency_per_instance} worker(s)", flush=True)
+    else:
+        deadline = time.monotonic() + PUBLISH_WAIT_S
+        while not queue.published():
+            if time.monotonic() > deadline:
+                raise ParallelJobFailed("parallel job: rank 0 never listed the mini-batches")
+            time.sleep(0.2)
+    thresholds = Thresholds(cfg, queue)
+    progress = _Progress(queue, run_dir, rank)
+
+    def after_batch(failure: bool) -> None:
+        if failure:
+            thresholds.check()
+        progress.tick()
+
+    agent = Agent(_settings(cfg, run_dir, rank), queue, on_event=after_batch)
+    agent.run()
+    if rank != 0:
+        return
+    while queue.unfinished() and not queue.aborted():  # the other nodes' last mini-batches
+        time.sleep(0.5)
+    progress.tick(force=True)
+    _finish(cfg, queue, run_dir, started)
+
+
+class _Progress:
+    """Rank 0's console line and progress metrics, at most every few seconds."""
+
+    def __init__(self, queue: Queue, run_dir: Path, rank: int) -> None:
+        self.queue, self.rank = queue, rank
+        self.writer = MetricsWriter(run_dir / "metrics.jsonl")
+        self.last = time.monotonic()
+        self.step = 0
+
+    def tick(self, force: bool = False) -> None:
+        if self.rank != 0 or (not force and time.monotonic() - self.last < 5.0):
+            return
+        self.last = time.monotonic()
+        done, failed = len(self.queue.names("done")), len(self.queue.names("failed"))
+        total = len(self.queue.batches)
+        self.writer.log_many({"progress/mini_batches_done": done, "progress/mini_batches_failed": failed},
+                             step=self.step)
+        self.step += 1
+        print(f"parallel: {done}/{total} mini-batches done, {failed} failed", flush=True)
+
+
+if __name__ == "__main__":
+    from mltrain.components.runtime import run_component
+
+    run_component(lambda ctx: main())  # no process group: the agents meet in the run's folder
