@@ -29,9 +29,10 @@ from typing import Any, Dict, Optional, Sequence, Tuple
 from mltrain import backends
 from mltrain.atomic import atomic_write
 from mltrain.backends.local.guard import unmarked
-from mltrain.config.paths import mltrain_home, user_conf_dirs
+from mltrain.config.paths import user_conf_dirs
 from mltrain.errors import MltrainError
 from mltrain.handle import Run
+from mltrain.home import mltrain_home
 from mltrain.launch.driver import drive, listen
 from mltrain.launch.orchestrate import create_run
 from mltrain.launch.request import JobRequest, freeze_request

@@ -157,7 +157,7 @@ def _empty_code(dry_run: bool) -> Iterator[Path]:
     """The source folder of a command job without `code:` (Azure runs it in an empty folder): one empty
     folder under MLTRAIN_HOME, snapshotted like any other. Freezing checks that a job's source folder exists,
     dry run or not: a dry run that had to make it removes it again, leaving nothing behind."""
-    from mltrain.config.paths import mltrain_home  # startup
+    from mltrain.home import mltrain_home  # startup
 
     path = mltrain_home() / "azureml" / EMPTY_CODE
     made, missing = [], path

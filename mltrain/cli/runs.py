@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, List
 
-from mltrain.config.paths import mltrain_home
 from mltrain.errors import MltrainError, first_line
+from mltrain.home import mltrain_home
 from mltrain.runs import index, mlflow_run
 from mltrain.runs.metrics import last_and_best, read_metrics
 from mltrain.runs.record import find_run
@@ -264,8 +264,8 @@ def _compare(args) -> int:
 
 def _sync(args) -> int:
     from mltrain.handle import Run, list_runs  # startup
-    from mltrain.models import mlflow_store as store  # startup
     from mltrain.tracking import mirroring as tracking  # startup
+    from mltrain.tracking import mlflow_store as store  # startup
 
     store.require_mlflow()
     if args.runs:

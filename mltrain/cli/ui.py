@@ -1,5 +1,5 @@
 """`mltrain ui`: MLflow's own UI server (`mlflow server`) on the store mltrain mirrors runs into and keeps
-its model registry in (mltrain.models.mlflow_store), as Azure ML's studio shows an experiment's runs,
+its model registry in (mltrain.tracking.mlflow_store), as Azure ML's studio shows an experiment's runs,
 their metrics, logs and outputs, a sweep's trials and the registered models.
 
 The server is a child process in a process group of its own, so Ctrl-C here stops it and every worker it
@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import List, NoReturn, Optional
 
 from mltrain.cli import runs
-from mltrain.config.paths import mltrain_home
 from mltrain.errors import MltrainError
-from mltrain.models import mlflow_store as store
+from mltrain.home import mltrain_home
 from mltrain.processes import stop_group, within
 from mltrain.runs import mlflow_run
+from mltrain.tracking import mlflow_store as store
 
 INSTALL = "pip install 'mltrain[ui]'"
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")

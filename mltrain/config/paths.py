@@ -12,14 +12,12 @@ import os
 from pathlib import Path
 from typing import Iterator, List, Sequence
 
+from mltrain.home import mltrain_home
+
 #: Folders looked up in the current directory, in this order.
 USER_CONF_DIRS = (".mltrain", "conf")
 #: Extra config folders, separated by os.pathsep, searched before those.
 CONFIG_PATH_ENV = "MLTRAIN_CONFIG_PATH"
-
-
-def mltrain_home() -> Path:
-    return Path(os.environ.get("MLTRAIN_HOME", "~/.mltrain")).expanduser()
 
 
 def builtin_conf_dir() -> Path:

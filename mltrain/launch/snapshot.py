@@ -19,9 +19,9 @@ from typing import Collection, List, Optional, Tuple
 
 import pathspec
 
-from mltrain.config.paths import mltrain_home
 from mltrain.digest import file_sha256
 from mltrain.errors import MltrainError
+from mltrain.home import mltrain_home
 
 IGNORE_FILES = (".amlignore", ".gitignore")
 RESERVED = ("outputs", "logs")

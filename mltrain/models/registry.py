@@ -20,12 +20,12 @@ import tempfile
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Union
 
-from mltrain.config.paths import mltrain_home
 from mltrain.errors import MltrainError
-from mltrain.models import mlflow_store as store
+from mltrain.home import mltrain_home
 from mltrain.models import sqlite_registry
 from mltrain.runs.mlflow_run import enabled
 from mltrain.runs.record import find_run
+from mltrain.tracking import mlflow_store as store
 
 PROPERTY = "mltrain.property."
 RUN, FRAMEWORK, PATH = "mltrain.run_id", "mltrain.framework", "mltrain.model_path"

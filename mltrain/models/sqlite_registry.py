@@ -4,7 +4,7 @@ one transaction, without importing MLflow (about 2.5 s of imports and engine sta
 The rows are the ones MLflow's SqlAlchemyStore.create_registered_model / create_model_version write
 (tests/test_models_concurrent.py compares them column by column), and MLflow's client reads them back
 as its own. This path is taken only where that holds: the embedded store exists, its schema is one this
-module was checked against (the Alembic revision and every column of the four tables), MLflow's
+module was checked against (mltrain.tracking.store_schema: the Alembic revision and every column of the four tables), MLflow's
 workspaces are off, and every value is inside MLflow's own validation rules. Anything else returns None
 and the caller goes through MLflow's client, which then applies MLflow's rules and messages.
 
@@ -13,29 +13,18 @@ many processes at once get consecutive versions, none twice (the caller also hol
 """
 from __future__ import annotations
 
-import os
 import posixpath
 import re
 import sqlite3
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Optional, Set
+from typing import Dict, Optional
 
-#: Alembic revisions of MLflow's schema whose registry tables are exactly COLUMNS (MLflow 3.17).
-#: A store migrated by a later MLflow is registered through MLflow until checked and added here.
-KNOWN_REVISIONS = frozenset({"dc11669786a5"})
-COLUMNS = {
-    "registered_models": {"name", "creation_time", "last_updated_time", "description", "workspace"},
-    "registered_model_tags": {"key", "value", "name", "workspace"},
-    "model_versions": {"name", "version", "creation_time", "last_updated_time", "description", "user_id",
-                       "current_stage", "source", "run_id", "status", "status_message", "run_link",
-                       "storage_location", "workspace"},
-    "model_version_tags": {"key", "value", "name", "version", "workspace"},
-}
-#: What MLflow writes where the caller gives nothing (mlflow.utils.workspace_utils.DEFAULT_WORKSPACE_NAME,
-#: model_registry STAGE_NONE, ModelVersionStatus.READY).
-WORKSPACE, STAGE, STATUS = "default", "None", "READY"
+from mltrain.tracking.store_schema import WORKSPACE, schema_known, workspaces_on
+
+#: What MLflow writes where the caller gives nothing (model_registry STAGE_NONE, ModelVersionStatus.READY).
+STAGE, STATUS = "None", "READY"
 #: MLflow's tag-name rule (mlflow.utils.validation: letters, digits and `_-. /:`, not a path that
 #: normalises to another name) and its limits; the columns' widths for the rest.
 _TAG_KEY = re.compile(r"^[A-Za-z0-9_\-. /:]{1,250}$")
@@ -92,24 +81,6 @@ def create_version(db: Path, name: str, source: str, run_id: Optional[str], tags
     finally:
         con.close()
     return Version(name, version, source, now, description, run_id, dict(tags))
-
-
-def schema_known(con: sqlite3.Connection, columns: Dict[str, Set[str]] = COLUMNS) -> bool:
-    """The store's Alembic revision is one checked here and each of `columns`' tables has exactly those columns."""
-    try:
-        revisions = {row[0] for row in con.execute("SELECT version_num FROM alembic_version")}
-    except sqlite3.Error:
-        return False
-    if len(revisions) != 1 or not revisions <= KNOWN_REVISIONS:
-        return False
-    for table, names in columns.items():
-        if {row[1] for row in con.execute(f"PRAGMA table_info({table})")} != names:
-            return False
-    return True
-
-
-def workspaces_on() -> bool:
-    return os.environ.get("MLFLOW_ENABLE_WORKSPACES", "").strip().lower() in ("true", "1")
 
 
 def _plain(name: str, source: str, run_id: Optional[str], tags: Dict[str, str], description: Optional[str]) -> bool:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Dict, Iterable, Iterator, List, Optional
 
 from mltrain.atomic import atomic_write
-from mltrain.config.paths import mltrain_home
+from mltrain.home import mltrain_home
 from mltrain.processes import pid_alive
 from mltrain.runs import script_store
 from mltrain.runs.console import Console

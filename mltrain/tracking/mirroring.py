@@ -1,5 +1,5 @@
 """Runs as MLflow sees them: every run mirrored into the MLflow store that also holds the model
-registry (mltrain.models.mlflow_store), so `mlflow ui --backend-store-uri <that store>` shows runs, sweeps and
+registry (mltrain.tracking.mlflow_store), so `mlflow ui --backend-store-uri <that store>` shows runs, sweeps and
 pipelines (as parent and child runs) and their curves. metrics.jsonl stays the source of truth; the
 mirror is a copy, made when a run ends, before the command that ran it returns (mltrain.runs.mlflow_run.
 mirror_now starts `python -m mltrain.tracking.mirroring` and waits for it). On the embedded store it writes MLflow's
@@ -23,7 +23,6 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 from urllib.parse import urlparse
 
 from mltrain.errors import one_line
-from mltrain.models import mlflow_store as store
 from mltrain.pipelines.reuse import flatten
 from mltrain.runs import script_store
 from mltrain.runs.metrics import MetricsWriter
@@ -31,6 +30,7 @@ from mltrain.runs.mlflow_run import RUN_DB, RUN_ID, ensure_template
 from mltrain.runs.record import RunRecord
 from mltrain.spec.records import MlflowMark
 from mltrain.sweeps.results import SWEEP_FILE
+from mltrain.tracking import mlflow_store as store
 from mltrain.tracking.writers import MetricRow, Writer, open_writer
 
 STATUS = {"Completed": "FINISHED", "Failed": "FAILED", "Canceled": "KILLED"}

@@ -17,8 +17,8 @@ import warnings
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
-from mltrain.config.paths import mltrain_home
 from mltrain.errors import MltrainError
+from mltrain.home import mltrain_home
 from mltrain.runs import mlflow_run
 
 URI_ENV = "MLTRAIN_TRACKING_URI"
@@ -49,7 +49,7 @@ def artifact_root() -> Optional[str]:
     return str(mltrain_home().resolve() / "artifacts") if uri().startswith("sqlite:") else None
 
 
-def require_mlflow():
+def require_mlflow() -> Any:
     try:
         import mlflow  # optional
     except ImportError:
@@ -106,7 +106,7 @@ def client() -> Any:
     return c
 
 
-def _create_aside(client_class) -> None:
+def _create_aside(client_class: Any) -> None:
     """A new embedded store is made whole under another name and renamed into place (called under the
     lock): a process killed while MLflow creates the schema (its Alembic migrations, seconds of DDL)
     leaves a file named `.mlflow.db.building-PID`, never a half-made mlflow.db that every later command

@@ -8,7 +8,8 @@ themselves take milliseconds. It writes the rows MLflow's SqlAlchemyStore writes
 log_batch, set_terminated and create_experiment (tests/test_tracking.py reads them back with MLflow's
 client), one run in one `BEGIN IMMEDIATE` transaction, so a mirror killed at any instant leaves the store
 as it was or with that run whole. It is taken only where that holds, as for the registry's direct path
-(mltrain.models.sqlite_registry): an embedded store whose Alembic revision and columns were checked, and
+(mltrain.models.sqlite_registry): an embedded store whose Alembic revision and columns were checked
+(mltrain.tracking.store_schema), and
 MLflow's workspaces off. Anything else goes through MLflow's client.
 """
 from __future__ import annotations
@@ -22,13 +23,13 @@ import time
 import uuid
 from typing import Any, Dict, Iterator, Optional, Protocol, Sequence, Tuple
 
-from mltrain.models import mlflow_store as store
-from mltrain.models import sqlite_registry
+from mltrain.tracking import mlflow_store as store
+from mltrain.tracking import store_schema
 
 #: (key, value, timestamp in ms, step), as MLflow's Metric takes them.
 MetricRow = Tuple[str, float, int, int]
 
-#: MLflow 3.17's tracking tables as the direct writer uses them (revision: sqlite_registry.KNOWN_REVISIONS).
+#: MLflow 3.17's tracking tables as the direct writer uses them (revision: store_schema.KNOWN_REVISIONS).
 COLUMNS = {
     "experiments": {"experiment_id", "name", "artifact_location", "lifecycle_stage", "creation_time",
                     "last_update_time", "workspace"},
@@ -79,10 +80,10 @@ class SqliteWriter:
     @classmethod
     def open(cls) -> Optional[SqliteWriter]:
         db = store.sqlite_path()
-        if db is None or sqlite_registry.workspaces_on() or not store.create_from_template():
+        if db is None or store_schema.workspaces_on() or not store.create_from_template():
             return None
         con = sqlite3.connect(str(db), timeout=_BUSY_TIMEOUT_S, isolation_level=None)
-        if not sqlite_registry.schema_known(con, {**sqlite_registry.COLUMNS, **COLUMNS}):
+        if not store_schema.schema_known(con, {**store_schema.REGISTRY_COLUMNS, **COLUMNS}):
             con.close()
             return None
         return cls(con)
@@ -99,7 +100,7 @@ class SqliteWriter:
 
     def find_experiment(self, name: str) -> Optional[str]:
         row = self.con.execute("SELECT experiment_id FROM experiments WHERE workspace = ? AND name = ?",
-                               (sqlite_registry.WORKSPACE, name)).fetchone()
+                               (store_schema.WORKSPACE, name)).fetchone()
         return str(row[0]) if row else None
 
     def experiment(self, name: str, tags: Dict[str, str]) -> str:
@@ -109,7 +110,7 @@ class SqliteWriter:
             cur = self.con.execute(
                 "INSERT INTO experiments (name, artifact_location, lifecycle_stage, creation_time, "
                 "last_update_time, workspace) VALUES (?, ?, 'active', ?, ?, ?)",
-                (name, store.artifact_root(), now, now, sqlite_registry.WORKSPACE))
+                (name, store.artifact_root(), now, now, store_schema.WORKSPACE))
             found = str(cur.lastrowid)
         self.con.executemany("INSERT OR IGNORE INTO experiment_tags (key, value, experiment_id) VALUES (?, ?, ?)",
                              [(k, v, int(found)) for k, v in tags.items()])

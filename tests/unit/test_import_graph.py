@@ -1,4 +1,5 @@
-"""mltrain's imports point one way, from the layer that uses to the layer that is used, and form no cycle.
+"""mltrain's imports point one way, from the layer that uses to the layer that is used, and form no cycle,
+neither between modules nor between packages (a package importing another that imports it back).
 
 Counted: imports at the top and inside functions, and the lazily imported tables ("module:attr" strings
 given to importlib, as mltrain.backends.BACKENDS). Not counted: imports under `if TYPE_CHECKING:` (they
@@ -56,7 +57,7 @@ def _edges(name, path, modules):
 #: module may import its own layer and those below it, never one above: the job spec knows no config,
 #: a backend no sweep, a run record no handle. docs/architecture.md draws the same picture.
 LAYERS = [
-    ["mltrain.errors", "mltrain.atomic", "mltrain.digest", "mltrain.processes", "mltrain.signals", "mltrain.spec",
+    ["mltrain.errors", "mltrain.atomic", "mltrain.digest", "mltrain.home", "mltrain.processes", "mltrain.signals", "mltrain.spec",
      "mltrain.backends.computes", "mltrain.backends.local.compute", "mltrain.backends.slurm.compute"],  # the job spec, the frozen job, statuses, job kinds; the compute kinds' table and schemas
     ["mltrain.config"],                                           # composition, search path, validation, aliases
     ["mltrain.environments"],                                     # curated and custom environments
@@ -109,16 +110,16 @@ def test_every_module_has_a_layer():
         layer_of(name)
 
 
-def test_no_import_cycles():
-    graph = _graph()
-    cycles, stack, state = [], [], {}
+def cycles(graph):
+    """Each cycle of the graph found by a depth-first walk, as the list of its nodes, the first one repeated."""
+    found, stack, state = [], [], {}
 
     def visit(node):
         state[node] = 1
         stack.append(node)
-        for nxt in sorted(graph[node]):
+        for nxt in sorted(graph.get(node, ())):
             if state.get(nxt) == 1:
-                cycles.append(stack[stack.index(nxt):] + [nxt])
+                found.append(stack[stack.index(nxt):] + [nxt])
             elif nxt not in state:
                 visit(nxt)
         stack.pop()
@@ -127,7 +128,60 @@ def test_no_import_cycles():
     for node in sorted(graph):
         if node not in state:
             visit(node)
-    assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
+    return found
+
+
+def test_no_import_cycles():
+    found = cycles(_graph())
+    assert not found, "import cycles:\n" + "\n".join(" -> ".join(c) for c in found)
+
+
+def package_of(module: str) -> str:
+    """The package a module counts with for the package cycles: `mltrain.X` (a module directly under mltrain
+    is its own). A module LAYERS places below its package's layer is part of that lower layer's package: the
+    compute kinds' table and schemas (backends/computes.py, backends/*/compute.py) live in backends/ so that
+    a backend is one folder, and belong to the spec, which rebuilds a frozen job's compute from them."""
+    package = ".".join(module.split(".")[:2])
+    if layer_of(module) < layer_of(package):
+        assert layer_of(module) == 0, f"{module}: a module placed below its package's layer is counted with the spec"
+        return "mltrain.spec"
+    return package
+
+
+def package_graph(graph):
+    """{package: {package it imports: the module imports that make it so}}, between different packages."""
+    out = {}
+    for a, targets in graph.items():
+        for b in targets:
+            pa, pb = package_of(a), package_of(b)
+            if pa != pb:
+                out.setdefault(pa, {}).setdefault(pb, []).append(f"{a} -> {b}")
+    return out
+
+
+def package_cycles(graph):
+    packages = package_graph(graph)
+    lines = []
+    for cycle in cycles({p: set(targets) for p, targets in packages.items()}):
+        hops = [f"{a} -> {b} ({', '.join(sorted(packages[a][b])[:3])})" for a, b in zip(cycle, cycle[1:])]
+        lines.append("; ".join(hops))
+    return lines
+
+
+def test_no_package_imports_another_that_imports_it_back():
+    found = package_cycles(_graph())
+    assert not found, "package cycles (module imports, inside functions too):\n" + "\n".join(found)
+
+
+def test_a_planted_package_cycle_is_caught():
+    graph = _graph()
+    assert package_of("mltrain.backends.slurm.compute") == "mltrain.spec"
+    assert package_of("mltrain.backends.slurm.driver") == "mltrain.backends"
+    # the mirror's writer reaching back into the model registry, which is built on tracking
+    graph["mltrain.tracking.writers"] = graph["mltrain.tracking.writers"] | {"mltrain.models.sqlite_registry"}
+    assert not cycles(graph)  # no cycle between modules ...
+    found = package_cycles(graph)  # ... but one between their packages
+    assert len(found) == 1 and "mltrain.tracking.writers -> mltrain.models.sqlite_registry" in found[0], found
 
 
 def test_the_graph_is_really_walked():

@@ -6,9 +6,11 @@ defer them; an import inside a function says its reason in one word, in a commen
 - `# optional`: a package that may be absent (an extra, or one the code guards with `except ImportError`);
 - `# startup`: it measurably slows a command that does not need it (`mltrain --help`, `--cfg job`,
   `--dry-run`, `runs list`); the commit that made it lazy names the command;
-- `# cycle`: importing it at the top would close an import cycle;
 - `# plugin`: a module Hydra imports for every Hydra app on the machine (hydra_plugins/mltrain_launcher)
   keeps mltrain's own imports for the moment they are used.
+
+No reason excuses an import cycle: an import inside a function is an edge of the import graph all the same
+(tests/unit/test_import_graph.py), so a cycle is broken by moving code, not by deferring an import.
 
 Not walked: mltrain/_rank_site and mltrain/_azureml_shim, which run inside the user's own processes."""
 import ast
@@ -19,7 +21,7 @@ import mltrain
 
 ROOT = Path(mltrain.__file__).parent
 LAUNCHER = ROOT.parent / "hydra_plugins" / "mltrain_launcher"  # installed beside mltrain
-REASONS = ("heavy", "optional", "startup", "cycle", "plugin")
+REASONS = ("heavy", "optional", "startup", "plugin")
 SKIP = ("_rank_site", "_azureml_shim")
 _REASON = re.compile(r"#\s*(" + "|".join(REASONS) + r")\s*$")
 

@@ -1,4 +1,5 @@
-"""The direct registry path (mltrain.models.sqlite_registry) is taken only on a schema it was checked against:
+"""The direct registry and tracking paths (mltrain.models.sqlite_registry, mltrain.tracking.writers) are
+taken only on a schema they were checked against (mltrain.tracking.store_schema):
 when the installed MLflow's newest migration is not one of them, every registration quietly goes back
 to MLflow's client (correct, and about 10x slower). This fails instead, so the new schema is checked
 (tests/test_models_concurrent.py) and its revision added."""
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from mltrain.models.sqlite_registry import KNOWN_REVISIONS
+from mltrain.tracking.store_schema import KNOWN_REVISIONS
 
 
 def _head(versions: Path) -> set:
@@ -33,4 +34,4 @@ def test_the_installed_mlflows_schema_is_one_the_direct_path_knows():
     versions = Path(list(spec.submodule_search_locations)[0]) / "store" / "db_migrations" / "versions"
     head = _head(versions)
     assert len(head) == 1, head
-    assert head <= KNOWN_REVISIONS, f"MLflow's schema {head} is not checked by mltrain.models.sqlite_registry"
+    assert head <= KNOWN_REVISIONS, f"MLflow's schema {head} is not checked by mltrain.tracking.store_schema"

@@ -13,8 +13,9 @@ from typing import Any, Dict, List, Optional
 
 import yaml
 
-from mltrain.config.paths import builtin_conf_dir, mltrain_home
+from mltrain.config.paths import builtin_conf_dir
 from mltrain.errors import MltrainError
+from mltrain.home import mltrain_home
 
 _JOB_ARTIFACT = re.compile(r"^azureml://jobs/([^/]+)/outputs/artifacts/paths/(.+?)/?$")
 _JOB_OUTPUT = re.compile(r"^azureml://jobs/([^/]+)/outputs/([^/]+)/?$")

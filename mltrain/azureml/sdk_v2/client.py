@@ -20,8 +20,9 @@ from typing import Any, Dict, Iterator, Optional
 
 from mltrain.azureml.sdk_v2 import assets, operations
 from mltrain.azureml.sdk_v2 import submit as submission
-from mltrain.config.paths import mltrain_home
 from mltrain.errors import MltrainError
+from mltrain.handle import Run
+from mltrain.home import mltrain_home
 from mltrain.processes import pid_alive
 from mltrain.runs.waiting import wait_until
 
@@ -256,8 +257,6 @@ class JobOperations:
 
     # ------------------------------------------------------------------ helpers
     def _run(self, name: str, record: Optional[Dict[str, Any]]) -> Any:
-        from mltrain.handle import Run  # cycle
-
         done = self._submitted.get(name)
         if done is not None and done.run is not None:
             return done.run

@@ -7,7 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, List, Optional
 
-from mltrain.config.paths import mltrain_home, shipped_options
+from mltrain.config.paths import shipped_options
+from mltrain.home import mltrain_home
 
 
 def _azure() -> Any:

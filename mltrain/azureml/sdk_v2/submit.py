@@ -23,7 +23,8 @@ from mltrain.atomic import atomic_write
 from mltrain.azureml import job_plan
 from mltrain.azureml.job_request import EMPTY_CODE, GROUP, Request
 from mltrain.azureml.sdk_v2.entities import job_entity, to_v2
-from mltrain.config.paths import extra_config_dirs, mltrain_home
+from mltrain.config.paths import extra_config_dirs
+from mltrain.home import mltrain_home
 from mltrain.launch.request import JobRequest
 from mltrain.runs.console import Console, Silent
 

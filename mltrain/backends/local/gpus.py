@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
 
 from mltrain.backends.local.compute import LocalComputeConf
-from mltrain.config.paths import mltrain_home
 from mltrain.errors import ConfigError
+from mltrain.home import mltrain_home
 from mltrain.ranks.contract import places
 from mltrain.spec.job import FrozenJob
 from mltrain.spec.schema import compute_as

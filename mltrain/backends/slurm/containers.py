@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
 from mltrain.backends.slurm.compute import SlurmComputeConf
-from mltrain.config.paths import mltrain_home
+from mltrain.home import mltrain_home
 
 
 def container_flags(compute: SlurmComputeConf, environment: Dict[str, Any], run_dir: str) -> Tuple[List[str], List[str]]:
