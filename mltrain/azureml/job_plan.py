@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 import yaml
 
-from mltrain.azureml import command_job, pipeline_job, sweep_job, v2_schema
+from mltrain.azureml import command_job, parallel_job, pipeline_job, sweep_job, v2_schema
 from mltrain.azureml.job_request import EMPTY_CODE, GROUP, Plan, Request, file_name, ignored_note, record
-from mltrain.azureml.references import config_dirs
+from mltrain.azureml.references import config_dirs, fetched_when
 from mltrain.azureml.yaml_lines import JobFile, JobFileError, load
 from mltrain.backends.computes import DEFAULT_COMPUTE
 
@@ -79,6 +79,8 @@ def plan(request: Request) -> Plan:
     if name:
         values["run"] = {"id": name}
     notes = ignored_note(jf)
+    if kind == "parallel":
+        return _parallel(jf, request, ctx, values, notes)
     if kind == "command":
         job = command_job.parse(jf, (), jf.data, ctx)
         body = command_job.render_command(job, _standalone_output, _input_path, _no_search_space(jf), ctx.job_name)
@@ -99,10 +101,25 @@ def plan(request: Request) -> Plan:
     notes += job.notes
     if job.compute is None and jf.data.get("compute") and not ctx.on_cluster:
         notes.append(f"compute {jf.data['compute']} is not mapped in .mltrain/compute/: runs on this machine")
-    lines += [f"  inputs.{i.name} = {i.path if i.path is not None else i.value}" for i in job.inputs.values()]
+    lines += [f"  inputs.{i.name} = {_shown(i)}" for i in job.inputs.values()]
     lines += [f"  outputs.{o.name} = {o.path or '<run>/outputs/' + o.name}" for o in job.outputs.values()]
     overrides = command_job.groups(job) + [f"+{GROUP}={file_name(ctx.job_name)}"]
     return Plan(kind, overrides, {f"{GROUP}/{file_name(ctx.job_name)}.yaml": values}, notes, lines,
+                [str(d) for d in config_dirs(jf)])
+
+
+def _parallel(jf: JobFile, request: Request, ctx: command_job.Context, values: Dict[str, Any],
+              notes: List[str]) -> Plan:
+    par = parallel_job.parse(jf, (), jf.data, ctx, {})
+    job_values, more = parallel_job.config_values(par, _standalone_output, _input_path, ctx.job_name, EMPTY_CODE)
+    values.update(_merge(values, job_values))
+    notes += par.command.notes + more
+    job = job_values["job"]
+    lines = [f"parallel job {ctx.job_name}: {job['entry_script']} over {job['input_data']} "
+             f"({values['distribution']['node_count']} instance(s) x {job.get('max_concurrency_per_instance', 1)} "
+             "worker(s))"]
+    overrides = parallel_job.groups(par) + [f"+{GROUP}={file_name(ctx.job_name)}"]
+    return Plan("parallel", overrides, {f"{GROUP}/{file_name(ctx.job_name)}.yaml": values}, notes, lines,
                 [str(d) for d in config_dirs(jf)])
 
 
@@ -119,6 +136,12 @@ def _merge(base: Dict[str, Any], extra: Dict[str, Any]) -> Dict[str, Any]:
 def _default_experiment() -> str:
     # Azure: "defaults experiment_name to the name of the working directory where the job was created".
     return os.path.basename(os.getcwd()) or "mltrain"
+
+
+def _shown(inp: Any) -> str:
+    if inp.url is not None:
+        return fetched_when(inp.path, inp.url)
+    return str(inp.path if inp.path is not None else inp.value)
 
 
 def _standalone_output(out: Any) -> str:

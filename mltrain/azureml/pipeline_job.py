@@ -10,16 +10,16 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List, Optional, Tuple
 
-from mltrain.azureml import command_job, component_files, sweep_step, v2_schema
+from mltrain.azureml import command_job, component_files, parallel_job, sweep_step, v2_schema
 from mltrain.azureml.builtin_components import folders, lookup, step_overrides
 from mltrain.azureml.job_io import Output, parse_inputs, parse_outputs
 from mltrain.azureml.job_request import GROUP, Plan, Request, file_name, ignored_note, record
 from mltrain.azureml.pipeline_components import flatten
-from mltrain.azureml.references import asset_name, config_dirs
+from mltrain.azureml.references import asset_name, config_dirs, fetched_when
 from mltrain.azureml.v2_schema import PIPELINE, SETTINGS, check_fields
 from mltrain.azureml.yaml_lines import JobFile
 
-STEP_TYPES = ("command", "sweep", "pipeline")
+STEP_TYPES = ("command", "sweep", "pipeline", "parallel")
 #: The output name that stands for a job's whole artifact store (hello-pipeline-default-artifacts).
 ARTIFACTS = "artifacts"
 Aliases = Dict[Tuple[str, str], Tuple[str, str]]
@@ -56,10 +56,12 @@ def plan(jf: JobFile, request: Request, ctx: command_job.Context, name: Optional
             raise file.error(where + ("type",), f"'{kind}' is not one of {', '.join(STEP_TYPES)}")
         if kind == "sweep":  # a step whose run is a sweep; its outputs are its best trial's
             parsed[step] = ("sweep", (sweep_step.parse(file, where, body, ctx, inherited["compute"]), body))
+        elif kind == "parallel":
+            parsed[step] = ("parallel", parallel_job.parse(file, where, body, ctx, inherited))
         else:
             parsed[step] = _command_step(file, where, body, ctx, inherited)
         where_of[step] = (file, where)
-        if parsed[step][0] in ("command", "sweep") and fs.top:
+        if parsed[step][0] in ("command", "sweep", "parallel") and fs.top:
             _pipeline_output_paths(_job_of(parsed[step]), top_outputs, sweep=parsed[step][0] == "sweep")
         declared[step] = list(_job_of(parsed[step]).outputs) if parsed[step][0] != "builtin" else \
             list(parsed[step][1]["outputs"])
@@ -77,6 +79,9 @@ def plan(jf: JobFile, request: Request, ctx: command_job.Context, name: Optional
         elif kind == "sweep":
             steps[step] = _sweep_step(file, where, job, declared, pipe, step, files, aliases, request, inherited)
             job = job[0].trial
+        elif kind == "parallel":
+            steps[step] = _parallel_step(file, where, job, declared, pipe, step, files, aliases)
+            job = job.command
         else:
             steps[step] = _step(file, where, job, declared, pipe, step, files, aliases)
         for out in (job.outputs.values() if kind != "builtin" else []):
@@ -85,7 +90,7 @@ def plan(jf: JobFile, request: Request, ctx: command_job.Context, name: Optional
                 if target is None or target not in top_outputs:
                     raise file.error(where + ("outputs", out.name), f"${{{{parent.{out.binding}}}}}: the pipeline "
                                                                   f"has no output '{target or out.binding}'")
-        lines.append(f"  {step}: inputs [{', '.join(f'{k}<-{v}' for k, v in steps[step]['inputs'].items())}] "
+        lines.append(f"  {step}: inputs [{', '.join(f'{k}<-{_shown(v)}' for k, v in steps[step]['inputs'].items())}] "
                      f"outputs [{', '.join(steps[step]['outputs'])}]"
                      + (" (a sweep: its best trial's outputs)" if kind == "sweep" else ""))
         notes += job.notes if kind != "builtin" else []
@@ -109,7 +114,10 @@ def plan(jf: JobFile, request: Request, ctx: command_job.Context, name: Optional
 
 
 def _job_of(parsed: Tuple[str, Any]) -> command_job.CommandJob:
-    """The command job of a parsed step: its own, or a sweep step's trial."""
+    """The command job of a parsed step: its own, a sweep step's trial, a parallel step's inputs and outputs."""
+    if parsed[0] == "parallel":
+        found: command_job.CommandJob = parsed[1].command
+        return found
     return parsed[1][0].trial if parsed[0] == "sweep" else parsed[1]
 
 
@@ -213,7 +221,7 @@ def _step(jf: JobFile, where: tuple, job: command_job.CommandJob, declared: Dict
         if inp.binding is not None:
             inputs[inp.name] = _upstream(jf, where + ("inputs", inp.name), inp.binding, declared, aliases)
         elif inp.path is not None:
-            inputs[inp.name] = inp.path
+            inputs[inp.name] = _graph_input(inp)
     outputs = [o.name for o in job.outputs.values() if o.path is None]
 
     def output_path(out: Output) -> str:
@@ -238,6 +246,28 @@ def _step(jf: JobFile, where: tuple, job: command_job.CommandJob, declared: Dict
     return out
 
 
+def _parallel_step(jf: JobFile, where: tuple, par: parallel_job.ParallelJob, declared: Dict[str, List[str]],
+                   pipe: str, step: str, files: Dict[str, Dict[str, Any]], aliases: Aliases) -> Dict[str, Any]:
+    """A parallel node: one run of job=parallel, its inputs and outputs bound as a command step's."""
+    job = par.command
+    inputs: Dict[str, Any] = {}
+    for inp in job.inputs.values():
+        if inp.binding is not None:
+            inputs[inp.name] = _upstream(jf, where + ("inputs", inp.name), inp.binding, declared, aliases)
+        elif inp.path is not None:
+            inputs[inp.name] = inp.path
+    values, notes = parallel_job.config_values(par, lambda o: o.path if o.path is not None else f"${{outputs.{o.name}}}",
+                                               lambda i: f"${{inputs.{i.name}}}", pipe, "empty_code")
+    par.command.notes.extend(notes)
+    values.pop("inputs", None)  # the pipeline engine names every step's inputs and outputs itself
+    option = f"{pipe}__{step}"
+    files[f"{GROUP}/{option}.yaml"] = values
+    out: Dict[str, Any] = {"overrides": parallel_job.groups(par) + [f"+{GROUP}={option}"], "inputs": inputs,
+                           "outputs": [o.name for o in job.outputs.values() if o.path is None],
+                           "allow_reuse": job.deterministic}
+    return out
+
+
 def _builtin_step(jf: JobFile, where: tuple, spec: Dict[str, Any], declared: Dict[str, List[str]], pipe: str,
                   step: str, files: Dict[str, Dict[str, Any]], aliases: Aliases) -> Dict[str, Any]:
     comp = spec["component"]
@@ -251,13 +281,23 @@ def _builtin_step(jf: JobFile, where: tuple, spec: Dict[str, Any], declared: Dic
         elif inp.binding is not None:
             inputs[inp.name] = _upstream(jf, where_in, inp.binding, declared, aliases)
         elif inp.path is not None:
-            inputs[inp.name] = inp.path
+            inputs[inp.name] = _graph_input(inp)
         else:
             raise jf.error(where_in, f"{comp.display_name} takes a path here")
     found, problem = step_overrides(comp, list(inputs), values)
     if problem is not None:
         raise jf.error(where + ("inputs",), f"step {step}: {problem}")
     return {"overrides": found, "inputs": inputs, "outputs": sorted(set(folders(comp).values()))}
+
+
+def _graph_input(inp: Any) -> Any:
+    """A step's data input as the pipeline engine reads it: its path, and for a web file the address it
+    is downloaded from (a dry run's path is not there yet: mltrain.pipelines.graph)."""
+    return {"path": inp.path, "url": inp.url} if inp.url is not None else inp.path
+
+
+def _shown(value: Any) -> str:
+    return fetched_when(value["path"], value["url"]) if isinstance(value, dict) else str(value)
 
 
 def _dedupe(notes: List[str]) -> List[str]:

@@ -28,7 +28,11 @@ COMPONENT = ("$schema", "type", "name", "version", "display_name", "description"
              "inputs", "outputs", "command", "code", "environment", "distribution", "resources",
              "additional_includes", "instance_count")
 #: A step of a pipeline's `jobs`: a command job's fields, or a component with bindings.
-STEP = COMMAND + ("component", "trial", "search_space", "sampling_algorithm", "objective", "early_termination")
+STEP = COMMAND + ("component", "trial", "search_space", "sampling_algorithm", "objective", "early_termination",
+                  # a parallel node's (reference-yaml-job-parallel; mltrain.azureml.parallel_job checks them)
+                  "task", "input_data", "mini_batch_size", "max_concurrency_per_instance", "mini_batch_error_threshold",
+                  "error_threshold", "logging_level", "retry_settings", "partition_keys", "output_action",
+                  "is_deterministic")
 
 SETTINGS = ("default_compute", "default_datastore", "continue_on_step_failure", "force_rerun", "default_environment",
             "on_init", "on_finalize", "default_datastore")
@@ -40,11 +44,10 @@ OBJECTIVE = ("goal", "primary_metric")
 GOALS = ("maximize", "minimize")
 
 #: Job types mltrain runs, and those it knows but leaves to Azure (each refused in one line).
-RUNS = ("command", "sweep", "pipeline")
+RUNS = ("command", "sweep", "pipeline", "parallel")
 AZURE_ONLY_TYPES = {
     "automl": "AutoML jobs search models with Azure's own AutoML service",
     "spark": "Spark jobs need Azure's serverless Spark or an attached Synapse pool",
-    "parallel": "parallel jobs need Azure's parallel run service (mini-batches on a cluster's agents)",
     "data_transfer": "data transfer jobs copy between Azure stores and databases",
     "import": "import jobs pull from external databases into an Azure datastore",
 }

@@ -94,7 +94,7 @@ def _launch(plan, request, flags: List[str]) -> Optional[int]:
     user = list(request.overrides)
     mine = [o for o in plan.overrides if _key(o) not in {_key(u) for u in user}]
     extra = [f for f in flags if f in ("--detach", "--dry-run")]
-    if plan.kind == "command" and not _sweeps(user):
+    if plan.kind in ("command", "parallel") and not _sweeps(user):  # one run each
         return _run_command_job(plan, mine + user, extra, console)
     # A sweep or a pipeline (or a command job swept from the command line, `compute=local,slurm`): what
     # `mltrain -m` runs, from typed parts in this process; the file's generated config groups are config nodes

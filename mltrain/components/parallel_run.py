@@ -154,6 +154,18 @@ def _finish(cfg: Any, queue: Queue, run_dir: Path, started: float) -> None:
                                 + (f"; first: {errors[0]}" if errors else "") + " (logs/user/error.txt)")
 
 
+def _expand(cfg: Any) -> None:
+    """$VARS in the paths and arguments (a v2 job's outputs are $MLTRAIN_OUTPUTS_DIR/NAME), as a shell would,
+    and the output folders made, as Azure mounts them before the entry script starts."""
+    job = cfg.job
+    job.input_data = os.path.expandvars(str(job.input_data))
+    if job.get("append_row_to"):
+        job.append_row_to = os.path.expandvars(str(job.append_row_to))
+    job.program_arguments = [os.path.expandvars(str(a)) for a in job.program_arguments]
+    for folder in job.get("output_dirs") or []:
+        Path(os.path.expandvars(str(folder))).mkdir(parents=True, exist_ok=True)
+
+
 def _what(batch: Dict[str, Any]) -> str:
     if "files" in batch:
         first = Path(batch["files"][0]).name
@@ -169,6 +181,7 @@ def main() -> None:
     cfg = OmegaConf.load(run_dir / "config.yaml")
     rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
     started = time.monotonic()
+    _expand(cfg)
     queue = Queue(run_dir / "parallel", agent=f"{os.uname().nodename}:{os.getpid()}:{rank}")
     if rank == 0:
         found = source(str(cfg.job.input_data), str(cfg.job.input_format))

@@ -249,4 +249,6 @@ class ParallelJobConf:
     append_row_to: Optional[str] = None
     append_row_file_name: str = "parallel_run_step.txt"
     logging_level: str = "INFO"
+    # Folders made before the workers start (a v2 job's outputs, which program_arguments may name).
+    output_dirs: List[str] = field(default_factory=list)
     params: Dict[str, Any] = field(default_factory=dict)

@@ -79,7 +79,7 @@ def _queue(entity: Any, name: str, folder: Path, file: Path, experiment: Optiona
     _write_files(plan.files, generated)
     dirs = (str(generated), *plan.config_dirs)
     origin = {"front_end": FRONT_END, "file": str(file), "entity": type(entity).__name__}
-    if plan.kind == "command":
+    if plan.kind in ("command", "parallel"):  # one run each
         # mltrain.launch.request.compose builds Hydra's initialize_config_module (which reads the search path)
         # before it sets the request's folders: set them around the whole call too.
         with extra_config_dirs(dirs):
