@@ -171,24 +171,30 @@ jobs:
 """
 
 
-def test_dry_run_of_a_web_file_input_plans_the_file_the_run_reads(home, project, web):
+def test_dry_run_of_a_web_file_input_downloads_nothing_and_names_the_file_the_run_reads(home, project, web):
+    """A dry run plans and changes nothing (issue 54): the file is downloaded when the job starts, into the
+    very path the dry run names."""
     write(project, "web.yml", WEB_PIPELINE.format(url=web))
-    azure_accepts(project / "web.yml")
     dry = create(project, "web.yml", "--dry-run")
     assert dry.rc == 0, dry.out + dry.err
-    cached = list((home / "cache" / "downloads").glob("sha256-*/Titanic.csv"))
-    assert len(cached) == 1 and f"data<-{cached[0]}" in dry.out, dry.out
-    assert "downloaded when" not in dry.out + dry.err and leftovers(home) == []
+    assert not (home / "cache").exists() and leftovers(home) == []
+    planned = dry.out.split("data<-", 1)[1].split(" ", 1)[0]
+    assert f"data<-{planned} (downloaded from {web}/Titanic.csv when the job starts)" in dry.out, dry.out
     live = create(project, "web.yml")
     assert live.rc == 0, live.out + live.err
     assert "rows 2" in rank_log(step_runs(home)["count"])
+    assert Path(planned).read_text() == "name,survived\nrose,1\n"
+    azure_accepts(project / "web.yml")
 
 
-def test_dry_run_refuses_a_web_file_that_cannot_be_fetched(home, project, web):
+def test_a_web_file_that_cannot_be_fetched_is_the_runs_business_not_the_dry_runs(home, project, web):
     write(project, "web.yml", WEB_PIPELINE.format(url=web).replace("Titanic.csv", "Missing.csv"))
-    r = create(project, "web.yml", "--dry-run")
+    dry = create(project, "web.yml", "--dry-run")
+    assert dry.rc == 0 and "Missing.csv when the job starts" in dry.out, dry.out + dry.err
+    r = create(project, "web.yml")
     assert r.rc == 2 and r.err.count("\n") == 1, r.out + r.err
     assert f"inputs.titanic.path: cannot download '{web}/Missing.csv'" in r.err and leftovers(home) == []
+    assert list((home / "cache" / "downloads").iterdir()) == []  # no half-made file left for a later run
 
 
 MAPPED_WEB_FILE_JOB = """\

@@ -118,7 +118,7 @@ def bind(comp: Component, jf: JobFile, where: Sequence[Any], inputs_node: Any, o
                                  job.command)
             continue
         job.inputs[name] = _checked(jf, where + ("inputs", name), step_name, name, spec, given.get(name), comp,
-                                    job.notes)
+                                    job.notes, ctx.dry_run)
     outs = parse_outputs(jf, where + ("outputs",), outputs_node, ctx.dry_run, ctx.job_name, ctx.in_pipeline)
     for name in outs:
         if name not in comp.outputs:
@@ -134,7 +134,7 @@ def bind(comp: Component, jf: JobFile, where: Sequence[Any], inputs_node: Any, o
 
 
 def _checked(jf: JobFile, where: tuple, step: Any, name: str, spec: Dict[str, Any], given: Optional[Input],
-             comp: Component, notes: List[str]) -> Optional[Input]:
+             comp: Component, notes: List[str], dry_run: bool) -> Optional[Input]:
     """A step's value for one component input, checked against the component's declaration. Where
     Azure passes a value on without enforcing the declaration (an `enum`; 'True'/'False' written as
     text for a boolean), so does mltrain, and `notes` says so once."""
@@ -143,8 +143,8 @@ def _checked(jf: JobFile, where: tuple, step: Any, name: str, spec: Dict[str, An
     if given is None:
         if "default" in spec and spec["default"] is not None:
             if kind in PATH_TYPES:
-                path = references.data_path(comp.file, ("inputs", name, "default"), spec["default"])
-                return Input(name, kind, path=path)
+                path, url = references.data_input(comp.file, ("inputs", name, "default"), spec["default"], dry_run)
+                return Input(name, kind, path=path, url=url)
             return Input(name, kind, value=spec["default"])
         if spec.get("optional"):
             return Input(name, kind)  # left out of the command by its $[[...]] block
@@ -155,7 +155,7 @@ def _checked(jf: JobFile, where: tuple, step: Any, name: str, spec: Dict[str, An
     if kind in PATH_TYPES:
         if not given.is_data:
             raise jf.error(where, f"{label}: component {comp.name} declares {kind}, got a {given.type} literal")
-        return Input(name, kind, path=given.path, mode=given.mode)
+        return Input(name, kind, path=given.path, mode=given.mode, url=given.url)
     value = given.value
     have = literal_type(value)
     if kind == "number" and have == "integer":

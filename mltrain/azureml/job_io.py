@@ -31,6 +31,7 @@ class Input:
     path: Optional[str] = None      # a data input's local file or folder (absolute)
     mode: Optional[str] = None      # Azure's ro_mount, download, ...: recorded; the local path is read in place
     binding: Optional[str] = None   # `parent.inputs.x` / `parent.jobs.a.outputs.y` (pipeline steps)
+    url: Optional[str] = None       # the web address `path` is downloaded from (not yet, in a dry run)
 
     @property
     def is_data(self) -> bool:
@@ -96,8 +97,8 @@ def parse_inputs(jf: JobFile, path: Sequence[Any], node: Any, dry_run: bool, in_
         if bound is not None and in_pipeline:
             out[name] = Input(name, kind, binding=bound, mode=mode)
             continue
-        local = references.data_path(jf, where + ("path",), spec["path"])
-        out[name] = Input(name, kind, path=local, mode=mode)
+        local, url = references.data_input(jf, where + ("path",), spec["path"], dry_run)
+        out[name] = Input(name, kind, path=local, mode=mode, url=url)
     return out
 
 
@@ -132,10 +133,11 @@ def parse_outputs(jf: JobFile, path: Sequence[Any], node: Any, dry_run: bool, jo
 def _output_path(jf: JobFile, where: tuple, raw: str) -> str:
 
     if "://" in raw and not raw.startswith("file://"):
-        local = references._mapped(raw, references.config_dirs(jf))
+        local = references.datastore_folder(raw, references.config_dirs(jf))
         if local is None:
             raise jf.error(where, f"'{raw}' has no local folder: map a prefix of it in .mltrain/"
-                                  f"{references.DATASTORES_FILE}")
+                                  f"{references.DATASTORES_FILE} (only the workspace's default datastore, "
+                                  f"{references.DEFAULT_DATASTORE}, has one without)")
         return local
     raw = raw[len("file://"):] if raw.startswith("file://") else raw
     return str((Path(jf.folder) / os.path.expanduser(raw)).resolve())

@@ -132,7 +132,9 @@ def _component(jf: JobFile, where: tuple, body: Dict[str, Any]) -> Tuple[JobFile
 def _absolute(jf: JobFile, where: tuple, value: Any) -> Any:
     """An outer data input carried into a component file: its path made absolute against the outer file."""
     if isinstance(value, dict) and value.get("path") is not None and expressions.binding(value["path"]) is None:
-        value = dict(value, path=references.data_path(jf, where + ("path",), value["path"]))
+        # dry_run: nothing is fetched here; a web address stays one, for the step that reads it
+        local, url = references.data_input(jf, where + ("path",), value["path"], dry_run=True)
+        value = dict(value, path=local if url is None else value["path"])
     return value
 
 

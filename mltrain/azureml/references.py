@@ -13,15 +13,16 @@ import platform
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import yaml
 
-from mltrain.azureml.downloads import fetch
+from mltrain.azureml.downloads import fetch, planned, web_address
 from mltrain.azureml.v2_schema import check_fields
 from mltrain.azureml.yaml_lines import JobFile, load
 from mltrain.config.paths import builtin_conf_dir, shipped_options
 from mltrain.environments.spec import AZURE_CLIENT
+from mltrain.home import mltrain_home
 
 #: `azureml:NAME@latest`, `azureml:NAME:VERSION`, `azureml:NAME` (Azure's short asset syntax).
 SHORT = re.compile(r"^azureml:(?!//)([A-Za-z0-9_.-]+)(?:@([A-Za-z0-9_.-]+)|:([A-Za-z0-9_.-]+))?$")
@@ -33,6 +34,10 @@ AZUREML_BASE_IMAGES = ("mcr.microsoft.com/azureml/",)
 #: Docker Hub's official Python images: a CPython, which the host already is.
 PYTHON_IMAGE = re.compile(r"^(?:docker\.io/)?(?:library/)?python(?::([0-9][^-]*|latest).*)?$")
 DATASTORES_FILE = "datastores.yaml"
+#: The workspace's default datastore (v1's `get_default_datastore()`), and Azure's expression for its name.
+DEFAULT_DATASTORE = "workspaceblobstore"
+DEFAULT_PREFIX = f"azureml://datastores/{DEFAULT_DATASTORE}/paths/"
+DEFAULT_DATASTORE_EXPRESSION = re.compile(r"\$\{\{\s*default_datastore\s*\}\}")
 #: An environment's fields, inline or in its own file (reference-yaml-environment).
 ENVIRONMENT_FIELDS = ("name", "version", "image", "conda_file", "build", "description", "tags", "os_type",
                       "inference_config", "$schema", "datastore", "properties", "intellectual_property")
@@ -207,24 +212,27 @@ def _conda_environment(jf: JobFile, path: tuple, conda: Any, notes: List[str]) -
 # ----------------------------------------------------------------------------------------- data
 
 
-def data_path(jf: JobFile, path: Sequence[Any], uri: Any) -> str:
-    """The local file or folder an input's `path` stands for; one line when it has none."""
+def data_input(jf: JobFile, path: Sequence[Any], uri: Any, dry_run: bool) -> Tuple[str, Optional[str]]:
+    """(the local file or folder an input's `path` stands for, the web address it is downloaded from or
+    None). A web file is downloaded now unless this is a dry run, which names the file it will be."""
     path = tuple(path)
-    value = str(uri)
+    value = DEFAULT_DATASTORE_EXPRESSION.sub(DEFAULT_DATASTORE, str(uri))
     dirs = config_dirs(jf)
     name = asset_name(value)
     if name is not None and not value.startswith("azureml://datastores/"):
-        return _data_asset(jf, path, value, name, dirs)
+        return _data_asset(jf, path, value, name, dirs, dry_run)
     if "://" in value and not value.startswith("file://"):
-        local = _mapped(value, dirs)
+        web = web_address(value)
+        local = datastore_folder(value, dirs) or (_mapped(web, dirs) if web else None)
         if local is not None:
             if not os.path.exists(local):  # else the job's own code fails on it (a FileNotFoundError of its rank)
-                raise jf.error(path, f"'{value}' is mapped to {local} by {DATASTORES_FILE}, which does not exist: "
-                                     "put the file there or map the URI elsewhere")
-            return local
-        if value.startswith(("https://", "http://")):
-
-            return fetch(value, on_error=lambda why: jf.error(path, why))
+                raise jf.error(path, f"'{value}' is {_found_how(value, local, dirs)}, which does not exist: put "
+                                     "the file there or map the URI elsewhere")
+            return local, None
+        if web is not None:
+            if dry_run:
+                return planned(web), web
+            return fetch(web, on_error=lambda why: jf.error(path, why)), web
         where = dirs[0] if dirs else Path.cwd() / ".mltrain"
         raise jf.error(path, f"'{value}' has no local copy: map a prefix of it to a folder in "
                              f"{where / DATASTORES_FILE} (e.g. '{_prefix_hint(value)}': /data/...)")
@@ -232,7 +240,25 @@ def data_path(jf: JobFile, path: Sequence[Any], uri: Any) -> str:
     full = Path(jf.folder) / os.path.expanduser(local)
     if not full.exists():
         raise jf.error(path, f"'{value}' does not exist (relative to {jf.folder})")
-    return str(full.resolve())
+    return str(full.resolve()), None
+
+
+def datastore_folder(uri: str, dirs: Sequence[Path]) -> Optional[str]:
+    """The local folder of a datastore URI: a prefix mapped in datastores.yaml, else, for the workspace's
+    default datastore (`workspaceblobstore`, Azure's `${{default_datastore}}`), its folder under mltrain's
+    home, as v1's `ws.get_default_datastore()` has it; None when neither."""
+    uri = DEFAULT_DATASTORE_EXPRESSION.sub(DEFAULT_DATASTORE, uri)
+    mapped = _mapped(uri, dirs)
+    if mapped is not None or not uri.startswith(DEFAULT_PREFIX):
+        return mapped
+    rest = uri[len(DEFAULT_PREFIX):].strip("/")
+    return str(mltrain_home() / "datastores" / DEFAULT_DATASTORE / rest)
+
+
+def _found_how(uri: str, local: str, dirs: Sequence[Path]) -> str:
+    if _mapped(uri, dirs) is None and uri.startswith(DEFAULT_PREFIX):
+        return f"{local} in the workspace's default datastore (not mapped in {DATASTORES_FILE})"
+    return f"mapped to {local} by {DATASTORES_FILE}"
 
 
 def _mapped(uri: str, dirs: Sequence[Path]) -> Optional[str]:
@@ -257,7 +283,8 @@ def _prefix_hint(uri: str) -> str:
     return match.group(1) if match else uri
 
 
-def _data_asset(jf: JobFile, path: tuple, value: str, name: str, dirs: Sequence[Path]) -> str:
+def _data_asset(jf: JobFile, path: tuple, value: str, name: str, dirs: Sequence[Path], dry_run: bool
+                ) -> Tuple[str, Optional[str]]:
 
     for base in dirs:
         for suffix in (".yaml", ".yml"):
@@ -266,7 +293,14 @@ def _data_asset(jf: JobFile, path: tuple, value: str, name: str, dirs: Sequence[
                 asset = load(str(file))
                 if not isinstance(asset.data, dict) or "path" not in asset.data:
                     raise asset.error(("path",), "a data asset file needs `path` (a local path or a mapped URI)")
-                return data_path(asset, ("path",), asset.data["path"])
+                return data_input(asset, ("path",), asset.data["path"], dry_run)
     where = dirs[0] if dirs else Path.cwd() / ".mltrain"
     raise jf.error(path, f"data asset '{value}' is not registered here: add {where}/data/{name}.yaml with "
                          "`path: <local folder or file>` (Azure's data asset YAML)")
+
+
+def fetched_when(path: str, url: str) -> str:
+    """How a plan names a web input's file: downloaded already, or when the job starts."""
+    if os.path.exists(path):
+        return f"{path} (from {url}, downloaded before)"
+    return f"{path} (downloaded from {url} when the job starts)"

@@ -93,7 +93,7 @@ def build(composer: Composer, arguments: List[str]):
                             continue_on_step_failure=bool(cfg.pipeline.continue_on_step_failure))
     if settings.max_concurrent_steps < 1:
         raise ConfigError("pipeline.max_concurrent_steps", "must be >= 1")
-    steps = graph.parse(node, os.getcwd())
+    steps = graph.parse(node, os.getcwd(), dry_run=bool(cfg.dry_run))
     cli = _cli_overrides(arguments)
     root = Path(os.path.expanduser(str(cfg.run.root))).resolve()
     run_id = str(cfg.run.id) if cfg.run.id else new_run_id(name)
@@ -121,6 +121,7 @@ def build(composer: Composer, arguments: List[str]):
             if step.controller:
                 _as_controller(c)
         upstream = tuple(str(dirs[i.step] / "outputs" / i.output) for i in step.inputs.values() if i.step)
+        upstream += tuple(i.path for i in step.inputs.values() if i.url and i.path)  # a dry run's web files
         token = PRODUCED_LATER.set(upstream)
         try:
             jobs[step.name] = _freeze(c, str(dirs[step.name].parent))

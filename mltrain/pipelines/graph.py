@@ -3,7 +3,8 @@ before anything runs: a missing step or output, an unknown key, a bad name or a 
 
 An input is another step's output (`prepare.outputs.data`), which is also the edge of the graph, or
 an external path, hashed by content unless the step says `hash: mtime` or `hash: none`. `after:` adds
-an edge where no data flows.
+an edge where no data flows. An external path may name the web address it is downloaded from (`url:`, a
+v2 job file's web input): a dry run plans it before it is there; a run needs it there.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 STEP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 REFERENCE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_-]*)\.outputs\.([A-Za-z_][A-Za-z0-9_]*)$")
 HASH_MODES = ("content", "mtime", "none")
-INPUT_KEYS = ("path", "hash")
+INPUT_KEYS = ("path", "hash", "url")
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,7 @@ class Input:
     # ... or a path outside the pipeline, and how its content is told apart.
     path: Optional[str] = None
     hash: str = "content"
+    url: Optional[str] = None  # where `path` is downloaded from (a dry run's path is not there yet)
 
 
 @dataclass
@@ -50,8 +52,9 @@ class Step:
     parents: List[str] = field(default_factory=list)
 
 
-def parse(node: Dict[str, Any], cwd: str) -> List[Step]:
-    """The steps of a pipeline node (plain data, interpolations unresolved), parents first."""
+def parse(node: Dict[str, Any], cwd: str, dry_run: bool = False) -> List[Step]:
+    """The steps of a pipeline node (plain data, interpolations unresolved), parents first. In a dry run
+    an input downloaded when the pipeline starts (`url:`) need not be there yet."""
     raw = node.get("steps") or {}
     if not raw:
         raise ConfigError("pipeline.steps", "a pipeline needs at least one step")
@@ -66,7 +69,8 @@ def parse(node: Dict[str, Any], cwd: str) -> List[Step]:
                 raise ConfigError(f"{key}.outputs", f"'{out}' is not a valid output name (letters, digits and _)")
         if len(set(outputs)) != len(outputs):
             raise ConfigError(f"{key}.outputs", "an output is named twice")
-        inputs = {str(k): _input(f"{key}.inputs.{k}", str(k), v, cwd) for k, v in (body.get("inputs") or {}).items()}
+        inputs = {str(k): _input(f"{key}.inputs.{k}", str(k), v, cwd, dry_run)
+                  for k, v in (body.get("inputs") or {}).items()}
         clash = sorted(set(inputs) & set(outputs))
         if clash:
             raise ConfigError(f"{key}.inputs.{clash[0]}", "is also the name of one of the step's outputs")
@@ -101,11 +105,11 @@ def parse(node: Dict[str, Any], cwd: str) -> List[Step]:
     return _ordered(steps)
 
 
-def _input(key: str, name: str, value: Any, cwd: str) -> Input:
+def _input(key: str, name: str, value: Any, cwd: str, dry_run: bool) -> Input:
     if not NAME.match(name):
         raise ConfigError(key, "not a valid input name (letters, digits and _): it is exported as "
                           f"AZUREML_DATAREFERENCE_{name}")
-    mode = "content"
+    mode, url = "content", None
     if isinstance(value, dict):
         unknown = sorted(set(value) - set(INPUT_KEYS))
         if unknown:
@@ -113,6 +117,7 @@ def _input(key: str, name: str, value: Any, cwd: str) -> Input:
         mode = str(value.get("hash", "content"))
         if mode not in HASH_MODES:
             raise ConfigError(f"{key}.hash", f"'{mode}' is not a hash mode", HASH_MODES)
+        url = value.get("url")
         value = value.get("path")
     if not isinstance(value, str) or not value:
         raise ConfigError(key, "an input is `STEP.outputs.NAME`, a path, or {path: ..., hash: content|mtime|none}")
@@ -120,9 +125,11 @@ def _input(key: str, name: str, value: Any, cwd: str) -> Input:
     if ref and mode == "content" and not os.path.exists(os.path.join(cwd, value)):
         return Input(name, step=ref.group(1), output=ref.group(2))
     path = os.path.abspath(os.path.join(cwd, os.path.expanduser(value)))
-    if not os.path.exists(path):
+    if url is not None and not os.path.exists(path) and not dry_run:
+        raise ConfigError(key, f"'{value}' (downloaded from {url}) is not there: download it first")
+    if url is None and not os.path.exists(path):
         raise ConfigError(key, f"'{value}' does not exist (an input is a path, or STEP.outputs.NAME)")
-    return Input(name, path=path, hash=mode)
+    return Input(name, path=path, hash=mode, url=None if url is None else str(url))
 
 
 def _ordered(steps: Dict[str, Step]) -> List[Step]:

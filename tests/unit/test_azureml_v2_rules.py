@@ -86,8 +86,9 @@ REFUSALS = [
      "job.yml:2 environment: environment 'azureml:AzureML-sklearn-9.9@latest' is not a curated environment"),
     ("command: ls\nenvironment:\n  image: nvcr.io/nvidia/pytorch:24.01-py3\n",
      "job.yml:3 environment.image: image nvcr.io/nvidia/pytorch:24.01-py3 needs a container runtime"),
-    ("command: cat ${{inputs.d}}\ninputs:\n  d:\n    type: uri_file\n    path: wasbs://data@acct.blob.core.windows.net/x.csv\n",
-     "job.yml:5 inputs.d.path: 'wasbs://data@acct.blob.core.windows.net/x.csv' has no local copy"),
+    # (a public blob's wasbs:// URL is fetched as https://: tests/test_azureml_v2_data_uris.py)
+    ("command: cat ${{inputs.d}}\ninputs:\n  d:\n    type: uri_file\n    path: abfss://data@acct.dfs.core.windows.net/x.csv\n",
+     "job.yml:5 inputs.d.path: 'abfss://data@acct.dfs.core.windows.net/x.csv' has no local copy"),
     ("command: ls ${{inputs.d}}\ninputs:\n  d:\n    type: uri_folder\n    path: azureml:mydata@latest\n",
      "job.yml:5 inputs.d.path: data asset 'azureml:mydata@latest' is not registered here"),
     ("command: ls\ndistribution:\n  type: horovod\n",
