@@ -22,7 +22,7 @@ import yaml
 from mltrain.errors import ConfigError
 
 FORMATS = ("auto", "files", "tabular")
-TABLE_SUFFIXES = {".csv": ",", ".tsv": "\t", ".txt": ",", ".parquet": None}
+TABLE_SUFFIXES = {".csv": ",", ".tsv": "\t", ".parquet": None}
 DEFAULT_FILES = 10
 DEFAULT_BYTES = 1024 * 1024
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(b|kb|k|mb|m|gb|g)?\s*$", re.IGNORECASE)
