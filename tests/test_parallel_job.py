@@ -4,10 +4,11 @@ throughout: the agents, their workers, a worker killed mid-batch, v2 files alone
 from __future__ import annotations
 
 import json
+import subprocess
 import textwrap
 from pathlib import Path
 
-from support import leftovers, metric_rows, only_run, run_mltrain, runs
+from support import leftovers, metric_rows, mltrain_exe, only_run, pid_alive, run_mltrain, runs, until
 
 #: Each item leaves a mark of its own (O_EXCL: a second run of the same item fails loudly), then a row.
 ONCE = """\
@@ -234,3 +235,66 @@ def test_bad_parallel_jobs_get_one_line_each_before_any_worker_starts(home, proj
         assert len(r.err.strip().splitlines()) == 1 and "Traceback" not in r.err, r.err
     assert leftovers(home) == []
     assert sorted(p.name for p in data.iterdir()) == ["f001.txt", "f002.txt", "f003.txt"]
+
+
+#: Like ONCE, but an item fails while the file $BROKEN exists (say, a model server that is down).
+RESUMABLE = ONCE.replace("        name = os.path.basename(path)\n", """        name = os.path.basename(path)
+        if name == "f019.txt" and os.path.exists(os.environ["BROKEN"]):
+            raise RuntimeError("the model server is down")
+""")
+
+
+def test_resume_runs_only_the_mini_batches_not_done(home, project, tmp_path):
+    data = _files(tmp_path / "data", 30)
+    marks, broken = tmp_path / "marks", tmp_path / "broken"
+    marks.mkdir()
+    broken.touch()
+    r = _parallel(project, RESUMABLE, data, "job.mini_batch_size=2", "job.max_retries=0",
+                  "job.mini_batch_error_threshold=0", f"+environment.environment_variables.MARKS={marks}",
+                  f"+environment.environment_variables.BROKEN={broken}")
+    assert r.rc != 0 and "1 mini-batches failed, more than mini_batch_error_threshold 0" in r.out + r.err
+    run = only_run(home)
+    assert run["status"] == "Failed"
+    first = {m.name.split(".txt.")[0] for m in marks.iterdir()}
+    assert "f019" not in first and len(first) < 30
+    broken.unlink()
+    r = run_mltrain("runs", "resume", run["id"], cwd=project, timeout=120)
+    assert r.rc == 0, r.out + r.err
+    assert only_run(home)["status"] == "Completed"
+    # every item once over both launches (a second run of one would have failed on its mark)
+    assert sorted(m.name.split(".txt.")[0] for m in marks.iterdir()) == [f"f{i:03d}" for i in range(1, 31)]
+    rows = (Path(run["dir"]) / "outputs" / "parallel_run_step.txt").read_text().splitlines()
+    assert rows == [f"f{i:03d}.txt item {i}" for i in range(1, 31)]
+    assert f"parallel job resumed: {len(first) // 2} of 15 mini-batches were done" in \
+        (Path(run["dir"]) / "logs" / "rank_0.log").read_text()
+
+
+def test_cancel_stops_every_worker(home, project, tmp_path):
+    data = _files(tmp_path / "data", 40)
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    slow = textwrap.dedent("""\
+        import os, time
+        def init():
+            open(os.path.join(os.environ["PIDS"], str(os.getpid())), "w").close()
+        def run(mini_batch):
+            time.sleep(1)
+            return mini_batch
+        """)
+    (project / "score.py").write_text(slow)
+    driver = subprocess.Popen([*mltrain_exe(), "job=parallel", f"job.source_directory={project}",
+                               "job.entry_script=score.py", f"job.input_data={data}", "job.mini_batch_size=1",
+                               "job.max_concurrency_per_instance=2", "distribution.node_count=2",
+                               f"+environment.environment_variables.PIDS={pids}"], cwd=project,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        until(lambda: len(list(pids.iterdir())) == 4, 60, "four workers started")
+        run = only_run(home)
+        until(lambda: any((Path(run["dir"]) / "parallel" / "done").iterdir()), 60, "a mini-batch done")
+        r = run_mltrain("runs", "cancel", run["id"], cwd=project)
+        assert r.rc == 0, r.out + r.err
+        assert driver.wait(60) != 0
+    finally:
+        driver.kill()
+    assert only_run(home)["status"] == "Canceled"
+    until(lambda: not any(pid_alive(int(p.name)) for p in pids.iterdir()), 30, "every worker gone")

@@ -8,6 +8,7 @@ folder is on the filesystem every node sees, as Slurm's ranks already meet there
     parallel/attempts/<i>.json  the errors of the attempts so far (written only by the claim's holder)
     parallel/short/<i>        how many items its run() returned no row for (Azure counts them as failed)
     parallel/abort            a threshold was crossed, or init() failed: no agent takes another mini-batch
+    parallel/launch           which launch of the run the queue is ready for (rank 0 writes it; the others wait)
 
 A mini-batch runs once unless it fails (then again, up to the retries) or its agent is lost: a claim that
 nobody has touched for `stale_s` is taken over, so a lost node's work is done by the others.
@@ -44,6 +45,28 @@ class Queue:
 
     def published(self) -> bool:
         return (self.root / "batches.json").is_file()
+
+    def recover(self) -> int:
+        """Rank 0 of a later launch of the same run (`runs resume`, a Slurm requeue): the mini-batches done stay
+        done; every other one is put back with its attempts forgotten, a given-up one too. Returns how many
+        were done."""
+        done = set(self.names("done"))
+        for index in range(len(self.batches)):
+            if index not in done:
+                for path in (f"claims/{index}", f"attempts/{index}.json", f"failed/{index}.json", f"short/{index}"):
+                    (self.root / path).unlink(missing_ok=True)
+        (self.root / "abort").unlink(missing_ok=True)
+        return len(done)
+
+    def open_launch(self, launch: str) -> None:
+        """Rank 0 says the queue is ready for this launch of the run; the other agents wait for it."""
+        atomic_write(self.root / "launch", launch)
+
+    def launch_open(self, launch: str) -> bool:
+        try:
+            return (self.root / "launch").read_text() == launch
+        except FileNotFoundError:
+            return False
 
     @property
     def batches(self) -> List[Dict[str, Any]]:

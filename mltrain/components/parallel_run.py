@@ -154,6 +154,13 @@ def _finish(cfg: Any, queue: Queue, run_dir: Path, started: float) -> None:
                                 + (f"; first: {errors[0]}" if errors else "") + " (logs/user/error.txt)")
 
 
+def _launch() -> str:
+    """What tells this launch of the run from an earlier one, the same in every rank: the rendezvous address
+    (a new port for every launch), the Slurm job and its attempt."""
+    keys = ("MASTER_ADDR", "MASTER_PORT", "SLURM_JOB_ID", "MLTRAIN_ATTEMPT")
+    return ":".join(os.environ.get(k, "") for k in keys)
+
+
 def _expand(cfg: Any) -> None:
     """$VARS in the paths and arguments (a v2 job's outputs are $MLTRAIN_OUTPUTS_DIR/NAME), as a shell would,
     and the output folders made, as Azure mounts them before the entry script starts."""
@@ -183,7 +190,12 @@ def main() -> None:
     started = time.monotonic()
     _expand(cfg)
     queue = Queue(run_dir / "parallel", agent=f"{os.uname().nodename}:{os.getpid()}:{rank}")
-    if rank == 0:
+    launch = _launch()
+    if rank == 0 and queue.published():  # this run again: `runs resume`, a Slurm requeue
+        done = queue.recover()
+        print(f"parallel job resumed: {done} of {len(queue.batches)} mini-batches were done; the others run",
+              flush=True)
+    elif rank == 0:
         found = source(str(cfg.job.input_data), str(cfg.job.input_format))
         for note in found.notes:
             print(f"note: {note}", flush=True)
@@ -193,9 +205,11 @@ def main() -> None:
         kind = "rows" if found.tabular else "files"
         print(f"parallel job: {sum(b['items'] for b in batches)} {kind} in {len(batches)} mini-batches, "
               f"{world} instance(s) x {cfg.job.max_concurrency_per_instance} worker(s)", flush=True)
+    if rank == 0:
+        queue.open_launch(launch)
     else:
         deadline = time.monotonic() + PUBLISH_WAIT_S
-        while not queue.published():
+        while not queue.launch_open(launch):
             if time.monotonic() > deadline:
                 raise ParallelJobFailed("parallel job: rank 0 never listed the mini-batches")
             time.sleep(0.2)
