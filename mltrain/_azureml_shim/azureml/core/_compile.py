@@ -28,6 +28,7 @@ class V1Job:
     distribution: Any = None
     params: Dict[str, Any] = field(default_factory=dict)
     extra: List[str] = field(default_factory=list)  # overrides the caller adds (estimator keys)
+    parallel: Optional[Dict[str, Any]] = None  # a ParallelRunStep's job=parallel fields
 
 
 def argument_text(value: Any, paths: Optional[Dict[int, str]] = None) -> Any:
@@ -93,6 +94,8 @@ def request(job: V1Job, experiment: Any, origin: Dict[str, Any]) -> Any:
     if not os.path.isdir(folder):
         raise UserErrorException(f"source_directory '{job.source_directory}' does not exist ({folder})")
     arguments = [argument_text(a) for a in job.arguments]
+    if job.parallel is not None:
+        return _parallel_request(job, folder, arguments, experiment, origin)
     if job.command is not None:
         command = job.command if isinstance(job.command, str) else command_line(job.command)
         if arguments:
@@ -110,6 +113,24 @@ def request(job: V1Job, experiment: Any, origin: Dict[str, Any]) -> Any:
     compute, dirs = compute_overrides(job.compute_target, workspace)
     overrides += compute + environment_overrides(job.environment) + distribution_overrides(job.distribution)
     overrides += job.extra
+    return JobRequest(overrides=tuple(overrides), config_dirs=dirs, experiment_name=experiment.name, origin=origin)
+
+
+def _parallel_request(job: V1Job, folder: str, arguments: List[Any], experiment: Any, origin: Dict[str, Any]) -> Any:
+    """A ParallelRunStep's job: job=parallel with its configuration's fields, one agent per node."""
+    from mltrain.launch.request import JobRequest, override  # submission
+
+    fields = dict(job.parallel or {})
+    nodes = fields.pop("node_count", 1)
+    variables = fields.pop("environment_variables", {})
+    overrides = ["job=parallel", override("job.source_directory", folder),
+                 override("job.program_arguments", [str(a) for a in arguments])]
+    overrides += [override(f"job.{key}", value) for key, value in fields.items()]
+    workspace = getattr(experiment, "workspace", None)
+    compute, dirs = compute_overrides(job.compute_target, workspace)
+    overrides += compute + environment_overrides(job.environment) + ["distribution=none",
+                                                                     override("distribution.node_count", nodes)]
+    overrides += [override(f"++environment.environment_variables.{k}", v) for k, v in variables.items()]
     return JobRequest(overrides=tuple(overrides), config_dirs=dirs, experiment_name=experiment.name, origin=origin)
 
 

@@ -156,14 +156,28 @@ class _FileFactory:
 
 class _TabularFactory:
     @staticmethod
-    def from_delimited_files(*args: Any, **kwargs: Any) -> Any:
+    def from_delimited_files(path: Any, validate: bool = True, include_path: bool = False,
+                             infer_column_types: bool = True, set_column_types: Any = None, separator: str = ",",
+                             header: Any = True, partition_format: Optional[str] = None, **kwargs: Any) -> Any:
+        from azureml.data.tabular_dataset import from_files
+
+        items = path if isinstance(path, list) else [path]
+        return from_files([_local(p) for p in items], False, validate, separator, header)
+
+    @staticmethod
+    def from_parquet_files(path: Any, validate: bool = True, include_path: bool = False,
+                           set_column_types: Any = None, partition_format: Optional[str] = None) -> Any:
+        from azureml.data.tabular_dataset import from_files
+
+        items = path if isinstance(path, list) else [path]
+        return from_files([_local(p) for p in items], True, validate)
+
+    @staticmethod
+    def from_sql_query(*args: Any, **kwargs: Any) -> Any:
         from azureml.core._bridge import unsupported
 
-        unsupported("Dataset.Tabular", "read the files with pandas in your script; pass their folder with "
-                                       "Dataset.File.from_files(...).as_download()")
-
-    from_parquet_files = from_delimited_files
-    from_sql_query = from_delimited_files
+        unsupported("Dataset.Tabular.from_sql_query", "export the table to CSV or Parquet files and use "
+                                                      "from_delimited_files or from_parquet_files")
 
 
 class Dataset:

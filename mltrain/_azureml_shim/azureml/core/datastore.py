@@ -130,6 +130,12 @@ class DataReference(RefuseUnknown):
     def _mltrain_path(self) -> str:
         return str(self.datastore.root / self.path_on_datastore)
 
+    def download(self, local_path: str, overwrite: bool = False, show_progress: bool = True) -> str:
+        """The folder's files under local_path/path_on_datastore, as Azure's PortDataReference.download puts them."""
+        target = Path(local_path) / self.path_on_datastore
+        copy_tree(Path(self._mltrain_path()), target, overwrite, show_progress)
+        return str(target)
+
     def __str__(self) -> str:
         return self._mltrain_path()
 

@@ -170,6 +170,7 @@ class StepRun(Run):
         from azureml.core.datastore import DataReference, Datastore
 
         folder = Path(str(self._dir)) / "outputs" / name
-        ref = DataReference(Datastore(None, "step_outputs"), name, str(folder))
+        # Azure's PortDataReference: path_on_datastore is azureml/<step run id>/<output>, where download() puts it
+        ref = DataReference(Datastore(None, "step_outputs"), name, f"azureml/{Path(str(self._dir)).name}/{name}")
         ref._mltrain_path = lambda: str(folder)  # type: ignore[method-assign]
         return ref

@@ -1,16 +1,14 @@
 """azureml.pipeline.steps: PythonScriptStep, MpiStep (seed 000, every parameter), CommandStep; each an
 mltrain pipeline step (mltrain.spec.schema.StepConf) with its reuse (allow_reuse, version, hash_paths)."""
 from azureml.pipeline.steps.base import CommandStep, HyperDriveStep, MpiStep, PythonScriptStep
+from azureml.pipeline.steps.parallel_run_step import ParallelRunConfig, ParallelRunStep
 
-__all__ = ["CommandStep", "HyperDriveStep", "MpiStep", "PythonScriptStep"]
+__all__ = ["CommandStep", "HyperDriveStep", "MpiStep", "ParallelRunConfig", "ParallelRunStep", "PythonScriptStep"]
 
 
 from azureml.core._refused import module_getattr  # noqa: E402
 
 __getattr__ = module_getattr("azureml.pipeline.steps", {
-    "ParallelRunStep": "run the batch as a PythonScriptStep or MpiStep over its files (each rank takes its share "
-                       "of them by RANK/WORLD_SIZE)",
-    "ParallelRunConfig": "run the batch as a PythonScriptStep or MpiStep over its files",
     "AutoMLStep": "AutoML is Azure's service; train the model with a script step",
     "HyperDriveStepRun": "submit the HyperDriveConfig with Experiment.submit",
     **{name: "a PythonScriptStep or CommandStep on a local or Slurm compute" for name in (

@@ -140,6 +140,8 @@ def compile_steps(steps: List[_Step], parameters: Dict[str, Any], default_source
                              arguments=arguments, compute_target=step.compute_target,
                              environment=step._environment(), distribution=step._distribution(),
                              extra=list(program.get("extra", [])))
+        if program.get("parallel") is not None:  # a ParallelRunStep: its dataset and output are the job's
+            job.parallel = _parallel_fields(step, program["parallel"], data)
         params = {str(k): data.value(v) for k, v in step.params.items()}
         request = _compile.request(job, Experiment(_workspace_of(step), "pipeline", _skip_name_validation=True), {})
         dirs = dirs or tuple(request.config_dirs)
@@ -153,6 +155,21 @@ def compile_steps(steps: List[_Step], parameters: Dict[str, Any], default_source
             entry["hash_paths"] = list(step.hash_paths)
         out[step_key(step.name)] = entry
     return out, dirs
+
+
+def _parallel_fields(step: Any, fields: Dict[str, Any], data: _StepData) -> Dict[str, Any]:
+    from azureml.data.tabular_dataset import TabularDataset, TabularDatasetConsumption
+
+    source = step.data_input
+    dataset = source.dataset if isinstance(source, TabularDatasetConsumption) else source
+    out = dict(fields, input_data=data.value(source),
+               input_format="tabular" if isinstance(dataset, TabularDataset) else "files",
+               node_count=int(step.config.node_count))
+    if step.output is not None:
+        out["append_row_to"] = data.value(step.output)
+    if step.config.environment_variables:
+        out["environment_variables"] = dict(step.config.environment_variables)
+    return out
 
 
 def _unbound(item: Any) -> Any:
