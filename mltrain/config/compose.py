@@ -42,10 +42,10 @@ def compose_members(launcher: Any, job_overrides: Sequence[Sequence[str]], initi
 def uses_hydra_resolver(cfg: DictConfig) -> bool:
     """Whether the job's own part of the config reads `${hydra:...}` (then HydraConfig must hold this member
     when it is frozen)."""
-    def raw(node: Any) -> Any:  # unresolved: reading the value would resolve it, before HydraConfig is set
-        return OmegaConf.to_container(node, resolve=False) if OmegaConf.is_config(node) else node._value()
+    def raw(value: Any) -> Any:  # unresolved: reading the value would resolve it, before HydraConfig is set
+        return OmegaConf.to_container(value, resolve=False) if OmegaConf.is_config(value) else value
 
-    return any("hydra:" in str(raw(cfg._get_node(k))) for k in cfg.keys() if k != "hydra")
+    return any("hydra:" in str(raw(value)) for key, value in cfg.items_ex(resolve=False) if key != "hydra")
 
 
 #: Groups the primary config lists as `optional`: Hydra skips a missing option there silently.

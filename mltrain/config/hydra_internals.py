@@ -1,6 +1,7 @@
-"""Every use mltrain makes of Hydra's private modules, in one place, each with why and the Hydra issue
-whose fix would let it go. Nothing else in mltrain (or its launcher plugin) imports `hydra._internal`;
-tests/unit/test_import_graph.py holds that.
+"""Every use mltrain makes of Hydra's private modules and names, in one place, each with why and, where there
+is one, the Hydra issue whose fix would let it go. Nothing else in mltrain (or its launcher plugin) imports
+`hydra._internal` or touches a private name of Hydra (tests/unit/test_fences.py holds that). Checked against
+hydra-core 1.3.8.
 
 - `BasicSweeper`: Hydra ships its basic sweeper only under `hydra._internal.core_plugins`; the mltrain
   sweeper is that sweeper with its pre-launch composition of every member left to the launcher
@@ -19,6 +20,13 @@ tests/unit/test_import_graph.py holds that.
 - `main_hydra`: Hydra's app object is made only by `@hydra.main`, which reads the process's argv and exits
   on errors; a front end that runs `mltrain -m` from typed parts (a v2 sweep or pipeline file) makes the same
   object with the same search path, and calls its `multirun` (Hydra has no public entry point for a multirun without argv).
+- `failed_job_error`: the exception a failed job's `JobReturn` holds (`_return_value`). Its public getter,
+  `return_value`, raises it and first writes "Error executing job with overrides: ..." to stderr; a plain Hydra
+  app's rank prints the traceback alone, as before (mltrain.ranks.hydra_app_rank). Setting it is public.
+- `value_as_override_text`: a sampled value as the text after `=` in an override (`Override`'s static
+  `_get_value_element_as_str`; the public `get_value_element_as_str` needs a parsed Override around the value).
+  It is the grammar's inverse: a string with spaces or commas comes back quoted, so the override parses back to
+  the same value (mltrain.sweeps.space.override_for).
 """
 from __future__ import annotations
 
@@ -30,11 +38,16 @@ from hydra._internal.config_loader_impl import ConfigLoaderImpl, get_overrides_d
 from hydra._internal.hydra import Hydra
 from hydra._internal.sources_registry import SourcesRegistry
 from hydra._internal.utils import create_automatic_config_search_path
+from hydra.core.override_parser.types import Override
 from hydra.core.plugins import Plugins
 from hydra.core.singleton import Singleton
+from hydra.core.utils import JobReturn
 from hydra.types import RunMode
 
-__all__ = ["apply_value_overrides", "main_hydra", "overrides_dirname", "restore_singletons", "saved_singletons", "skip_mode_discovery"]
+__all__ = ["apply_value_overrides", "failed_job_error", "main_hydra", "overrides_dirname", "restore_singletons", "saved_singletons",
+           "skip_mode_discovery", "value_as_override_text"]
+
+CHECKED_AGAINST = {"hydra-core": "1.3.8"}
 
 
 def __getattr__(name: str) -> Any:
@@ -86,3 +99,15 @@ def main_hydra(task_name: str, config_url: str, version_base: str) -> Hydra:
     version.setbase(version_base)  # as hydra.main sets it: without it Hydra composes by 1.1's rules
     search_path = create_automatic_config_search_path(None, None, config_url)
     return Hydra.create_main_hydra2(task_name=task_name, config_search_path=search_path)
+
+
+def failed_job_error(ret: JobReturn) -> BaseException:
+    """The exception a failed job ended with, without the line Hydra's `return_value` writes before raising it."""
+    error = ret._return_value
+    assert isinstance(error, BaseException), error
+    return error
+
+
+def value_as_override_text(value: Any) -> str:
+    """A value (str, int, float, bool, None, a list or dict of them) as Hydra's override grammar writes it."""
+    return str(Override._get_value_element_as_str(value))

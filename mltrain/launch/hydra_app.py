@@ -12,8 +12,8 @@ from typing import Any, List
 
 from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, JobStatus
-from omegaconf.basecontainer import BaseContainer
 
+from mltrain.config.omegaconf_internals import custom_resolvers
 from mltrain.errors import RunFailed
 
 # Resolvers every Hydra process registers for itself (setup_globals) or OmegaConf ships.
@@ -24,7 +24,7 @@ def _custom_resolvers() -> dict:
     import cloudpickle  # startup
 
     out = {}
-    for name, fn in BaseContainer._resolvers.items():
+    for name, fn in custom_resolvers().items():
         if name.startswith("oc.") or name in _BUILTIN_RESOLVERS:
             continue
         try:

@@ -12,10 +12,10 @@ from pathlib import Path
 import cloudpickle  # registers what unpickling the payload needs
 from hydra.core.plugins import Plugins
 from hydra.core.utils import JobStatus, run_job, setup_globals
-from omegaconf.basecontainer import BaseContainer
 
 from mltrain.atomic import atomic_write_bytes
-from mltrain.config.hydra_internals import restore_singletons
+from mltrain.config.hydra_internals import failed_job_error, restore_singletons
+from mltrain.config.omegaconf_internals import add_resolvers
 
 
 def prepare():
@@ -38,8 +38,7 @@ def main() -> None:
     # JobRuntime, ConfigStore and Hydra's version base live in singletons the driver filled in; the
     # plugins this process found already (prepare()) are kept: set_state finds them again otherwise.
     restore_singletons({"state": payload["singletons"], "scanned": True})  # the driver's, after its scan
-    for name, fn in payload["resolvers"].items():
-        BaseContainer._resolvers.setdefault(name, fn)
+    add_resolvers(payload["resolvers"])
     ret = run_job(
         hydra_context=payload["hydra_context"],
         task_function=payload["task_function"],
@@ -52,11 +51,11 @@ def main() -> None:
     try:
         data = cloudpickle.dumps(ret)
     except Exception as exc:  # an unpicklable return value is reported, not lost silently
-        ret._return_value, ret.status = RuntimeError(f"return value cannot be pickled: {exc}"), JobStatus.FAILED
+        ret.return_value, ret.status = RuntimeError(f"return value cannot be pickled: {exc}"), JobStatus.FAILED
         data = cloudpickle.dumps(ret)
     atomic_write_bytes(out / f"rank_{rank}.pkl", data)
     if ret.status == JobStatus.FAILED:
-        traceback.print_exception(ret._return_value)
+        traceback.print_exception(failed_job_error(ret))
         sys.exit(1)
 
 

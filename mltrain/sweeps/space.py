@@ -29,9 +29,10 @@ from statistics import NormalDist
 from typing import Any, Dict, List, Tuple
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, Override, RangeSweep
+from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, RangeSweep
 from hydra.errors import HydraException
 
+from mltrain.config.hydra_internals import value_as_override_text
 from mltrain.errors import ConfigError
 
 #: What each sampling method accepts (Azure ML: grid only discrete; bayesian choice/uniform/quniform).
@@ -217,10 +218,8 @@ def check_sampling(space: Space, sampling: str) -> None:
 
 
 def override_for(key: str, value: Any) -> str:
-    """One member's override for a sampled value, quoted as Hydra's grammar needs."""
-    # Hydra's own quoting of a value element (private, but it is the grammar's inverse: a string with
-    # spaces or commas comes back quoted so the override parses to the same value).
-    return f"{key}={Override._get_value_element_as_str(value)}"
+    """One member's override for a sampled value, quoted as Hydra's grammar needs (Hydra's own quoting)."""
+    return f"{key}={value_as_override_text(value)}"
 
 
 def dimensions_summary(space: Space) -> List[Tuple[str, str]]:

@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Optional
 
 import yaml
 
+from mltrain.azureml.sdk_v2 import azure_ai_ml_internals
 from mltrain.config.paths import builtin_conf_dir
 from mltrain.errors import MltrainError
 from mltrain.home import mltrain_home
@@ -118,7 +119,7 @@ class DataOperations:
     def create_or_update(self, data: Any, **kwargs: Any) -> Any:
         path = str(data.path)
         if not (path.startswith("azureml:") or "://" in path):
-            path = os.path.abspath(os.path.join(str(getattr(data, "_base_path", None) or os.getcwd()), path))
+            path = os.path.abspath(os.path.join(azure_ai_ml_internals.base_path(data), path))
         previous = self._read(data.name)
         version = str(data.version or (int(previous.get("version", 0)) + 1 if previous and
                                        str(previous.get("version", "")).isdigit() else 1))
@@ -166,11 +167,7 @@ class ComponentOperations:
     def create_or_update(self, component: Any, **kwargs: Any) -> Any:
         from mltrain.azureml.sdk_v2.entities import component_text  # startup
 
-        if callable(component) and (getattr(component, "_is_dsl_func", False)
-                                    or getattr(component, "_is_mldesigner_component", False)):
-            from azure.ai.ml.operations._component_operations import _refine_component  # optional
-
-            component = _refine_component(component)  # Azure's own: a @dsl.pipeline function's PipelineComponent
+        component = azure_ai_ml_internals.as_component(component)
         if type(component).__name__ == "PipelineComponent":
             # kept in this process (a pipeline that calls it runs its steps as its own, sdk_v2.nested); the
             # YAML front end has no pipeline component files to register it in

@@ -2,11 +2,12 @@
 (mltrain.azureml.job_plan) checks and maps it: every field means what it means in a file, and every
 refusal is the same line.
 
-The shape comes from the entity's own `_to_dict()` (the SDK's YAML schema), with two things taken from
+The shape comes from the entity's own dump (the SDK's YAML schema), with two things taken from
 the entity's attributes instead: local input and output paths (the dump prefixes them `azureml:`, which
 would name a registered asset) resolved against the folder the entity was built in, and the trial of a
 sweep, whose `${{inputs.X}}` are the search space's `${{search_space.X}}` when X is swept. Nothing here
-imports azure-ai-ml: the entity is read through its attributes.
+imports azure-ai-ml: the entity is read through its attributes, its private ones through the azure-ai-ml fence
+(mltrain.azureml.sdk_v2.azure_ai_ml_internals).
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import os
 import re
 from typing import Any, Dict, Optional, Tuple
 
+from mltrain.azureml.sdk_v2 import azure_ai_ml_internals as internals
 from mltrain.azureml.sdk_v2.nested import flatten
 from mltrain.azureml.sdk_v2.nested import literal as _literal
 
@@ -26,8 +28,7 @@ _INPUT_REF = re.compile(r"\$\{\{\s*inputs\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 
 def job_entity(entity: Any) -> Any:
     """A builder (`command(...)`, a node) as the job it submits; a job as itself."""
-    to_job = getattr(entity, "_to_job", None)
-    return to_job() if callable(to_job) and type(entity).__name__ in ("Command", "Sweep") else entity
+    return internals.builder_job(entity)
 
 
 def kind_of(job: Any) -> str:
@@ -38,8 +39,8 @@ def to_v2(job: Any, folder: str) -> Tuple[str, Dict[str, Any]]:
     """(job type, the v2 job file's data) for a CommandJob, SweepJob or PipelineJob. A pipeline's steps
     name their component files: the file a component was loaded from, or one written under `folder`."""
     kind = kind_of(job)
-    data = _clean(dict(job._to_dict()))
-    base = _base(job)
+    data = _clean(internals.entity_dict(job))
+    base = internals.base_path(job)
     _fix_io(data, job, base)
     if kind == "sweep":
         data["trial"] = _trial(data, job)
@@ -59,12 +60,8 @@ def to_v2(job: Any, folder: str) -> Tuple[str, Dict[str, Any]]:
                     step["trial"] = _trial(step, node)
                 component = step.get("component")
                 if isinstance(component, dict):
-                    step["component"] = _component_file(component, getattr(node, "_component", None), folder, name)
+                    step["component"] = _component_file(component, internals.node_component(node), folder, name)
     return kind, data
-
-
-def _base(entity: Any) -> str:
-    return str(getattr(entity, "_base_path", None) or os.getcwd())
 
 
 def _clean(value: Any) -> Any:
@@ -102,7 +99,7 @@ def _fix_io(data: Dict[str, Any], entity: Any, base: str) -> None:
         if not isinstance(dumped, dict):
             continue
         for name, value in given.items():
-            value = getattr(value, "_data", value)  # a node's input wraps what it was given
+            value = internals.given_value(value, value)  # a node's input wraps what it was given
             spec = dumped.get(name)
             if isinstance(value, (bool, int, float, str)) and not isinstance(spec, dict) and name in dumped:
                 dumped[name] = value
@@ -137,7 +134,7 @@ def _bindings(step: Dict[str, Any], pipeline: Dict[str, Any]) -> None:
 def _component_file(component: Dict[str, Any], entity: Any, folder: str, step: str) -> str:
     """The component's own YAML file when it was loaded from one (its refusals then name that file's lines),
     else its dump written as a component file."""
-    source = getattr(entity, "_source_path", None)
+    source = internals.source_path(entity)
     if source and str(source).endswith((".yml", ".yaml")) and os.path.isfile(str(source)):
         return os.path.abspath(str(source))
     path = os.path.join(folder, "components", f"{step}.yml")
@@ -152,7 +149,7 @@ def component_text(entity: Any) -> str:
     when it was loaded from one, else the SDK's dump."""
     import yaml  # startup
 
-    source = getattr(entity, "_source_path", None)
+    source = internals.source_path(entity)
     if source and str(source).endswith((".yml", ".yaml")) and os.path.isfile(str(source)):
         with open(str(source), encoding="utf-8") as handle:
             data = yaml.safe_load(handle) or {}
@@ -160,7 +157,7 @@ def component_text(entity: Any) -> str:
         if isinstance(code, str) and _local(code) is not None:
             data["code"] = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(str(source))), code))
         return f"# from {source}\n" + yaml.safe_dump(data, sort_keys=False)
-    return _component_yaml(_clean(dict(entity._to_dict())), str(entity.name))
+    return _component_yaml(_clean(internals.entity_dict(entity)), str(entity.name))
 
 
 def _component_yaml(component: Dict[str, Any], name: str) -> str:
@@ -182,7 +179,7 @@ def _trial(data: Dict[str, Any], entity: Any) -> Any:
     sweep as its inputs."""
     raw = data.get("trial") or {}
     component = getattr(entity, "trial", None)
-    source = getattr(component, "_source_path", None)
+    source = internals.source_path(component)
     if source and str(source).endswith((".yml", ".yaml")) and os.path.isfile(str(source)):
         return os.path.abspath(str(source))  # a component file: its inputs named in the search space are swept
     swept = set((data.get("search_space") or {}).keys())
@@ -195,7 +192,7 @@ def _trial(data: Dict[str, Any], entity: Any) -> Any:
     for name, spec in (raw.get("inputs") or {}).items():
         if name in swept or name in inputs:
             continue
-        value = getattr(given.get(name), "_data", None)
+        value = internals.given_value(given.get(name), None)
         if isinstance(value, (str, int, float, bool)):
             inputs[name] = value
         elif isinstance(spec, dict) and "default" in spec:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, List, Optional
 
+from mltrain.azureml.sdk_v2 import azure_ai_ml_internals
 from mltrain.config.paths import shipped_options
 from mltrain.home import mltrain_home
 
@@ -45,15 +46,13 @@ class WorkspaceOperations:
         self._client = client
 
     def get(self, name: Optional[str] = None, **kwargs: Any) -> Any:
-        from azure.ai.ml.entities import Workspace  # optional
-
         client = self._client
         name = name or client.workspace_name or "mltrain"
-        workspace = Workspace(name=name, location="local", description=f"mltrain workspace (home {mltrain_home()})")
-        workspace._id = (f"/subscriptions/{client.subscription_id or '00000000-0000-0000-0000-000000000000'}"
-                         f"/resourceGroups/{client.resource_group_name or 'mltrain'}"
-                         f"/providers/Microsoft.MachineLearningServices/workspaces/{name}")
-        return workspace
+        return azure_ai_ml_internals.workspace(
+            name, f"mltrain workspace (home {mltrain_home()})",
+            f"/subscriptions/{client.subscription_id or '00000000-0000-0000-0000-000000000000'}"
+            f"/resourceGroups/{client.resource_group_name or 'mltrain'}"
+            f"/providers/Microsoft.MachineLearningServices/workspaces/{name}")
 
     def list(self, **kwargs: Any) -> List[Any]:
         return [self.get()]

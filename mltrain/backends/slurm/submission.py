@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict
 
+from mltrain.backends.slurm import submitit_internals
 from mltrain.backends.slurm.compute import SlurmComputeConf
 from mltrain.backends.slurm.containers import container_flags
 from mltrain.errors import ConfigError
@@ -66,10 +67,7 @@ def submitit_names(extra: Dict[str, Any]) -> Dict[str, Any]:
     wants (`comment` or `slurm_comment`); anything else is refused naming the closest and the valid
     ones (submitit itself would only say the prefix is missing)."""
 
-    from submitit.auto.auto import AutoExecutor  # heavy
-    from submitit.slurm.slurm import SlurmExecutor  # heavy
-
-    generic, slurm = AutoExecutor._valid_parameters(), SlurmExecutor._valid_parameters()
+    generic, slurm = submitit_internals.valid_parameters()
     out: Dict[str, Any] = {}
     for key, value in extra.items():
         name = key[len("slurm_"):] if key.startswith("slurm_") else key
@@ -97,11 +95,7 @@ def make_executor(params: Dict[str, Any], folder: Path, max_requeues: int, offli
     import submitit  # heavy
 
     if offline and shutil.which("srun") is None:  # a real submission was refused earlier (Backend.preflight)
-        from unittest import mock  # startup
-
-        from submitit.slurm.slurm import SlurmExecutor  # heavy
-
-        with mock.patch.object(SlurmExecutor, "affinity", classmethod(lambda cls: 2)):
+        with submitit_internals.offline():
             return make_executor(params, folder, max_requeues)
     executor = submitit.AutoExecutor(folder=str(folder), cluster="slurm", slurm_max_num_timeout=max_requeues,
                                      slurm_python=TASK_PYTHON)
@@ -114,9 +108,4 @@ def make_executor(params: Dict[str, Any], folder: Path, max_requeues: int, offli
 
 def sbatch_script(params: Dict[str, Any], folder: Path, max_requeues: int) -> str:
     """The batch script submitit writes for these parameters (submitit builds it; nothing is submitted)."""
-    from submitit.slurm.slurm import SlurmExecutor  # heavy
-
-    executor = make_executor(params, folder, max_requeues, offline=True)
-    inner = executor._executor  # the SlurmExecutor behind AutoExecutor: it owns the script template
-    assert isinstance(inner, SlurmExecutor)  # what cluster="slurm" builds; AutoExecutor types it as any Executor
-    return inner._make_submission_file_text(inner._submitit_command_str, uid="DRYRUN")
+    return submitit_internals.sbatch_text(make_executor(params, folder, max_requeues, offline=True))
