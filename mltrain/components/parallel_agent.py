@@ -1,11 +1,15 @@
 """A parallel job's agent on one node: `max_concurrency_per_instance` worker processes
-(mltrain/components/parallel_worker.py), each fed one mini-batch at a time from the shared queue
+(mltrain/components/parallel_worker.py), each fed mini-batches from the shared queue
 (mltrain.components.parallel_queue), as Azure's per-node agent runs its processes.
 
 A worker whose `run()` raises, that runs past the timeout (it is killed: Python cannot interrupt native
 code), or that dies (killed, out of memory) fails that attempt; the mini-batch goes back on the queue
 until it has run `max_retries + 1` times, then counts against the thresholds. A dead or killed worker is
 replaced, and the new one runs `init()` again. `init()` failing stops the job: every mini-batch would fail.
+
+Each worker holds the mini-batch it runs and the next one (DEPTH), so it never waits for the agent between two:
+with small mini-batches the round trip through the agent would otherwise be a worker's idle time. A mini-batch
+that waited behind one whose worker died goes back on the queue without counting as an attempt.
 """
 from __future__ import annotations
 
@@ -23,6 +27,8 @@ from typing import Any, Callable, Dict, List, Optional
 from mltrain.components.parallel_queue import TOUCH_S, Queue
 
 WORKER = str(Path(__file__).resolve().parent / "parallel_worker.py")
+#: Mini-batches a worker holds: the one it runs and the next.
+DEPTH = 2
 
 
 @dataclass
@@ -59,16 +65,28 @@ class Worker:
         os.close(from_worker)
         self._buffer = b""
         self.ready = False
-        self.batch: Optional[int] = None
-        self.started = 0.0
+        self.inflight: List[int] = []  # sent, in order; the first is running
+        self.started = 0.0  # when the first began
 
     @property
     def fd(self) -> int:
         return self._out
 
+    @property
+    def batch(self) -> Optional[int]:
+        """The mini-batch this worker runs now."""
+        return self.inflight[0] if self.inflight else None
+
+    def finished(self) -> None:
+        self.inflight.pop(0)
+        self.started = time.monotonic()
+
     def send(self, index: int, batch: Dict[str, Any]) -> None:
-        self.batch, self.started = index, time.monotonic()
+        """Hand the worker a mini-batch; BrokenPipeError when it has died (its end is read from its pipe next)."""
         os.write(self._in, (json.dumps({"index": index, "batch": batch}) + "\n").encode())
+        if not self.inflight:
+            self.started = time.monotonic()
+        self.inflight.append(index)
 
     def messages(self) -> List[Dict[str, Any]]:
         chunk = os.read(self._out, 65536)
@@ -140,12 +158,16 @@ class Agent:
             if self.queue.aborted():
                 return
             for worker in self.workers:
-                if worker.ready and worker.batch is None:
+                while worker.ready and len(worker.inflight) < DEPTH and not exhausted:
                     index = self.queue.claim_next()
                     if index is None:
                         exhausted = True
                         break
-                    worker.send(index, self.queue.batches[index])
+                    try:
+                        worker.send(index, self.queue.batches[index])
+                    except BrokenPipeError:  # it died a moment ago: the mini-batch never reached it
+                        self.queue.release(index)
+                        break
             busy = [w for w in self.workers if w.batch is not None or not w.ready]
             if exhausted and not any(w.batch is not None for w in self.workers):
                 if not self.queue.unfinished():
@@ -160,7 +182,7 @@ class Agent:
                         self._handle(worker, message)
             self._check_timeouts()
             if time.monotonic() - self._touched > TOUCH_S:
-                self.queue.touch([w.batch for w in self.workers if w.batch is not None])
+                self.queue.touch([i for w in self.workers for i in w.inflight])
                 self._touched = time.monotonic()
 
     def _handle(self, worker: Worker, message: Dict[str, Any]) -> None:
@@ -170,7 +192,7 @@ class Agent:
             self.queue.abort(f"init() of the entry script failed: {message['init_error']} "
                              f"(logs/user/stderr/, process{worker.number:03d})")
         elif "done" in message:
-            worker.batch = None
+            worker.finished()
             self.processed += 1
             missing = int(message["items"]) - int(message["returned"])
             if missing > 0:  # Azure: an item run() returns no row for has failed
@@ -178,7 +200,7 @@ class Agent:
             self.on_event(missing > 0)
         elif "error" in message:
             self._attempt_failed(worker.batch, message.get("message", "run() failed"))
-            worker.batch = None
+            worker.finished()
         elif message.get("eof"):
             self._replace(worker, f"worker process{worker.number:03d} {_exit_text(worker.proc.wait())}")
 
@@ -192,6 +214,8 @@ class Agent:
     def _replace(self, worker: Worker, why: str) -> None:
         if worker.batch is not None:
             self._attempt_failed(worker.batch, why)
+            for waiting in worker.inflight[1:]:  # never started: back on the queue, no attempt counted
+                self.queue.release(waiting)
         elif not worker.ready and not self.queue.aborted():
             self.queue.abort(f"worker process{worker.number:03d} {why.split(' ', 2)[-1]} before init() finished "
                              "(logs/user/stderr/)")

@@ -96,19 +96,22 @@ class Queue:
                     os.replace(claim, self.root / "claims" / f".{index}.lost.{self.agent}")
                 except FileNotFoundError:
                     pass
-                if self._take(index):
+                if self._take(index, taken_over=True):
                     return index
         return None
 
-    def _take(self, index: int) -> bool:
+    def _take(self, index: int, taken_over: bool = False) -> bool:
         try:
             fd = os.open(self.root / "claims" / str(index), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         except FileExistsError:
             return False
         os.write(fd, self.agent.encode())
         os.close(fd)
-        if (self.root / "done" / f"{index}.json").exists() or (self.root / "failed" / f"{index}.json").exists():
-            return False  # finished by an agent whose claim was taken over: not again
+        # A claim stays once its mini-batch is over, so only a claim taken over may find it over: finished by
+        # the agent whose claim went stale, after all
+        if taken_over and ((self.root / "done" / f"{index}.json").exists() or
+                           (self.root / "failed" / f"{index}.json").exists()):
+            return False
         return True
 
     def touch(self, indices: List[int]) -> None:

@@ -1,0 +1,107 @@
+"""Batch scoring of many small files with a trivial run(): mltrain's parallel job against what a user would
+otherwise write, a `multiprocessing.Pool` over the same files and the same function, its rows written to one
+file in input order.
+
+Arms, alternating in each round, each a fresh process from start to end (the Pool's script is what a user would
+run with `python`; mltrain's is `mltrain job=parallel ...`, its driver, agent, workers and records):
+- Pool: `Pool(W).imap(run, chunks of B files)`, rows appended in order to one file;
+- mltrain: `job.max_concurrency_per_instance=W job.mini_batch_size=B`, the same entry script;
+- on Slurm (--slurm, a cluster's SLURM_CONF in the environment): the Pool script inside one `sbatch --wait` job
+  against mltrain with `compute=slurm distribution.node_count=N` (N instances of W workers each; the Pool arm
+  gets N*W processes on one node).
+Usage: python benchmarks/bench_parallel.py [--files 10000] [--workers 2] [--batch 10] [--rounds 3] [--slurm N]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable, Dict, List
+
+SCORE = """\
+import os
+def init():
+    pass
+def run(mini_batch):
+    return [f"{os.path.basename(p)} {len(open(p).read())}" for p in mini_batch]
+"""
+
+POOL = """\
+import os, sys
+from multiprocessing import Pool
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import score
+data, out, workers, batch = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+files = sorted(os.path.join(data, f) for f in os.listdir(data))
+chunks = [files[i:i + batch] for i in range(0, len(files), batch)]
+if __name__ == "__main__":
+    with Pool(workers, initializer=score.init) as pool, open(out, "w") as f:
+        for rows in pool.imap(score.run, chunks):
+            f.writelines(r + "\\n" for r in rows)
+"""
+
+
+def mltrain_cmd() -> List[str]:
+    exe = shutil.which("mltrain", path=str(Path(sys.executable).parent)) or shutil.which("mltrain")
+    return [exe] if exe else [sys.executable, "-m", "mltrain"]
+
+
+def timed(argv: List[str], cwd: Path, env: Dict[str, str]) -> float:
+    t0 = time.monotonic()
+    done = subprocess.run(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if done.returncode != 0:
+        sys.exit(f"{argv[0]} failed ({done.returncode}): {done.stderr[-2000:]}")
+    return time.monotonic() - t0
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--files", type=int, default=10000)
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--batch", type=int, default=10)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--slurm", type=int, default=0, help="instances on the Slurm cluster of $SLURM_CONF (0: local)")
+    a = p.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="bench-parallel-", dir=os.environ.get("BENCH_DIR")))
+    work, data = root / "project", root / "data"
+    work.mkdir()
+    data.mkdir()
+    (work / "score.py").write_text(SCORE)
+    (work / "pool_score.py").write_text(POOL)
+    for i in range(a.files):
+        (data / f"f{i:06d}.txt").write_text(f"item {i}\n")
+    env = {**os.environ, "MLTRAIN_TRACKING": "off"}
+    nodes = max(1, a.slurm)
+    pool_workers = a.workers * nodes
+    pool = [sys.executable, "pool_score.py", str(data), str(root / "pool_out.txt"), str(pool_workers), str(a.batch)]
+    if a.slurm:
+        pool = ["sbatch", "--wait", "--quiet", "-N", "1", "-c", str(pool_workers), "-o", str(root / "pool.log"),
+                "--wrap", " ".join(pool)]
+    mltrain = mltrain_cmd() + ["job=parallel", "job.source_directory=.", "job.entry_script=score.py",
+                               f"job.input_data={data}", f"job.mini_batch_size={a.batch}",
+                               f"job.max_concurrency_per_instance={a.workers}", "run.system_metrics=false"]
+    if a.slurm:
+        mltrain += ["compute=slurm", "compute.poll_s=0.2", f"distribution.node_count={nodes}"]
+    arms: Dict[str, Callable[[int], List[str]]] = {"Pool": lambda r: pool, "mltrain": lambda r: mltrain}
+    times: Dict[str, List[float]] = {k: [] for k in arms}
+    for r in range(a.rounds):
+        for name in (list(arms) if r % 2 == 0 else list(reversed(arms))):
+            home = root / f"home-{name}-{r}"  # outside the project: never in a snapshot
+            times[name].append(timed(arms[name](r), work, {**env, "MLTRAIN_HOME": str(home)}))
+    where = f"Slurm, {nodes} instance(s) x {a.workers} workers" if a.slurm else f"this machine, {a.workers} workers"
+    print(f"{a.files} files, mini-batches of {a.batch}, {where}; medians of {a.rounds}, alternating")
+    base = statistics.median(times["Pool"])
+    for name, values in times.items():
+        m = statistics.median(values)
+        print(f"  {name:8s} {m:6.2f} s  = {m / base:.2f} x Pool   ({', '.join(f'{v:.2f}' for v in values)})")
+    shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
