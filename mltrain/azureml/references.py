@@ -21,6 +21,7 @@ from mltrain.azureml.downloads import fetch, planned, web_address
 from mltrain.azureml.v2_schema import check_fields
 from mltrain.azureml.yaml_lines import JobFile, load
 from mltrain.config.paths import builtin_conf_dir, shipped_options
+from mltrain.environments.conda import to_pip
 from mltrain.environments.spec import AZURE_CLIENT
 from mltrain.home import mltrain_home
 
@@ -195,6 +196,10 @@ def _conda_environment(jf: JobFile, path: tuple, conda: Any, notes: List[str]) -
         if isinstance(dep, str) and re.match(r"^python\s*[=<>]", dep):
             notes.append(f"{file.name} asks for {dep}; mltrain builds its environments on this host's Python")
             continue
+        if isinstance(dep, str) and to_pip(dep) is None:
+            raise jf.error(path, f"{file.name}: '{dep}' is a conda package with no PyPI equivalent, and mltrain builds "
+                                 "a conda file as a virtual environment of PyPI packages: drop it, or name an image "
+                                 "that has it (runs on Slurm)")
         if isinstance(dep, dict) and "pip" in dep:
             kept = [p for p in dep["pip"] if not AZURE_CLIENT.match(str(p))]
             provided += [str(p) for p in dep["pip"] if AZURE_CLIENT.match(str(p))]

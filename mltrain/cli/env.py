@@ -11,6 +11,7 @@ import yaml
 
 from mltrain.config.paths import builtin_conf_dir, user_conf_dirs
 from mltrain.environments import CURATED, from_config
+from mltrain.environments.materialize import build_notes
 from mltrain.errors import MltrainError
 
 
@@ -55,6 +56,11 @@ def main(argv: List[str]) -> int:
     if args.cmd == "show":
         print(json.dumps(spec.to_json(), indent=2, sort_keys=True))
         print(f"cache key: {spec.cache_key()}")
+        source = (CURATED.get(spec.name) or {}).get("source")
+        if source:
+            print(f"from: {source}")
+        for note in build_notes(spec):
+            print(note)
         return 0
     folder = spec.save(Path(args.directory), overwrite=args.overwrite)
     print(f"saved {spec.name} to {folder}")

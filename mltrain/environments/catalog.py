@@ -13,10 +13,15 @@ Sources, per entry:
 - AzureML-pytorch-1.7/1.8/1.9-ubuntu18.04-py37-cuda11-gpu and -1.10-...-py38-cuda11-gpu: the
   Dockerfiles Azure ML published for them (FROM mcr.microsoft.com/azureml/openmpi4.1.0-cuda11.x-cudnn8-
   ubuntu18.04, conda python 3.7/3.8 with pytorch/torchvision, pip horovod[pytorch]==0.21.3).
+- Azure's curated v2 environments (AzureML-sklearn-1.5, -lightgbm-3.3, -lightgbm-3.2-ubuntu18.04-py37-cpu,
+  -tensorflow-2.16-cuda12, -acpt-pytorch-2.8-cuda12.6, -acpt-pytorch-2.2-cuda12.1): Azure/azureml-assets,
+  file and commit per entry in mltrain.environments.azure_curated.
 """
 from __future__ import annotations
 
 from typing import Dict
+
+from mltrain.environments.azure_curated import AZURE_ENVIRONMENTS, catalog_entry
 
 _AZUREML_PIP = ["azureml-core", "azureml-defaults", "azureml-telemetry", "azureml-restclients-hyperdrive",
                 "azureml-train-core"]
@@ -39,25 +44,6 @@ _V2 = {
     "AzureML-pytorch-1.8-ubuntu18.04-py37-cuda11-gpu": ("3.7", "1.8.1", "0.9.1", "0.21.3", "openmpi4.1.0-cuda11.1-cudnn8-ubuntu18.04"),
     "AzureML-pytorch-1.9-ubuntu18.04-py37-cuda11-gpu": ("3.7", "1.9.0", "0.10.0", "0.21.3", "openmpi4.1.0-cuda11.1-cudnn8-ubuntu18.04"),
     "AzureML-pytorch-1.10-ubuntu18.04-py38-cuda11-gpu": ("3.8", "1.10.0", "0.11.1", "0.21.3", "openmpi4.1.0-cuda11.1-cudnn8-ubuntu18.04"),
-}
-
-# Azure ML's curated v2 environments (the `azureml` registry's families, also named `AzureML-<family>`):
-# name -> (pip packages, base image), from the conda files Azure publishes with them. Their images carry
-# Python 3.10; mltrain builds them on the host's Python (no python pin here), where these pins have
-# wheels. Azure's own client packages in them (azureml-core, azureml-mlflow, azureml-defaults) are
-# provided by mltrain and never installed (mltrain.environments.spec.AZURE_CLIENT).
-_AZUREML_V2_PIP = ["azureml-core", "azureml-defaults", "azureml-mlflow", "azureml-telemetry", "mlflow"]
-_V2_CURATED = {
-    "AzureML-sklearn-1.5": (["scikit-learn==1.5.2", "pandas", "numpy", "scipy", "joblib"],
-                            "openmpi4.1.0-ubuntu22.04"),
-    "AzureML-lightgbm-3.3": (["lightgbm==3.3.5", "scikit-learn", "pandas", "numpy", "scipy"],
-                             "openmpi4.1.0-ubuntu22.04"),
-    "AzureML-tensorflow-2.16-cuda12": (["tensorflow==2.16.2", "tensorboard", "numpy"],
-                                       "openmpi4.1.0-cuda12.1-cudnn8-ubuntu22.04"),
-    # DeepSpeed and ONNX Runtime training, also in Azure's image, need a CUDA toolkit to build: the image
-    # has them (compute=slurm with a container runtime); a built environment has torch and torchvision.
-    "AzureML-acpt-pytorch-2.8-cuda12.6": (["torch==2.8.0", "torchvision==0.23.0", "tensorboard"],
-                                          "curated/acpt-pytorch-2.8-cuda12.6"),
 }
 
 #: The newest Python each torch release published wheels for (torch's release notes).
@@ -101,11 +87,10 @@ for _version in _V1:
         CURATED[_spec["name"]] = _spec
 for _name in _V2:
     CURATED[_name] = _v2(_name)
-# Their images are Azure ML base images (an OS, MPI and conda) with these packages on top, so the packages
-# are the environment: mltrain builds them on the host on every compute, Slurm included, as it does for a
-# conda_file on an Azure base image, and keeps the image's name for reference only (no container runtime
-# needed; the catalog keeps it as azure_image).
-for _name, (_pip, _image) in _V2_CURATED.items():
-    CURATED[_name] = {"name": _name, "python": {"user_managed": False},
-                      "conda": {"channels": ["conda-forge"], "dependencies": [{"pip": _AZUREML_V2_PIP + _pip}]},
-                      "azure_image": MCR + _image}
+# Azure's curated v2 environments (the `azureml` registry's families, also named `AzureML-<family>`), read
+# from Azure/azureml-assets (mltrain.environments.azure_curated: file and commit per entry). Their images are
+# Azure ML base images (an OS, MPI and conda) with these packages on top, so the packages are the
+# environment: mltrain builds them on the host on every compute, Slurm included, and keeps the image's name
+# for reference only (no container runtime needed; the catalog keeps it as azure_image).
+for _azure in AZURE_ENVIRONMENTS:
+    CURATED[_azure.name] = catalog_entry(_azure)

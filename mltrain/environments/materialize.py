@@ -26,7 +26,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 from packaging.requirements import InvalidRequirement, Requirement
 
 from mltrain.config.paths import mltrain_home
-from mltrain.environments.catalog import TORCH_MAX_PYTHON
+from mltrain.environments.catalog import CURATED, TORCH_MAX_PYTHON
 from mltrain.environments.spec import EnvironmentSpec, current_python
 from mltrain.errors import ConfigError, MltrainError
 from mltrain.processes import stop_group, within
@@ -55,7 +55,15 @@ def _minor(version: str) -> Tuple[int, int]:
 
 
 def check_buildable(spec: EnvironmentSpec) -> None:
-    """Fail fast, before a long build, when the spec's pins cannot exist on this Python."""
+    """Fail fast, before a long build, when the spec's pins cannot exist on this Python, or when its conda
+    packages include one that PyPI does not have (the job would fail at import)."""
+    missing = spec.conda_only_packages()
+    if missing:
+        raise ConfigError("environment.conda", f"{spec.name}: {', '.join(missing)} "
+                          f"{'is a conda package' if len(missing) == 1 else 'are conda packages'} with no PyPI "
+                          "equivalent, and a built environment is a virtual environment of PyPI packages: drop "
+                          f"{'it' if len(missing) == 1 else 'them'}, or run the environment's docker image on Slurm "
+                          "(docker.base_image, compute=slurm)")
     here = _minor(current_python())
     if spec.python_version and _minor(spec.python_version) != here:
         torch = next((p.split("==")[1] for p in spec.python_packages() if p.startswith("torch==")), None)
@@ -132,6 +140,8 @@ def build(spec: EnvironmentSpec, log: Callable[[str], None],
         shutil.rmtree(target, ignore_errors=True)  # a failed build's leftovers
         start = time.perf_counter()
         log(f"building environment {spec.name} ({spec.cache_key()}) in {target}")
+        for note in build_notes(spec):
+            log(f"environment {spec.name}: {note}")
         try:
             _build_into(spec, target, stop)
         except BuildStopped:
@@ -203,12 +213,35 @@ def materialize(spec: EnvironmentSpec, containerized: bool, check_mode: str,
         return info
     _, built = build(spec, log, stop)
     info["materialized"] = "built" if built else "reused"
-    skipped = spec.conda_only_packages()
-    if skipped:  # a virtual environment takes pip packages only: say what it does not have
-        info["not_installed"] = skipped
-        log(f"warning: environment {spec.name}: conda packages not installed (a built environment is a "
-            f"virtual environment of pip packages; use a docker base_image for conda): {', '.join(skipped)}")
+    moved = moved_pins(spec)
+    if moved:
+        info["moved_pins"] = moved
+    if spec.conda_from_pypi():
+        info["conda_from_pypi"] = dict(spec.conda_from_pypi())
     return info
+
+
+def moved_pins(spec: EnvironmentSpec) -> Dict[str, str]:
+    """A curated environment's pins moved from Azure's (no wheel on this Python) -> the ones installed."""
+    entry = CURATED.get(spec.name) or {}
+    return dict(entry.get("moved") or {}) if spec.conda == entry.get("conda") else {}
+
+
+def build_notes(spec: EnvironmentSpec) -> List[str]:
+    """What a build says once: pins moved from Azure's, conda packages installed from PyPI."""
+    notes = []
+    moved = moved_pins(spec)
+    if moved:
+        python = (CURATED.get(spec.name) or {}).get("azure_python")
+        notes.append(f"Azure's pins with no wheel for Python {current_python().rsplit('.', 1)[0]} (Azure's image has "
+                     f"Python {python}) or that no longer import beside its others moved to the nearest release "
+                     "that installs: "
+                     + ", ".join(f"{old} -> {new}" for old, new in moved.items()))
+    renamed = [f"{c} -> {p}" for c, p in spec.conda_from_pypi() if c != p]
+    same = [c for c, p in spec.conda_from_pypi() if c == p]
+    if renamed or same:
+        notes.append("conda packages installed from PyPI, same versions: " + ", ".join(same + renamed))
+    return notes
 
 
 _listed: dict = {}

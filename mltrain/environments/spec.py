@@ -12,11 +12,12 @@ import re
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import yaml
 
 from mltrain.atomic import atomic_write
+from mltrain.environments import conda as conda_map
 from mltrain.environments.catalog import CURATED
 from mltrain.errors import ConfigError, MltrainError
 
@@ -24,8 +25,9 @@ RESERVED_PREFIX = "AzureML"
 #: Azure ML's own client packages: mltrain's azureml.core stand-in, MLflow tracking and built-in
 #: components stand in for them, so a built environment never installs them.
 AZURE_CLIENT = re.compile(r"^(azureml-(core|mlflow|defaults|telemetry|train-core|restclients-hyperdrive|dataprep|"
-                          r"inference-server-http|designer-[a-z-]+)|azure-ai-ml)(?![A-Za-z0-9_.-]*[A-Za-z0-9])",
-                          re.I)
+                          r"dataset-runtime|inference-server-http|designer-[a-z-]+|contrib-[a-z-]+)|azure-ai-ml|"
+                          r"azure-ml-component|azure-ml|azure-monitor-opentelemetry-exporter)"
+                          r"(?![A-Za-z0-9_.-]*[A-Za-z0-9])", re.I)
 SPEC_FILE = "azureml_environment.json"
 CONDA_FILE = "conda_dependencies.yml"
 
@@ -56,18 +58,32 @@ class EnvironmentSpec:
         return out + [p for p in self.pip if p not in out]
 
     def installable_packages(self) -> List[str]:
-        """The pip requirements a built environment installs: all but Azure's client packages."""
-        return [p for p in self.python_packages() if not AZURE_CLIENT.match(p.strip())]
+        """The pip requirements a built environment installs: the conda spec's own packages as PyPI's, then
+        the pip packages, all but Azure's client packages."""
+        wanted = [pip for _, pip in self.conda_from_pypi()] + self.python_packages()
+        return [p for p in wanted if not AZURE_CLIENT.match(p.strip())]
 
-    def conda_only_packages(self) -> List[str]:
-        """The conda spec's own packages (not python, pip or its pip section): what only conda installs."""
+    def conda_packages(self) -> List[str]:
+        """The conda spec's own packages (not python, pip or its pip section)."""
         deps = (self.conda or {}).get("dependencies", [])
         # a conda match spec: the name, then an optional version constraint ("numpy>=1.20", "python=3.8")
-        return [d for d in deps if isinstance(d, str) and re.split(r"[=<>!~\s]", d, maxsplit=1)[0] not in ("python", "pip")]
+        return [str(d) for d in deps
+                if isinstance(d, str) and re.split(r"[=<>!~\s]", d.split("::")[-1], maxsplit=1)[0] not in ("python", "pip")]
+
+    def conda_from_pypi(self) -> List[Tuple[str, str]]:
+        """[(conda package, the PyPI requirement a built environment installs for it)]."""
+        return conda_map.split(self.conda_packages())[0]
+
+    def conda_only_packages(self) -> List[str]:
+        """The conda packages PyPI has no equivalent of: a built environment cannot have them."""
+        return conda_map.split(self.conda_packages())[1]
 
     def cache_key(self) -> str:
         """Environments with the same content share one built virtual environment."""
-        content = {"python": self.python_version or "", "packages": sorted(self.python_packages())}
+        content: Dict[str, Any] = {"python": self.python_version or "", "packages": sorted(self.python_packages())}
+        from_conda = sorted(pip for _, pip in self.conda_from_pypi())
+        if from_conda:  # (left out when empty: the keys of environments built before stay theirs)
+            content["conda"] = from_conda
         return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
 
     # ------------------------------------------------------------------ derived specs
