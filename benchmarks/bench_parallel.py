@@ -9,7 +9,8 @@ run with `python`; mltrain's is `mltrain job=parallel ...`, its driver, agent, w
 - on Slurm (--slurm, a cluster's SLURM_CONF in the environment): the Pool script inside one `sbatch --wait` job
   against mltrain with `compute=slurm distribution.node_count=N` (N instances of W workers each; the Pool arm
   gets N*W processes on one node).
-Usage: python benchmarks/bench_parallel.py [--files 10000] [--workers 2] [--batch 10] [--rounds 3] [--slurm N]
+Usage: python benchmarks/bench_parallel.py [--files 10000] [--workers 2] [--batch 10] [--work-ms 0] [--rounds 3]
+       [--slurm N]
 """
 from __future__ import annotations
 
@@ -25,10 +26,13 @@ from pathlib import Path
 from typing import Callable, Dict, List
 
 SCORE = """\
-import os
+import os, time
+WORK_S = float(os.environ.get("BENCH_WORK_MS", "0")) / 1000
 def init():
     pass
 def run(mini_batch):
+    if WORK_S:
+        time.sleep(WORK_S * len(mini_batch))  # the model's time per item (a GPU, a service), off the CPU
     return [f"{os.path.basename(p)} {len(open(p).read())}" for p in mini_batch]
 """
 
@@ -66,6 +70,7 @@ def main() -> None:
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--batch", type=int, default=10)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--work-ms", type=float, default=0.0, help="each item's scoring time (slept)")
     p.add_argument("--slurm", type=int, default=0, help="instances on the Slurm cluster of $SLURM_CONF (0: local)")
     a = p.parse_args()
     root = Path(tempfile.mkdtemp(prefix="bench-parallel-", dir=os.environ.get("BENCH_DIR")))
@@ -76,7 +81,7 @@ def main() -> None:
     (work / "pool_score.py").write_text(POOL)
     for i in range(a.files):
         (data / f"f{i:06d}.txt").write_text(f"item {i}\n")
-    env = {**os.environ, "MLTRAIN_TRACKING": "off"}
+    env = {**os.environ, "MLTRAIN_TRACKING": "off", "BENCH_WORK_MS": str(a.work_ms)}
     nodes = max(1, a.slurm)
     pool_workers = a.workers * nodes
     pool = [sys.executable, "pool_score.py", str(data), str(root / "pool_out.txt"), str(pool_workers), str(a.batch)]
@@ -95,7 +100,8 @@ def main() -> None:
             home = root / f"home-{name}-{r}"  # outside the project: never in a snapshot
             times[name].append(timed(arms[name](r), work, {**env, "MLTRAIN_HOME": str(home)}))
     where = f"Slurm, {nodes} instance(s) x {a.workers} workers" if a.slurm else f"this machine, {a.workers} workers"
-    print(f"{a.files} files, mini-batches of {a.batch}, {where}; medians of {a.rounds}, alternating")
+    print(f"{a.files} files, mini-batches of {a.batch}, {a.work_ms:g} ms per item, {where}; medians of {a.rounds}, "
+          "alternating")
     base = statistics.median(times["Pool"])
     for name, values in times.items():
         m = statistics.median(values)

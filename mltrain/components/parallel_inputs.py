@@ -171,7 +171,7 @@ def _range(path: str, start: int, end: int, rows: int, head: bytes, delimiter: s
 def _parquet_batches(path: str, size: int) -> List[Dict[str, Any]]:
     """Row ranges of about `size` bytes (the file's bytes per row), so a worker reads only its rows."""
     try:
-        import pyarrow.parquet as pq  # optional: only a Parquet input needs it
+        import pyarrow.parquet as pq  # optional
     except ImportError:
         raise ConfigError("job.input_data", f"{path} is Parquet: install pyarrow to read it") from None
     meta = pq.ParquetFile(path).metadata
@@ -183,7 +183,7 @@ def _parquet_batches(path: str, size: int) -> List[Dict[str, Any]]:
 
 def partitions(found: Source, keys: List[str], folder: Path) -> List[Dict[str, Any]]:
     """One mini-batch per value of the partition keys (Azure's partition_keys), each written once as a pickle."""
-    import pandas as pd  # heavy: only a partitioned table needs it
+    import pandas as pd  # heavy
 
     frames = [pd.read_parquet(f) if f.lower().endswith(".parquet")
               else pd.read_csv(f, sep=found.delimiter, header=0 if found.header else None, encoding=found.encoding)

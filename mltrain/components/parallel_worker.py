@@ -45,7 +45,8 @@ def read_batch(batch: Dict[str, Any], root: str) -> Any:
     """The value `run` gets: a list of file paths, or a pandas DataFrame of the mini-batch's rows."""
     if "files" in batch:
         return list(batch["files"])
-    import pandas as pd  # the job's environment has it when its input is a table (Azure's runtime needs it too)
+    # the job environment has pandas when its input is a table (Azure's runtime needs it too)
+    import pandas as pd  # heavy
 
     table = batch["table"]
     if table["format"] == "pickle":  # a partition, written by the agent that split the table
