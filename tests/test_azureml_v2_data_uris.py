@@ -54,6 +54,18 @@ def test_the_default_datastore_is_a_folder_without_a_mapping(home, project):
     assert (store / "nyc" / "cleaned" / "taxi.csv").read_text() == "VENDOR,FARE\nCMT,9\n"
 
 
+def test_default_datastore_is_the_pipelines_setting_where_it_sets_one(home, project):
+    write(project, ".mltrain/datastores.yaml", "azureml://datastores/mystore/paths/: lake\n")
+    (project / "lake" / "nyc" / "raw").mkdir(parents=True)
+    (project / "lake" / "nyc" / "raw" / "taxi.csv").write_text("a\n")
+    text = DEFAULT_DATASTORE_PIPELINE.replace("workspaceblobstore", "${{default_datastore}}")
+    write(project, "pipe.yml", text + "settings:\n  default_datastore: azureml:mystore\n")
+    live = create(project, "pipe.yml")
+    assert live.rc == 0, live.out + live.err
+    assert (project / "lake" / "nyc" / "cleaned" / "taxi.csv").read_text() == "A\n"
+    assert not (home / "datastores").exists()
+
+
 def test_an_unmapped_datastore_other_than_the_default_is_one_line(home, project):
     write(project, "job.yml", "command: ls\noutputs:\n  o:\n    type: uri_folder\n"
                               "    path: azureml://datastores/mystore/paths/x/\n")

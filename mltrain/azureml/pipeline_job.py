@@ -15,7 +15,7 @@ from mltrain.azureml.builtin_components import folders, lookup, step_overrides
 from mltrain.azureml.job_io import Output, parse_inputs, parse_outputs
 from mltrain.azureml.job_request import GROUP, Plan, Request, file_name, ignored_note, record
 from mltrain.azureml.pipeline_components import flatten
-from mltrain.azureml.references import asset_name, config_dirs, fetched_when
+from mltrain.azureml.references import DEFAULT_DATASTORE_EXPRESSION, asset_name, config_dirs, fetched_when
 from mltrain.azureml.v2_schema import PIPELINE, SETTINGS, check_fields
 from mltrain.azureml.yaml_lines import JobFile
 
@@ -27,6 +27,7 @@ PARENT_JOB_OUTPUT = re.compile(r"^jobs\.([A-Za-z0-9_-]+)\.outputs\.([A-Za-z_][A-
 
 
 def plan(jf: JobFile, request: Request, ctx: command_job.Context, name: Optional[str]) -> Plan:
+    jf.data = _pipeline_default_datastore(jf.data)
     data = check_fields(jf, (), jf.data, PIPELINE)
     settings = v2_schema.require_mapping(jf, ("settings",), data.get("settings"))
     notes_settings = _unknown_settings(settings)
@@ -288,6 +289,25 @@ def _builtin_step(jf: JobFile, where: tuple, spec: Dict[str, Any], declared: Dic
     if problem is not None:
         raise jf.error(where + ("inputs",), f"step {step}: {problem}")
     return {"overrides": found, "inputs": inputs, "outputs": sorted(set(folders(comp).values()))}
+
+
+def _pipeline_default_datastore(data: Any) -> Any:
+    """Azure's `${{default_datastore}}` is the pipeline's `settings.default_datastore` where it sets one (else
+    the workspace's default, mltrain.azureml.references): written in where this file uses it."""
+    settings = data.get("settings") if isinstance(data, dict) else None
+    store = settings.get("default_datastore") if isinstance(settings, dict) else None
+    if not isinstance(store, str) or not store:
+        return data
+    name = store[len("azureml:"):] if store.startswith("azureml:") else store
+
+    def put(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: put(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [put(v) for v in value]
+        return DEFAULT_DATASTORE_EXPRESSION.sub(name, value) if isinstance(value, str) else value
+
+    return put(data)
 
 
 def _graph_input(inp: Any) -> Any:
