@@ -98,6 +98,9 @@ def test_failed_mini_batches_are_retried_then_counted_and_the_threshold_decides(
     errors = (Path(run["dir"]) / "logs" / "user" / "error.txt").read_text()
     assert "mini-batch 4 (f009.txt and 1 more): ValueError: bad item 10" in errors and "bad item 20" in errors
     assert "2 failed, 5 items failed" in r.out  # 4 items of the given-up batches, and 13
+    shown = run_mltrain("runs", "show", run["id"], cwd=project).out
+    assert "parallel:  parallel job succeeded: 10 of 12 mini-batches done, 2 failed, 5 items failed" in shown
+    assert "  mini-batch 9 (f019.txt and 1 more): ValueError: bad item 20 | ValueError: bad item 20" in shown
     (tmp_path / "killed").unlink()
     r = _parallel(project, FLAKY, data, *common, "job.mini_batch_error_threshold=1", env=env)
     assert r.rc != 0
@@ -298,3 +301,23 @@ def test_cancel_stops_every_worker(home, project, tmp_path):
         driver.kill()
     assert only_run(home)["status"] == "Canceled"
     until(lambda: not any(pid_alive(int(p.name)) for p in pids.iterdir()), 30, "every worker gone")
+
+
+def test_partition_keys_give_each_group_of_a_table_to_run_with_its_key(home, project, tmp_path):
+    table = tmp_path / "sales"
+    table.mkdir()
+    rows = [f"{store},{brand},{week},{store * 10 + week}" for store in (1, 2) for brand in ("a", "b") for week in range(3)]
+    (table / "part1.csv").write_text("Store,Brand,Week,Quantity\n" + "\n".join(rows[:6]) + "\n")
+    (table / "part2.csv").write_text("Store,Brand,Week,Quantity\n" + "\n".join(rows[6:]) + "\n")
+    script = textwrap.dedent("""\
+        import pandas as pd
+        def run(input_data, mini_batch_context):
+            key = mini_batch_context.partition_key_value
+            assert isinstance(input_data, pd.DataFrame)
+            return [f"{key['Store']}-{key['Brand']} rows={len(input_data)} total={int(input_data['Quantity'].sum())}"]
+        """)
+    r = _parallel(project, script, table, "job.input_format=tabular", "job.partition_keys=[Store,Brand]",
+                  "job.max_concurrency_per_instance=2")
+    assert r.rc == 0, r.out + r.err
+    out = (Path(only_run(home)["dir"]) / "outputs" / "parallel_run_step.txt").read_text().splitlines()
+    assert out == ["1-a rows=3 total=33", "1-b rows=3 total=33", "2-a rows=3 total=63", "2-b rows=3 total=63"]

@@ -141,6 +141,12 @@ COMMANDS = {
     "mltrain pipeline=image_classification": ("run", ["trainer.epochs=1"]),
     "mltrain pipeline=digits compute=slurm": ("run", []),
     "mltrain job create --file train-job.yml": ("run", []),
+    "mltrain job=parallel job.source_directory=./my-proj job.entry_script=score.py job.input_data=./new-images "
+    "job.mini_batch_size=8 job.max_concurrency_per_instance=2 distribution.node_count=2 "
+    "job.program_arguments=[--label,png]": ("run", []),
+    "mltrain job create --file score-job.yml": ("run", []),
+    "mltrain job=parallel job.source_directory=./my-proj job.entry_script=score.py job.input_data=./new-images "
+    "job.max_concurrency_per_instance=2 compute=slurm": ("run", []),
     "mltrain job create --file train-job.yml --set inputs.lr=0.05 --name lr-005 --dry-run": ("run", []),
     "mltrain job create --file train-job.yml compute=slurm": ("run", []),
     "python my_app.py -m lr=0.1,0.01 hydra/launcher=mltrain": ("run", []),
@@ -349,6 +355,9 @@ def _check(key: str, out: str, project: Path) -> None:
         runs = project.parent / ".mltrain" / "runs"
         packed = [p for p in runs.glob("*/logs/launcher.log") if "Running in packed Slurm job" in p.read_text()]
         assert len(packed) >= 100, len(packed)
+    elif key.startswith("mltrain job=parallel") or key == "mltrain job create --file score-job.yml":
+        images = sorted(p.name for p in (project / "new-images").rglob("*") if p.is_file())
+        assert f"{len(images)} rows" in out and "parallel job succeeded" in out, out  # each image scored once
     elif key == "mltrain experiment=ddp_train":
         assert "sum 3.0 lr 0.05" in out  # two ranks all-reduced, the experiment's arguments
     elif key == "mltrain job create --file train-job.yml":

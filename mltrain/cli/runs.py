@@ -60,6 +60,20 @@ def _list(args) -> int:
     return 0
 
 
+def _show_parallel(folder: Path) -> None:
+    """A parallel job's verdict and each mini-batch it gave up on, with its attempts' errors (logs/user/, as Azure
+    lays them out)."""
+    result, errors = folder / "logs" / "user" / "job_result.txt", folder / "logs" / "user" / "error.txt"
+    if not result.is_file():
+        return
+    print(f"parallel:  {result.read_text().strip()}")
+    failed = errors.read_text().splitlines() if errors.is_file() else []
+    for line in failed[:20]:
+        print(f"  {line}")
+    if len(failed) > 20:
+        print(f"  ... {len(failed) - 20} more in {errors}")
+
+
 def _show(args) -> int:
     from mltrain.handle import backend_of  # startup
 
@@ -86,6 +100,7 @@ def _show(args) -> int:
         lost = ", ".join(failure.get("lost") or []) or failure.get("nodes") or "?"
         print(f"node lost:  attempt {failure.get('attempt')} on {lost} (Slurm job {failure.get('job_id')}): "
               f"{failure.get('then')}")
+    _show_parallel(record.dir)
     metrics = last_and_best(read_metrics(record.dir / "metrics.jsonl"))
     if metrics:
         print("metrics:   (name: last, min, max over n values)")

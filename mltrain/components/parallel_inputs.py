@@ -193,7 +193,7 @@ def partitions(found: Source, keys: List[str], folder: Path) -> List[Dict[str, A
     if missing:
         raise ConfigError("job.partition_keys", f"column(s) {', '.join(missing)} not in the input "
                                                 f"(columns: {', '.join(map(str, table.columns))})")
-    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "partitions").mkdir(parents=True, exist_ok=True)
     out: List[Dict[str, Any]] = []
     for n, (value, part) in enumerate(table.groupby(keys, sort=True)):
         values: Tuple[Any, ...] = value if isinstance(value, tuple) else (value,)

@@ -11,6 +11,7 @@ import ast
 import os
 import sys
 import time
+import traceback
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
@@ -22,6 +23,7 @@ from mltrain.components.parallel_agent import Agent, Settings
 from mltrain.components.parallel_inputs import mini_batch_size, source, split
 from mltrain.components.parallel_queue import Queue
 from mltrain.errors import ConfigError, MltrainError
+from mltrain.ranks.script_main import exit_code_of, finish
 from mltrain.runs.metrics import MetricsWriter
 
 OUTPUT_ACTIONS = ("append_row", "summary_only")
@@ -252,7 +254,22 @@ class _Progress:
         print(f"parallel: {done}/{total} mini-batches done, {failed} failed", flush=True)
 
 
-if __name__ == "__main__":
-    from mltrain.components.runtime import run_component
+def _main() -> None:
+    """As a component's rank ends (its one-line error, its exit code, no native teardown), without the process
+    group a component joins: the agents meet in the run's folder, and never import torch."""
+    code = 0
+    try:
+        main()
+    except MltrainError as exc:
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        code = exc.exit_code
+    except SystemExit as exc:
+        code = exit_code_of(exc)
+    except Exception:  # noqa: BLE001 - reported as the interpreter would, then the rank's exit code 1
+        traceback.print_exc()
+        code = 1
+    finish(code)
 
-    run_component(lambda ctx: main())  # no process group: the agents meet in the run's folder
+
+if __name__ == "__main__":
+    _main()

@@ -152,13 +152,15 @@ def _has_missing(value: Any) -> bool:
 #: before launch and the ranks then read the same path, and run.json records it.
 PATH_KEYS = ("data.train_dir", "data.val_dir", "model.weights", "job.untrained_model_dir", "job.model_dir",
              "job.image_dir", "job.input_path", "job.output_path", "job.input_transform_path", "job.input_image_path",
-             "job.src_path", "job.tgt_train_path", "job.tgt_test_path", "job.scored_dataset")
+             "job.src_path", "job.tgt_train_path", "job.tgt_test_path", "job.scored_dataset", "job.input_data",
+             "job.append_row_to")
 
 
 def _absolute_paths(cfg) -> None:
     for key in PATH_KEYS:
         value = OmegaConf.select(cfg, key, default=None)
-        if isinstance(value, str) and value and value != "???":
+        # "$MLTRAIN_OUTPUTS_DIR/NAME" (a v2 job's output) is the rank's to expand
+        if isinstance(value, str) and value and value != "???" and not value.startswith("$"):
             OmegaConf.update(cfg, key, os.path.abspath(os.path.expanduser(value)), force_add=False)
 
 
