@@ -81,6 +81,25 @@ class Datastore(RefuseUnknown):
     def path(self, path: Optional[str] = None, data_reference_name: Optional[str] = None) -> DataReference:
         return DataReference(self, data_reference_name, path or "")
 
+    def download(self, target_path: str, prefix: Optional[str] = None, overwrite: bool = False,
+                 show_progress: bool = True) -> Optional[int]:
+        """The datastore's files whose path starts with `prefix`, copied under target_path at the same relative
+        paths (Azure's AzureBlobDatastore.download); how many were copied."""
+        count = 0
+        for file in sorted(p for p in self.root.rglob("*") if p.is_file()):
+            rel = file.relative_to(self.root).as_posix()
+            if prefix and not rel.startswith(prefix):
+                continue
+            out = Path(target_path) / rel
+            if out.exists() and not overwrite:
+                continue
+            out.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(file, out)
+            count += 1
+        if show_progress:
+            print(f"Downloaded {count} files to {target_path}")
+        return count
+
     def as_mount(self) -> DataReference:
         return DataReference(self)
 

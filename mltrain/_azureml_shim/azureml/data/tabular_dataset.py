@@ -3,6 +3,7 @@ read with pandas (`to_pandas_dataframe`), or given whole to a ParallelRunStep, w
 DataFrames of about `mini_batch_size` bytes each (mltrain's parallel job reads the files itself)."""
 from __future__ import annotations
 
+import glob
 import os
 from typing import Any, List, Optional
 
@@ -28,13 +29,17 @@ class TabularDataset(RefuseUnknown):
         self.id = None
 
     def _mltrain_path(self) -> str:
-        return self._paths[0] if len(self._paths) == 1 else os.path.commonpath(self._paths)
+        """The folder (or file) a job reads: a pattern's folder, whose tables are the dataset's."""
+        paths = [_static_part(p) for p in self._paths]
+        return paths[0] if len(paths) == 1 else os.path.commonpath(paths)
 
     def _files(self) -> List[str]:
         suffixes = (".parquet",) if self._parquet else (".csv", ".tsv", ".txt")
         out: List[str] = []
         for p in self._paths:
-            if os.path.isdir(p):
+            if glob.has_magic(p):  # Azure's `folder/*.csv`
+                out += sorted(glob.glob(p, recursive=True))
+            elif os.path.isdir(p):
                 out += sorted(os.path.join(d, f) for d, _, names in os.walk(p) for f in names
                               if f.lower().endswith(suffixes))
             else:
@@ -61,10 +66,18 @@ class TabularDataset(RefuseUnknown):
         return TabularDatasetConsumption(name, self)
 
 
+def _static_part(path: str) -> str:
+    if not glob.has_magic(path):
+        return path
+    parts = path.split(os.sep)
+    fixed = next(i for i, part in enumerate(parts) if glob.has_magic(part))
+    return os.sep.join(parts[:fixed]) or os.sep
+
+
 def from_files(paths: List[str], parquet: bool, validate: bool, separator: str = ",", header: Any = True
                ) -> TabularDataset:
     if validate:
-        missing = [p for p in paths if not os.path.exists(p)]
+        missing = [p for p in paths if not (glob.glob(p, recursive=True) if glob.has_magic(p) else os.path.exists(p))]
         if missing:
             raise UserErrorException(f"Dataset.Tabular: {missing[0]} does not exist")
     has_header = header is True or str(header).split(".")[-1].upper() in ("ALL_FILES_HAVE_SAME_HEADERS",

@@ -56,6 +56,10 @@ class _Step:
     def _program(self) -> Dict[str, Any]:
         raise NotImplementedError
 
+    def _settings(self) -> List[Any]:
+        """Values of the step's own settings, where a PipelineParameter may stand (a ParallelRunConfig's counts)."""
+        return []
+
     def _run_config(self) -> Any:
         """The RunConfiguration: given, or a ScriptRunConfig's own."""
         return getattr(self.runconfig, "run_config", self.runconfig)
@@ -117,7 +121,8 @@ def compile_steps(steps: List[_Step], parameters: Dict[str, Any], default_source
                 raise UserErrorException(f"'{data.name}' is written by two steps ({made_by[id(data)][0]} and "
                                          f"{step.name})")
             made_by[id(data)] = (step_key(step.name), data.name)
-    known = {p.name for s in steps for p in map(_unbound, [*s.inputs, *s.arguments, *s.params.values()])
+    known = {p.name for s in steps for p in map(_unbound, [*s.inputs, *s.arguments, *s.params.values(),
+                                                            *s._settings()])
              if isinstance(p, PipelineParameter)}
     unknown = sorted(set(parameters) - known)
     if unknown:
@@ -162,9 +167,12 @@ def _parallel_fields(step: Any, fields: Dict[str, Any], data: _StepData) -> Dict
 
     source = step.data_input
     dataset = source.dataset if isinstance(source, TabularDatasetConsumption) else source
-    out = dict(fields, input_data=data.value(source),
-               input_format="tabular" if isinstance(dataset, TabularDataset) else "files",
-               node_count=int(step.config.node_count))
+    # a PipelineParameter stands for its value at submit time (the mini-batch size, the counts, the dataset)
+    out = {key: data.value(value) for key, value in fields.items()}
+    out.update(input_data=data.value(source), input_format="tabular" if isinstance(dataset, TabularDataset) else "files")
+    out["node_count"], out["max_concurrency_per_instance"] = int(out["node_count"]), int(out["max_concurrency_per_instance"])
+    if out.get("mini_batch_size") is not None:
+        out["mini_batch_size"] = str(out["mini_batch_size"])
     if step.output is not None:
         out["append_row_to"] = data.value(step.output)
     if step.config.environment_variables:
@@ -177,6 +185,9 @@ def _unbound(item: Any) -> Any:
     reaches the step: mount or download) is its parameter: here a step reads the DataPath's folder in place."""
     if isinstance(item, tuple) and len(item) == 2 and type(item[1]).__name__ == "DataPathComputeBinding":
         return item[0]
+    # DatasetConsumptionConfig(name, PipelineParameter(default_value=dataset)): the parameter, chosen at submit
+    if type(item).__name__ == "DatasetConsumptionConfig" and type(item.dataset).__name__ == "PipelineParameter":
+        return item.dataset
     return item
 
 

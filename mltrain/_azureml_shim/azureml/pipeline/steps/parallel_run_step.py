@@ -27,6 +27,7 @@ class ParallelRunConfig:
             raise UserErrorException("ParallelRunConfig: entry_script is required")
         for name, value, low in (("node_count", node_count, 1), ("process_count_per_node", process_count_per_node, 1),
                                  ("run_max_try", run_max_try, 1), ("run_invocation_timeout", run_invocation_timeout, 1)):
+            value = getattr(value, "default_value", value)  # a PipelineParameter (Azure takes one for the counts)
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < low):
                 raise UserErrorException(f"ParallelRunConfig: {name} must be an integer of at least {low}, "
                                          f"got {value!r}")
@@ -46,9 +47,10 @@ class ParallelRunConfig:
                                "output_action": self.output_action, "logging_level": str(self.logging_level).upper(),
                                "timeout": self.run_invocation_timeout, "max_retries": self.run_max_try - 1,
                                # Azure's default: one worker per core of the node; one here unless given
-                               "max_concurrency_per_instance": self.process_count_per_node or 1}
+                               "max_concurrency_per_instance": self.process_count_per_node or 1,
+                               "node_count": self.node_count}
         if self.mini_batch_size is not None:
-            out["mini_batch_size"] = str(self.mini_batch_size)
+            out["mini_batch_size"] = self.mini_batch_size
         if self.append_row_file_name:
             out["append_row_file_name"] = self.append_row_file_name
         if self.allowed_failed_count is not None:
@@ -80,6 +82,9 @@ class ParallelRunStep(_Step):
 
     def _program(self) -> Dict[str, Any]:
         return {"parallel": self.config.fields()}
+
+    def _settings(self) -> List[Any]:
+        return list(self.config.fields().values())
 
     def _environment(self) -> Any:
         return self.config.environment
