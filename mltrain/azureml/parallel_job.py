@@ -14,17 +14,21 @@ from __future__ import annotations
 import dataclasses
 import posixpath
 import shlex
+from pathlib import Path
 from typing import Any, Dict, List, Sequence, Tuple
 
 from mltrain.azureml import command_job
-from mltrain.azureml.v2_schema import COMMAND, COMMON, check_fields, number, one_of, text
-from mltrain.azureml.yaml_lines import JobFile
+from mltrain.azureml.v2_schema import COMMAND, COMMON, PATH_TYPES, check_fields, number, one_of, text
+from mltrain.azureml.yaml_lines import JobFile, load
 
 PARALLEL = COMMON + ("task", "input_data", "mini_batch_size", "resources", "max_concurrency_per_instance",
                      "mini_batch_error_threshold", "error_threshold", "logging_level", "retry_settings",
                      "environment_variables", "partition_keys", "output_action", "component", "is_deterministic")
 TASK = ("type", "code", "entry_script", "environment", "program_arguments", "append_row_to", "model", "fn", "args")
 RETRY = ("max_retries", "timeout")
+#: A parallel component's own fields, not the node's (its ports are bound to the node's inputs and outputs).
+COMPONENT_ONLY = ("$schema", "name", "version", "display_name", "description", "tags", "type", "is_deterministic",
+                  "inputs", "outputs")
 LOGGING = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 #: Azure's runtime arguments that mltrain's engine honours: argument -> the job field it sets.
 HONOURED = {"--error_threshold": "error_threshold", "--allowed_failed_percent": "allowed_failed_percent",
@@ -55,9 +59,8 @@ def parse(jf: JobFile, where: Sequence[Any], data: Dict[str, Any], ctx: command_
     if kind != "run_function":
         raise jf.error(where + ("task", "type"), f"'{kind}' tasks run only in Azure ML (model or function "
                                                  "tasks of its own service); mltrain runs run_function tasks")
-    if data.get("component") is not None:
-        raise jf.error(where + ("component",), "a parallel component file is not read yet: write the parallel "
-                                               "job inline (task, input_data, ...)")
+    if data.get("component") is not None:  # a parallel component (azure-ai-ml's parallel_run_function writes one)
+        data = _with_component(jf, where, data)
     entry = text(jf, where + ("task", "entry_script"), task.get("entry_script"))
     if "input_data" not in data:
         raise jf.error(where + ("input_data",), "a parallel job needs `input_data` (${{inputs.NAME}})")
@@ -90,6 +93,36 @@ def parse(jf: JobFile, where: Sequence[Any], data: Dict[str, Any], ctx: command_
         keys = data["partition_keys"]
         fields["partition_keys"] = [str(k) for k in (keys if isinstance(keys, list) else str(keys).split(","))]
     return ParallelJob(job, fields, str(data["input_data"]), arguments, str(task.get("append_row_to") or ""))
+
+
+def _with_component(jf: JobFile, where: tuple, node: Dict[str, Any]) -> Dict[str, Any]:
+    """A node of a parallel component: the component's fields, the node's over them, its ports bound to the
+    node's inputs and outputs (a data port keeps the component's type: mltable is read as a table)."""
+    ref = str(node["component"])
+    path = Path(jf.folder) / (ref[len("file:"):] if ref.startswith("file:") else ref)
+    if not path.is_file():
+        raise jf.error(where + ("component",), f"component file '{ref}' does not exist (relative to {jf.folder})")
+    comp = load(str(path))
+    spec = comp.data if isinstance(comp.data, dict) else {}
+    if spec.get("type", "parallel") != "parallel":
+        raise jf.error(where + ("component",), f"'{spec.get('type')}' component for a parallel node")
+    merged = {k: v for k, v in spec.items() if k not in COMPONENT_ONLY}
+    merged.update({k: v for k, v in node.items() if k not in ("component", "inputs", "outputs")})
+    given_in, given_out = node.get("inputs") or {}, node.get("outputs") or {}
+    inputs: Dict[str, Any] = {}
+    for port, decl in (spec.get("inputs") or {}).items():
+        decl = decl if isinstance(decl, dict) else {"type": "string", "default": decl}
+        value = given_in.get(port, decl.get("default"))
+        if value is None:
+            continue  # an optional port nobody gave
+        kind = decl.get("type")
+        inputs[port] = {"type": kind, "path": value} if kind in PATH_TYPES and isinstance(value, str) else value
+    outputs: Dict[str, Any] = {}
+    for port, decl in (spec.get("outputs") or {}).items():
+        decl = decl if isinstance(decl, dict) else {}
+        outputs[port] = given_out.get(port, {"type": decl.get("type", "uri_folder")})
+    merged["inputs"], merged["outputs"] = inputs, outputs
+    return merged
 
 
 def _render(job: ParallelJob, text_: str, output_path: Any, input_path: Any, name: str) -> str:
