@@ -133,11 +133,12 @@ def _render(job: ParallelJob, text_: str, output_path: Any, input_path: Any, nam
 
 
 def input_format(job: ParallelJob) -> str:
-    """Azure reads an mltable input as a table (DataFrames), a uri_folder or uri_file as files."""
+    """Azure reads a uri_folder or uri_file input as files; an mltable as its MLTable file says: a table
+    (DataFrames) under a read_delimited or read_parquet transformation, files without one."""
     ref = job.input_data.strip()
     for inp in job.command.inputs.values():
-        if ref in (f"${{{{inputs.{inp.name}}}}}",):
-            return "tabular" if inp.type == "mltable" else "files"
+        if ref == f"${{{{inputs.{inp.name}}}}}":
+            return "auto" if inp.type == "mltable" else "files"
     return "auto"
 
 
