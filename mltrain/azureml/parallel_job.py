@@ -104,8 +104,12 @@ def _with_component(jf: JobFile, where: tuple, node: Dict[str, Any]) -> Dict[str
         raise jf.error(where + ("component",), f"component file '{ref}' does not exist (relative to {jf.folder})")
     comp = load(str(path))
     spec = comp.data if isinstance(comp.data, dict) else {}
-    if spec.get("type", "parallel") != "parallel":
-        raise jf.error(where + ("component",), f"'{spec.get('type')}' component for a parallel node")
+    if "nodes" in spec or "flow" in spec or path.name.startswith("flow.dag"):
+        raise jf.error(where + ("component",), f"'{ref}' is a prompt flow: flows run only in Azure ML's prompt flow "
+                                               "runtime; mltrain runs parallel components with a run_function task")
+    if spec.get("type", "parallel") != "parallel" or not isinstance(spec.get("task"), dict):
+        raise jf.error(where + ("component",), f"'{ref}' is not a parallel component with a task (type: parallel, "
+                                               "task: {type: run_function, ...})")
     merged = {k: v for k, v in spec.items() if k not in COMPONENT_ONLY}
     merged.update({k: v for k, v in node.items() if k not in ("component", "inputs", "outputs")})
     given_in, given_out = node.get("inputs") or {}, node.get("outputs") or {}
