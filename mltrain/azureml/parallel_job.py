@@ -82,7 +82,8 @@ def parse(jf: JobFile, where: Sequence[Any], data: Dict[str, Any], ctx: command_
         fields["max_retries"] = number(jf, where + ("retry_settings", "max_retries"), retry["max_retries"], True, 0)
     if retry.get("timeout") is not None:
         fields["timeout"] = number(jf, where + ("retry_settings", "timeout"), retry["timeout"], False, 1)
-    if data.get("mini_batch_size") is not None:
+    # azure-ai-ml writes 0 for a job that gives none (its partition_keys cut the input): the default, then
+    if data.get("mini_batch_size") not in (None, 0, "0", ""):
         fields["mini_batch_size"] = str(data["mini_batch_size"])
     if data.get("logging_level") is not None:
         fields["logging_level"] = one_of(jf, where + ("logging_level",), str(data["logging_level"]).upper(), LOGGING)

@@ -183,13 +183,16 @@ def _conda_environment(jf: JobFile, path: tuple, conda: Any, notes: List[str]) -
     """An inline environment's conda file, as mltrain builds a custom environment: its pip packages
     become a cached virtual environment on this host's Python."""
 
-    file = Path(jf.folder) / str(conda)
-    if not file.is_file():
-        raise jf.error(path, f"conda file '{conda}' does not exist (relative to {jf.folder})")
-    try:
-        data = yaml.safe_load(file.read_text()) or {}
-    except yaml.YAMLError as exc:
-        raise jf.error(path, f"{file.name} is not valid YAML: {getattr(exc, 'problem', exc)}") from None
+    if isinstance(conda, dict):  # its content, inline (azure-ai-ml's Environment entity holds the file's data)
+        file, data = Path("conda_file"), conda
+    else:
+        file = Path(jf.folder) / str(conda)
+        if not file.is_file():
+            raise jf.error(path, f"conda file '{conda}' does not exist (relative to {jf.folder})")
+        try:
+            data = yaml.safe_load(file.read_text()) or {}
+        except yaml.YAMLError as exc:
+            raise jf.error(path, f"{file.name} is not valid YAML: {getattr(exc, 'problem', exc)}") from None
     deps: List[Any] = []
     provided: List[str] = []
     for dep in data.get("dependencies") or []:
