@@ -6,9 +6,10 @@ Arms, alternating in each round, each a fresh process from start to end (the Poo
 run with `python`; mltrain's is `mltrain job=parallel ...`, its driver, agent, workers and records):
 - Pool: `Pool(W).imap(run, chunks of B files)`, rows appended in order to one file;
 - mltrain: `job.max_concurrency_per_instance=W job.mini_batch_size=B`, the same entry script;
-- on Slurm (--slurm, a cluster's SLURM_CONF in the environment): the Pool script inside one `sbatch --wait` job
-  against mltrain with `compute=slurm distribution.node_count=N` (N instances of W workers each; the Pool arm
-  gets N*W processes on one node).
+- on Slurm (--slurm, a cluster's SLURM_CONF in the environment): the Pool script inside one `sbatch --wait` job,
+  and under `srun` (which returns as the job ends; sbatch --wait polls its state seconds apart), against mltrain
+  with `compute=slurm distribution.node_count=N` (N instances of W workers each; the Pool arms get N*W processes
+  on one node).
 Usage: python benchmarks/bench_parallel.py [--files 10000] [--workers 2] [--batch 10] [--work-ms 0] [--rounds 3]
        [--slurm N]
 """
@@ -85,15 +86,17 @@ def main() -> None:
     nodes = max(1, a.slurm)
     pool_workers = a.workers * nodes
     pool = [sys.executable, "pool_score.py", str(data), str(root / "pool_out.txt"), str(pool_workers), str(a.batch)]
-    if a.slurm:
-        pool = ["sbatch", "--wait", "--quiet", "-N", "1", "-c", str(pool_workers), "-o", str(root / "pool.log"),
-                "--wrap", " ".join(pool)]
+    arms: Dict[str, Callable[[int], List[str]]] = {"Pool": lambda r: pool}
+    if a.slurm:  # sbatch --wait polls the job's state (seconds apart); srun returns as the job ends
+        arms = {"Pool in sbatch": lambda r: ["sbatch", "--wait", "--quiet", "-N", "1", "-c", str(pool_workers), "-o",
+                                             str(root / "pool.log"), "--wrap", " ".join(pool)],
+                "Pool in srun": lambda r: ["srun", "--quiet", "-N", "1", "-c", str(pool_workers), *pool]}
     mltrain = mltrain_cmd() + ["job=parallel", "job.source_directory=.", "job.entry_script=score.py",
                                f"job.input_data={data}", f"job.mini_batch_size={a.batch}",
                                f"job.max_concurrency_per_instance={a.workers}", "run.system_metrics=false"]
     if a.slurm:
         mltrain += ["compute=slurm", "compute.poll_s=0.2", f"distribution.node_count={nodes}"]
-    arms: Dict[str, Callable[[int], List[str]]] = {"Pool": lambda r: pool, "mltrain": lambda r: mltrain}
+    arms["mltrain"] = lambda r: mltrain
     times: Dict[str, List[float]] = {k: [] for k in arms}
     for r in range(a.rounds):
         for name in (list(arms) if r % 2 == 0 else list(reversed(arms))):
@@ -102,10 +105,11 @@ def main() -> None:
     where = f"Slurm, {nodes} instance(s) x {a.workers} workers" if a.slurm else f"this machine, {a.workers} workers"
     print(f"{a.files} files, mini-batches of {a.batch}, {a.work_ms:g} ms per item, {where}; medians of {a.rounds}, "
           "alternating")
-    base = statistics.median(times["Pool"])
+    first = next(iter(times))
+    base = statistics.median(times[first])
     for name, values in times.items():
         m = statistics.median(values)
-        print(f"  {name:8s} {m:6.2f} s  = {m / base:.2f} x Pool   ({', '.join(f'{v:.2f}' for v in values)})")
+        print(f"  {name:15s} {m:6.2f} s  = {m / base:.2f} x {first}   ({', '.join(f'{v:.2f}' for v in values)})")
     shutil.rmtree(root, ignore_errors=True)
 
 
