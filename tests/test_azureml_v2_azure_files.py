@@ -399,11 +399,20 @@ def test_a_job_that_pip_installs_an_older_mlflow_logs_to_its_run(home, project):
 
 AZURE_ONLY_NODES = [
     ("automl", "    task: classification\n    primary_metric: accuracy\n"),
-    ("parallel", "    mini_batch_size: 10kb\n    task:\n      type: run_function\n"),
     ("spark", "    entry:\n      file: main.py\n    conf: {}\n"),
     ("data_transfer", "    task: copy_data\n"),
     ("import", "    source:\n      type: database\n"),
 ]
+
+
+def test_a_parallel_node_missing_its_entry_script_gets_its_own_line(home, project):
+    # parallel nodes run here (issue 52): an incomplete one is refused for what it lacks, at its line
+    write(project, "pipe.yml", "type: pipeline\njobs:\n  first:\n    command: echo hi\n  node:\n"
+                               "    type: parallel\n    mini_batch_size: 10kb\n    task:\n      type: run_function\n")
+    r = create(project, "pipe.yml")
+    assert r.rc == 2 and r.err.count("\n") == 1, r.out + r.err
+    assert "pipe.yml:8 jobs.node.task.entry_script: expected a non-empty string, got None" in r.err
+    assert leftovers(home) == []
 
 
 @pytest.mark.parametrize("kind,fields", AZURE_ONLY_NODES, ids=[k for k, _ in AZURE_ONLY_NODES])

@@ -28,8 +28,10 @@ def test_curated_v2_environments_cite_azures_file_and_commit(name):
 def test_sklearn_15_has_azures_pins_and_says_which_it_moved():
     spec = from_config({"name": "AzureML-sklearn-1.5"})
     wanted = spec.installable_packages()
-    for pin in ("pandas~=1.5.3", "scipy~=1.10.0", "scikit-learn~=1.5.0", "scikit-learn-intelex", "joblib~=1.2.0"):
+    for pin in ("pandas~=1.5.3", "scipy~=1.10.0", "scikit-learn~=1.5.0", "joblib~=1.2.0"):
         assert pin in wanted, wanted
+    # Azure installs the newest scikit-learn-intelex; the newest that imports beside scikit-learn 1.5 is < 2026.2
+    assert "scikit-learn-intelex<2026.2" in wanted, wanted
     assert "numpy~=1.22.0" not in wanted and "numpy~=1.23.0" in wanted  # 1.22 has no wheel for Python 3.11
     (moved, conda) = build_notes(spec)
     assert "numpy~=1.22.0 -> numpy~=1.23.0" in moved and "Azure's image has Python 3.10" in moved
