@@ -243,7 +243,10 @@ def test_one_member_canceled_in_a_slotted_worker_stops_that_member_only(home, sh
     members = sorted(runs(home), key=lambda m: m["sweep"]["index"])
     assert [m["status"] for m in members] == ["Canceled", "Completed"], out[-2000:] + err
     assert members[0]["slurm"]["job_id"] == members[1]["slurm"]["job_id"]  # side by side in one worker
-    assert {_seen(members[1])[0]["devices"], members[0]["ranks"]["0"]["devices"]} == {"0", "1"}
+    # the worker's two slots, a device each: which two of the node's four Slurm gave the worker depends on what
+    # else holds devices at that moment (a job of the test before may still be ending)
+    slots = {_seen(members[1])[0]["devices"], members[0]["ranks"]["0"]["devices"]}
+    assert len(slots) == 2 and slots <= {"0", "1", "2", "3"}, slots
 
 
 def test_the_members_of_a_slotted_worker_lost_without_a_word_run_again(home, tmp_path):
