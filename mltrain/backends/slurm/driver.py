@@ -149,7 +149,10 @@ class _Listing(threading.Thread):
             self.packages, self.done, late = packages, True, list(self.late)
         if packages is not None:
             for record in late:
-                record.update(environment={**(record.doc.environment or {}), "packages": packages})
+                # onto run.json as it is now: a packed member may be running in its worker meanwhile, which has
+                # written its worker's job id and Running since this copy was read (a whole-copy write put the
+                # record back to Queued's fields: CI saw a Completed member without its job id or Running phase)
+                record.update_on_disk(environment={**(record.doc.environment or {}), "packages": packages})
 
     def take(self, record: RunRecord) -> Dict[str, Any]:
         """The fields a member's next write adds for its packages: now, or later by the listing itself."""
