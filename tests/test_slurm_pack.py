@@ -60,7 +60,9 @@ def _start(tmp_path: Path, *args: str) -> subprocess.Popen:
 
 def test_one_packed_member_canceled_stops_that_member_only(home, tmp_path):
     require_cluster()
-    driver = _start(tmp_path, "job=command", 'job.command="sleep 4; echo done ${job.params.i}"', "compute=slurm",
+    # each member sleeps 12 s: the two cancels below must reach a member that is still running, and under CI's load
+    # the first cancel command alone took long enough for a 4 s member to end Completed (2026-11-27)
+    driver = _start(tmp_path, "job=command", 'job.command="sleep 12; echo done ${job.params.i}"', "compute=slurm",
                     "compute.pack=1", "compute.poll_s=0.3", "+job.params.i=range(0,3)")
     members = until(lambda: len(runs(home)) == 3 and all(m["status"] in ("Queued", "Running") for m in runs(home))
                     and _members(home), 60, "three members queued")
