@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from azureml.core._refuse_unknown import RefuseUnknown
 from azureml.exceptions import UserErrorException
@@ -85,17 +85,9 @@ class Datastore(RefuseUnknown):
                  show_progress: bool = True) -> Optional[int]:
         """The datastore's files whose path starts with `prefix`, copied under target_path at the same relative
         paths (Azure's AzureBlobDatastore.download); how many were copied."""
-        count = 0
-        for file in sorted(p for p in self.root.rglob("*") if p.is_file()):
-            rel = file.relative_to(self.root).as_posix()
-            if prefix and not rel.startswith(prefix):
-                continue
-            out = Path(target_path) / rel
-            if out.exists() and not overwrite:
-                continue
-            out.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(file, out)
-            count += 1
+        files = (p for p in sorted(self.root.rglob("*")) if p.is_file())
+        chosen = (f for f in files if not prefix or f.relative_to(self.root).as_posix().startswith(prefix))
+        count = _copy_files(((f, Path(target_path) / f.relative_to(self.root)) for f in chosen), overwrite)
         if show_progress:
             print(f"Downloaded {count} files to {target_path}")
         return count
@@ -113,16 +105,22 @@ class Datastore(RefuseUnknown):
 def copy_tree(source: Path, target: Path, overwrite: bool, show_progress: bool) -> int:
     if not source.is_dir():
         raise UserErrorException(f"src_dir '{source}' is not a folder")
+    files = (p for p in sorted(source.rglob("*")) if p.is_file())
+    count = _copy_files(((f, target / f.relative_to(source)) for f in files), overwrite)
+    if show_progress:
+        print(f"Uploaded {count} files to {target}")
+    return count
+
+
+def _copy_files(pairs: Iterable[Tuple[Path, Path]], overwrite: bool) -> int:
+    """Copy each (file, destination), keeping a destination that exists unless `overwrite`; how many were copied."""
     count = 0
-    for file in sorted(p for p in source.rglob("*") if p.is_file()):
-        out = target / file.relative_to(source)
+    for file, out in pairs:
         if out.exists() and not overwrite:
             continue
         out.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(file, out)
         count += 1
-    if show_progress:
-        print(f"Uploaded {count} files to {target}")
     return count
 
 
