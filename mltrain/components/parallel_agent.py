@@ -138,7 +138,6 @@ class Agent:
         self.on_event = on_event
         self.workers: List[Worker] = []
         self._touched = time.monotonic()
-        self.processed = 0
 
     def _start(self, number: int) -> Worker:
         return Worker(number, self.settings, self.queue)
@@ -193,7 +192,6 @@ class Agent:
                              f"(logs/user/stderr/, process{worker.number:03d})")
         elif "done" in message:
             worker.finished()
-            self.processed += 1
             missing = int(message["items"]) - int(message["returned"])
             if missing > 0:  # Azure: an item run() returns no row for has failed
                 self.queue.short(int(message["done"]), missing)

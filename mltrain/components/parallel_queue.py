@@ -156,9 +156,6 @@ class Queue:
         except FileNotFoundError:
             return []
 
-    def finished(self) -> int:
-        return len(self.names("done")) + len(self.names("failed"))
-
     def unfinished(self) -> List[int]:
         over = set(self.names("done")) | set(self.names("failed"))
         return [i for i in range(len(self.batches)) if i not in over]

@@ -224,11 +224,9 @@ def main() -> None:
         progress.tick()
 
     agent = Agent(_settings(cfg, run_dir, rank), queue, on_event=after_batch)
-    agent.run()
+    agent.run()  # returns once every mini-batch, the other nodes' too, is done or given up (or the job stopped)
     if rank != 0:
         return
-    while queue.unfinished() and not queue.aborted():  # the other nodes' last mini-batches
-        time.sleep(0.5)
     progress.tick(force=True)
     _finish(cfg, queue, run_dir, started)
 
