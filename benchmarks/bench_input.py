@@ -11,7 +11,7 @@ its own DataLoader with the same workers and batch size, kept alive (persistent 
 pass; then one pass over the folder per side and round, the sides alternating (their order turns each round).
 Prints each side's median images/s, per loader worker, and the median of the per-round ratios to the previous path.
 
-Usage: .venv/bin/python benchmarks/bench_input.py [--images 400] [--width 800] [--height 600] [--rounds 5]
+Usage: .venv/bin/python benchmarks/bench_input.py [--images 400] [--width 800] [--height 600] [--noise 6] [--quality 90] [--rounds 5]
        [--workers N (default: the CPUs this process may use)] [--batch 64] [--size 224] [--split train|val]
        [--device cpu|cuda]
 """
@@ -27,22 +27,24 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Tuple
 
 
-def make_photos(root: Path, images: int, width: int, height: int, classes: int = 4) -> int:
-    """Photograph-like JPEGs: smooth gradients and waves under sensor-like noise, quality 90; returns bytes written."""
+def make_photos(root: Path, images: int, width: int, height: int, classes: int = 4, noise: float = 6.0,
+                quality: int = 90, start: int = 0) -> int:
+    """Photograph-like JPEGs: smooth gradients and waves under sensor-like noise (standard deviation `noise`),
+    saved at `quality`; files start..start+images-1 (a chunk of a folder made in parallel); returns bytes written."""
     import numpy as np
     from PIL import Image
 
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(start)
     y, x = np.mgrid[0:height, 0:width].astype("float32")
     total = 0
-    for n in range(images):
+    for n in range(start, start + images):
         out = root / f"class_{n % classes}"
         out.mkdir(parents=True, exist_ok=True)
         a, b, phase = rng.uniform(15, 60), rng.uniform(15, 60), rng.uniform(0, 6.28)
         base = np.stack([x * 255 / width, y * 255 / height, 128 + 90 * np.sin(x / a + y / b + phase)], -1)
-        pixels = base * rng.uniform(0.5, 1.0) + rng.normal(0, 6, (height, width, 3))
+        pixels = base * rng.uniform(0.5, 1.0) + rng.normal(0, noise, (height, width, 3))
         path = out / f"{n:05d}.jpg"
-        Image.fromarray(pixels.clip(0, 255).astype("uint8")).save(path, quality=90)
+        Image.fromarray(pixels.clip(0, 255).astype("uint8")).save(path, quality=quality)
         total += path.stat().st_size
     return total
 
@@ -99,6 +101,8 @@ def main() -> None:
     p.add_argument("--images", type=int, default=400)
     p.add_argument("--width", type=int, default=800)
     p.add_argument("--height", type=int, default=600)
+    p.add_argument("--noise", type=float, default=6.0, help="the photographs' noise (25 with --quality 95: ~110 KB at 400x350)")
+    p.add_argument("--quality", type=int, default=90)
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--workers", type=int, default=cpus)
     p.add_argument("--batch", type=int, default=64)
@@ -113,7 +117,7 @@ def main() -> None:
     torch.manual_seed(0)
     work = Path(tempfile.mkdtemp(prefix="mltrain-bench-input-"))
     try:
-        size = make_photos(work / "photos", a.images, a.width, a.height)
+        size = make_photos(work / "photos", a.images, a.width, a.height, noise=a.noise, quality=a.quality)
         print(f"folder: {a.images} JPEGs of {a.width}x{a.height}, {size / a.images / 1e3:.0f} KB each on average; "
               f"{a.workers} loader worker(s), {cpus} CPU(s), batch {a.batch}, {a.size} px {a.split} crops, device {a.device}", flush=True)
         loaders = sides(work / "photos", a)
