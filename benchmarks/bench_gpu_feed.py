@@ -3,11 +3,12 @@ ImageNet-like JPEGs that the benchmark makes (about 400x350 px and 110 KB each),
 same model, batch, optimizer and AMP on synthetic data already in GPU memory, where no input pipeline runs.
 
 Arms, one round each in turn, alternating (the order turns each round):
-- ceiling       a plain loop on a synthetic batch resident on the GPU (fused SGD, GradScaler, as the trainer)
+- ceiling       the trainer's step (its fused SGD, GradScaler) on a synthetic batch resident on the GPU
 - mltrain gpu   `mltrain ... trainer.input=gpu` (workers read bytes; nvJPEG decodes, transforms.v2 crops there)
 - mltrain cpu   `mltrain ... trainer.input=cpu` (workers decode at reduced size where they can, uint8 batches)
 - plain         torchvision's reference recipe in a hand-written loop (ImageFolder + PIL + RandomResizedCrop(224)
-                + flip + ToTensor + Normalize in the workers), the same model, AMP, channels-last and workers
+                + flip + ToTensor + Normalize in the workers), the same model, AMP (PyTorch's recipe: autocast,
+                GradScaler, SGD as constructed by default), channels-last and workers
 
 Each arm reports train images/second per epoch, the median of epochs 2..N (the first warms cuDNN's autotuner,
 the workers and nvJPEG); the mltrain arms' figure is the trainer's own `train_images_per_second` metric.
@@ -78,7 +79,9 @@ def ceiling(a: argparse.Namespace) -> None:
     y = torch.randint(0, CLASSES, (a.batch,), device=device)
     if cuda:
         model, x = model.to(memory_format=torch.channels_last), x.contiguous(memory_format=torch.channels_last)
-    opt = torch.optim.SGD(model.parameters(), lr=0.001, momentum=0.9, weight_decay=1e-4, **({"fused": True} if cuda else {}))
+    from mltrain.components.trainer import sgd
+
+    opt = sgd(model, 0.001, 0.9, 1e-4, fused=cuda)  # the trainer's optimizer: fused on a GPU
     scaler = torch.amp.GradScaler("cuda", enabled=cuda)
     loss_fn = nn.CrossEntropyLoss()
     steps = max(1, a.images // a.batch)
@@ -116,7 +119,7 @@ def plain(a: argparse.Namespace) -> None:
     model = getattr(models, model_name(a))(num_classes=len(ds.classes)).to(device)
     if cuda:
         model = model.to(memory_format=torch.channels_last)
-    opt = torch.optim.SGD(model.parameters(), lr=0.001, momentum=0.9, weight_decay=1e-4, **({"fused": True} if cuda else {}))
+    opt = torch.optim.SGD(model.parameters(), lr=0.001, momentum=0.9, weight_decay=1e-4)  # as PyTorch's AMP recipe
     scaler = torch.amp.GradScaler("cuda", enabled=cuda)
     loss_fn = nn.CrossEntropyLoss()
     for _epoch in range(a.epochs):
@@ -141,8 +144,8 @@ def plain(a: argparse.Namespace) -> None:
 def breakdown(a: argparse.Namespace) -> None:
     """Where the GPU path's time goes for one batch: reading, nvJPEG's decode, the crops, normalising."""
     import torch
-    from torchvision.io import ImageReadMode, decode_jpeg
     from torchvision.datasets import ImageFolder
+    from torchvision.io import ImageReadMode, decode_jpeg
 
     from mltrain.components import image_input
 
@@ -162,16 +165,18 @@ def breakdown(a: argparse.Namespace) -> None:
             torch.cuda.synchronize()
         return (time.perf_counter() - start) / n * 1e3
 
-    encoded = [image_input.FileBytes(samples, ["x"])[i][0] for i in range(len(samples))]
+    flat, lengths, _, _ = image_input.collate_bytes([image_input.FileBytes(samples, ["x"])[i] for i in range(len(samples))])
+    encoded = image_input.split_bytes(flat, lengths)
     indices = torch.arange(len(samples))
-    read = timed(lambda: [image_input.FileBytes(samples, ["x"])[i] for i in range(len(samples))])
+    read = timed(lambda: image_input.collate_bytes([image_input.FileBytes(samples, ["x"])[i] for i in range(len(samples))]))
     decode = timed(lambda: decode_jpeg(encoded, mode=ImageReadMode.RGB, device=device))
     images = decode_jpeg(encoded, mode=ImageReadMode.RGB, device=device)
+    draws = timed(lambda: decoder.boxes(list(images)))
     whole = timed(lambda: normalize(decoder(encoded, indices)))
     cropped = timed(lambda: decoder(encoded, indices))
     n = len(samples)
     print(f"GPU path, one batch of {n} (ms): read {read:.1f} (in the workers) | decode {decode:.1f} "
-          f"({n / decode * 1e3:.0f} img/s) | decode+crop+flip {cropped:.1f} | +normalise {whole:.1f} "
+          f"({n / decode * 1e3:.0f} img/s) | crop/flip draws {draws:.1f} | decode+crop+flip {cropped:.1f} | +normalise {whole:.1f} "
           f"({n / whole * 1e3:.0f} img/s); first image {tuple(images[0].shape)}", flush=True)
 
 

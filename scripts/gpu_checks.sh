@@ -18,8 +18,9 @@ case "${1:-}" in
   prepare)
     rm -rf "$WHEELS" build && mkdir -p "$WHEELS"
     PY=${PYTHON:-.venv/bin/python}
-    # the versions the tests here run with: this venv's, as `pip freeze` names them
-    PINS=$("$PY" -m pip freeze 2>/dev/null | grep -iE '^(hydra-core|omegaconf|submitit|cloudpickle|pathspec|psutil|nvidia-ml-py|pytest|pytest-timeout|iniconfig|pluggy|packaging|typing_extensions)==')
+    # the versions the tests here run with: this venv's, as `pip freeze` names them. Not pytest and its plugins: the
+    # machine has its own, and its `pytest` script fails on another version's modules put before them on the path
+    PINS=$("$PY" -m pip freeze 2>/dev/null | grep -iE '^(hydra-core|omegaconf|submitit|cloudpickle|pathspec|psutil|nvidia-ml-py|typing_extensions)==')
     # shellcheck disable=SC2086
     "$PY" -m pip wheel -q --no-deps -w "$WHEELS" . antlr4-python3-runtime==4.9.3 $PINS
     # PyYAML is compiled: the GPU machine's Python (3.12 when last lent) gets its own build
@@ -38,7 +39,7 @@ case "${1:-}" in
     done
     export PYTHONPATH="$SITE" PATH="$SITE/bin:$PATH" PYTHONUNBUFFERED=1
     {
-      echo "# $(date -u +%FT%TZ) on $(hostname), $(nproc) CPUs, commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+      echo "# $(date -u +%FT%TZ) on $(hostname), $(nproc) CPUs"  # the commit: say it when calling (no .git goes there)
       nvidia-smi -L || true
       python3 -c "import torch, torchvision, sys; print('python', sys.version.split()[0], 'torch', torch.__version__, \
 'torchvision', torchvision.__version__, 'cuda', torch.cuda.is_available(), torch.cuda.device_count(), \
@@ -46,14 +47,14 @@ torch.cuda.get_device_name(0) if torch.cuda.is_available() else '')"
     } 2>&1 | tee "$OUT/gpu_checks.txt"
     # Each step time-boxed, the most wanted first, each into its own file under $OUT (what is there comes back
     # even when the call runs past its limit). 1: is the GPU fed (issue 51): ResNet-50 from JPEGs vs the ceiling.
-    timeout "${FEED_S:-260}" python3 benchmarks/bench_gpu_feed.py --budget-s "${FEED_BUDGET_S:-190}" 2>&1 \
+    timeout "${FEED_S:-260}" python3 benchmarks/bench_gpu_feed.py --budget-s "${FEED_BUDGET_S:-190}" ${FEED_ARGS:-} 2>&1 \
       | tee "$OUT/bench_gpu_feed.txt" || echo "bench_gpu_feed exit $?" | tee -a "$OUT/bench_gpu_feed.txt"
     # 2: the project's GPU tests. `pytest`, not `python3 -m pytest`: the checkout stays off sys.path, so the tests
     # use the installed mltrain
-    timeout "${TESTS_S:-170}" pytest -p no:cacheprovider -q -s -rs --durations=10 tests/test_gpu.py 2>&1 \
+    timeout "${TESTS_S:-170}" pytest -p no:cacheprovider -q -s -rs --durations=10 ${TESTS_K:+-k "$TESTS_K"} tests/test_gpu.py 2>&1 \
       | tee "$OUT/test_gpu.txt" || echo "pytest exit $?" | tee -a "$OUT/test_gpu.txt"
-    # 3: the input pipeline alone on ImageNet-like JPEGs, every path, as many workers as CPUs
-    timeout "${INPUT_S:-80}" python3 benchmarks/bench_input.py --images 1500 --width 400 --height 350 --noise 25 \
+    # 3: the input pipeline alone on ImageNet-like JPEGs, every path, as many workers as CPUs (INPUT_S=0: not run)
+    [ "${INPUT_S:-80}" = 0 ] || timeout "${INPUT_S:-80}" python3 benchmarks/bench_input.py --images 1500 --width 400 --height 350 --noise 25 \
       --quality 95 --rounds 3 --batch 128 2>&1 | tee "$OUT/bench_input.txt" || echo "bench_input exit $?" | tee -a "$OUT/bench_input.txt"
     ;;
   *)

@@ -16,6 +16,7 @@ from omegaconf import OmegaConf  # noqa: E402
 from PIL import Image  # noqa: E402
 from torch.utils.data import DataLoader  # noqa: E402
 from torchvision.datasets import ImageFolder  # noqa: E402
+from torchvision.transforms.functional import pil_to_tensor  # noqa: E402
 
 from mltrain.components import image_input as ii  # noqa: E402
 
@@ -107,13 +108,71 @@ def test_gpu_path_batched_decode_and_transforms_on_cpu_tensors(photos):
         torch.manual_seed(3)
         batches.append(decoder(encoded, torch.arange(len(encoded))))
     assert torch.equal(batches[0], batches[1]) and batches[0].shape == (len(encoded), 3, 64, 64)
-    torch.manual_seed(3)
-    cpu = torch.stack([ii.decode_cpu(path, aug) for path, _ in train.samples])
-    assert (batches[0].float() - cpu.float()).abs().mean() < 4.0
-    val = ii.DeviceDecoder(train.samples, ii.Augmentation(size=64, training=False), torch.device("cpu"))
-    assert val(encoded[:2], torch.arange(2)).shape == (2, 3, 64, 64)
+    torch.manual_seed(4)
+    assert not torch.equal(decoder(encoded, torch.arange(len(encoded))), batches[0])
+    # a region resampled as the CPU path resamples it (PIL's bilinear resize of the crop)
+    boxes = [[0, 0, 800, 600], [100, 50, 400, 450], [700, 500, 760, 560], [10, 20, 650, 300]]
+    got = decoder._resample(decoder.decode(encoded[:4], torch.arange(4)), boxes)
+    ref = torch.stack([pil_to_tensor(Image.open(path).convert("RGB").crop(tuple(box)).resize((64, 64), Image.Resampling.BILINEAR))
+                       for (path, _), box in zip(train.samples, boxes)])
+    assert (got - ref.float()).abs().mean() < 4.0, (got - ref.float()).abs().mean()
+    val_aug = ii.Augmentation(size=64, training=False)
+    val = ii.DeviceDecoder(train.samples, val_aug, torch.device("cpu"))(encoded, torch.arange(len(encoded)))
+    assert val.shape == (len(encoded), 3, 64, 64)
+    cpu_val = torch.stack([ii.decode_cpu(path, val_aug) for path, _ in train.samples])
+    assert (val - cpu_val.float()).abs().mean() < 4.0  # resize 73 + center crop 64, as a region of the original
     normalized = ii.Normalizer(torch.device("cpu"))(batches[0])
     assert normalized.dtype == torch.float32 and abs(float(normalized.mean())) < 3
+
+
+def test_gpu_path_one_buffer_per_batch_and_images_of_different_sizes(photos, tmp_path):
+    """The workers hand a batch over as one buffer of every file's bytes; images of different sizes are resampled
+    together (padded with their own edges) to the crops each would get alone, with no dark border."""
+    write_jpegs(tmp_path / "small", classes=(0,), per_class=2, size=(300, 200), seed=2)
+    big, small = ImageFolder(str(photos[0])).samples[:3], ImageFolder(str(tmp_path / "small")).samples
+    samples = big + small
+    loader = DataLoader(ii.FileBytes(samples, ["a"]), batch_size=len(samples), collate_fn=ii.collate_bytes, num_workers=1)
+    flat, lengths, labels, indices = next(iter(loader))
+    encoded = ii.split_bytes(flat, lengths)
+    assert flat.dim() == 1 and [len(e) for e in encoded] == [Path(p).stat().st_size for p, _ in samples]
+    assert bytes(encoded[4].numpy()) == Path(samples[4][0]).read_bytes() and indices.tolist() == list(range(5))
+    for training in (True, False):
+        aug = ii.Augmentation(size=64, training=training, min_crop_scale=0.08, flip=False)
+        decoder = ii.DeviceDecoder(samples, aug, torch.device("cpu"))
+        images = decoder.decode(encoded, indices)
+        boxes, _ = decoder.boxes(images)
+        together = decoder._resample(images, boxes)
+        alone = torch.cat([decoder._resample([image], [box]) for image, box in zip(images, boxes)])
+        assert together.shape == (5, 3, 64, 64) and decoder(encoded, indices).shape == (5, 3, 64, 64)
+        assert torch.allclose(together, alone, atol=1e-3), (together - alone).abs().max()
+        assert float(together[3:, :, -1, :].mean()) > 0.5 * float(together[3:].mean())  # the last row is not black
+
+
+def test_batched_crop_draws_follow_random_resized_crop():
+    """The GPU path draws a batch's crops at once: the same distribution as torchvision's RandomResizedCrop, its
+    fallback included (a narrow strip where few draws fit), every crop inside its image."""
+    from torchvision import transforms as T
+
+    for size, tolerance in (((350, 400), 0.02), ((600, 80), 0.03)):
+        torch.manual_seed(0)
+        ours = torch.tensor(ii.draw_crops([size] * 4000, (0.08, 1.0)), dtype=torch.float64)
+        torch.manual_seed(1)
+        ref = torch.tensor([T.RandomResizedCrop.get_params(torch.empty(1, *size), [0.08, 1.0], list(ii.RATIO))
+                            for _ in range(4000)], dtype=torch.float64)
+        for crops in (ours, ref):
+            top, left, h, w = crops.unbind(1)
+            assert bool(((top >= 0) & (left >= 0) & (top + h <= size[0]) & (left + w <= size[1]) & (h > 0) & (w > 0)).all())
+
+        def stats(c, size=size):
+            top, left, h, w = c.unbind(1)
+            return torch.stack([(h * w).mean() / (size[0] * size[1]), (w / h).log().mean(), (top / (size[0] - h + 1)).mean(),
+                                (left / (size[1] - w + 1)).mean(), (h == size[0]).double().mean()])
+
+        assert torch.allclose(stats(ours), stats(ref), atol=tolerance), (size, stats(ours), stats(ref))
+    torch.manual_seed(2)
+    first = ii.draw_crops([(350, 400)] * 8, (0.08, 1.0))
+    torch.manual_seed(2)
+    assert ii.draw_crops([(350, 400)] * 8, (0.08, 1.0)) == first and ii.draw_crops([], (0.08, 1.0)) == []
 
 
 def test_input_choice():

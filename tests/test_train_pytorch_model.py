@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from support import leftovers, metric_rows, mltrain_exe, only_run, run_mltrain, runs, wait_for_checkpoint
-from train_support import FAST, data_args, epoch_metrics, write_digits
+from train_support import FAST, data_args, epoch_metrics, sgd_after_a_skipped_step, write_digits
 
 from mltrain.spec.job import FrozenJob
 
@@ -65,6 +65,22 @@ def test_nan_loss_stops_the_run(home, project, images):
 
 
 # ----------------------------------------------------------------------------- training
+
+
+def test_a_step_amp_skips_leaves_the_fused_optimizer_as_plain_sgd():
+    """GradScaler skips a step whose gradients overflowed (routine in AMP's first steps). torch's fused SGD left
+    the momentum it created on that step unwritten and read it on the next (ResNet-50's loss was NaN within an
+    epoch on an H200); the trainer's optimizer trains exactly as unfused SGD does. The fused CPU kernel has the
+    same fault, so this runs here; tests/test_gpu.py runs it on cuda."""
+    import torch
+
+    from mltrain.components.trainer import sgd
+
+    def plain(m):
+        return torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9, weight_decay=1e-4)
+
+    ref = sgd_after_a_skipped_step(plain, "cpu")
+    assert torch.equal(sgd_after_a_skipped_step(lambda m: sgd(m, 0.01, 0.9, 1e-4, fused=True), "cpu"), ref)
 
 
 def test_ddp_two_ranks_trains_and_rank0_model_loads(home, project, images):

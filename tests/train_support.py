@@ -35,3 +35,20 @@ def epoch_metrics(run: dict) -> dict:
         if not r["name"].startswith("system/"):  # the sampler's steps count samples, not epochs
             out.setdefault(r["step"], {})[r["name"]] = r["value"]
     return out
+
+
+def sgd_after_a_skipped_step(make, device: str):
+    """Weights after three AMP steps through GradScaler, the first of which overflows once scaled (skipped)."""
+    import torch
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(8, 3).to(device)
+    opt = make(model)
+    scaler = torch.amp.GradScaler(device, init_scale=2.0 ** 16)
+    x = torch.randn(4, 8, device=device)
+    for big in (1e36, 1.0, 1.0):
+        opt.zero_grad()
+        scaler.scale(model(x).square().sum() * big).backward()
+        scaler.step(opt)
+        scaler.update()
+    return model.weight.detach().cpu()

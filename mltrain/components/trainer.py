@@ -6,6 +6,7 @@ channels-last on a GPU. Checkpoints every epoch; `resume()` is the explicit entr
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import errno
 import json
@@ -25,7 +26,7 @@ import torch.nn as nn
 from torch.utils.data import DataLoader, DistributedSampler, Subset
 
 from mltrain.atomic import atomic_write
-from mltrain.components import data, image_input
+from mltrain.components import data, image_input, prefetch
 from mltrain.components.designer_errors import DiskFullError, NaNLossError
 from mltrain.components.runtime import RankContext, process_group
 from mltrain.runs.metrics import MetricsWriter, iter_metrics
@@ -57,6 +58,21 @@ def lr_factor(iteration: int, warmup_iters: int, total_iters: int) -> float:
         return (iteration + 1) / warmup_iters
     span = max(1, total_iters - warmup_iters)
     return max(0.0, 1.0 - (iteration - warmup_iters) / span) ** POLY_POWER
+
+
+def sgd(model: nn.Module, lr: float, momentum: float, weight_decay: float, fused: bool) -> torch.optim.SGD:
+    """SGD with momentum; `fused`: torch's one-kernel step, which takes GradScaler's scale and inf check on the
+    device. Its momentum buffers are made zeros first: on a step GradScaler skips (an fp16 overflow, routine in
+    AMP's first steps) the fused kernel creates the buffer but leaves it unwritten, and the next step reads that
+    memory (on an H200, torch 2.11: ResNet-50's loss NaN within the first epoch). From zeros, with dampening 0,
+    the first real step is the one torch takes from no buffer (buf = grad): training is unchanged."""
+    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay,
+                          **({"fused": True} if fused else {}))
+    if fused and momentum:
+        for group in opt.param_groups:
+            for param in group["params"]:
+                opt.state[param]["momentum_buffer"] = torch.zeros_like(param, memory_format=torch.preserve_format)
+    return opt
 
 
 @dataclass
@@ -97,8 +113,7 @@ class Trainer:
         # On a GPU the fused SGD kernel takes GradScaler's scale and inf check as tensors: no host synchronisation
         # per step (the unfused step reads found_inf on the host every iteration). Horovod wraps its own.
         self.fused = self.cuda and not ctx.horovod
-        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=self.effective_lr, momentum=float(self.t.momentum),
-                                         weight_decay=float(self.t.weight_decay), **({"fused": True} if self.fused else {}))
+        self.optimizer = sgd(self.model, self.effective_lr, float(self.t.momentum), float(self.t.weight_decay), self.fused)
         if ctx.horovod:
             import horovod.torch as hvd  # heavy
 
@@ -262,31 +277,32 @@ class Trainer:
         n_iters, freq = len(self.train_loader), int(self.t.print_frequency)
         loss_sum = torch.zeros((), device=self.device)
         seen, start = 0, time.perf_counter()
-        for i, batch in enumerate(self.train_loader, 1):
-            images, labels = self.input.prepare_train(batch)
-            with torch.autocast(self.device.type, dtype=torch.float16, enabled=self.amp):
-                loss = self.criterion(net(images), labels)
-            self.optimizer.zero_grad()  # None gradients: torch's default, and Horovod's zero_grad takes no argument
-            self.scaler.scale(loss).backward()
-            if self.ctx.horovod and self.amp:
-                # Horovod's documented AMP order: reduce the gradients, unscale, then step without a second reduce
-                self.optimizer.synchronize()
-                self.scaler.unscale_(self.optimizer)
-                with self.optimizer.skip_synchronize():
+        ready = prefetch.batches(self.train_loader, self.input.prepare_train, self.device)
+        with contextlib.closing(ready):  # an error in the step stops the prefetching thread now, not at exit
+            for i, (images, labels) in enumerate(ready, 1):
+                with torch.autocast(self.device.type, dtype=torch.float16, enabled=self.amp):
+                    loss = self.criterion(net(images), labels)
+                self.optimizer.zero_grad()  # None gradients: torch's default, and Horovod's zero_grad takes no argument
+                self.scaler.scale(loss).backward()
+                if self.ctx.horovod and self.amp:
+                    # Horovod's documented AMP order: reduce the gradients, unscale, then step without a second reduce
+                    self.optimizer.synchronize()
+                    self.scaler.unscale_(self.optimizer)
+                    with self.optimizer.skip_synchronize():
+                        self.scaler.step(self.optimizer)
+                else:
                     self.scaler.step(self.optimizer)
-            else:
-                self.scaler.step(self.optimizer)
-            self.scaler.update()
-            self.scheduler.step()
-            loss_sum += loss.detach() * labels.size(0)
-            seen += labels.size(0)
-            if self.progress:
-                self._bar(epoch, i, n_iters, seen * self.ctx.world_size / (time.perf_counter() - start))
-            if i % freq == 0 or i == n_iters:
-                self._check_finite(loss_sum, epoch, i)
-                now = time.perf_counter()
-                self.log(f"epoch {epoch}/{self.t.epochs} iter {i}/{n_iters} loss {loss.item():.4f} "
-                         f"lr {self.scheduler.get_last_lr()[0]:.6f} ({seen * self.ctx.world_size / (now - start):.1f} img/s)")
+                self.scaler.update()
+                self.scheduler.step()
+                loss_sum += loss.detach() * labels.size(0)
+                seen += labels.size(0)
+                if self.progress:
+                    self._bar(epoch, i, n_iters, seen * self.ctx.world_size / (time.perf_counter() - start))
+                if i % freq == 0 or i == n_iters:
+                    self._check_finite(loss_sum, epoch, i)
+                    now = time.perf_counter()
+                    self.log(f"epoch {epoch}/{self.t.epochs} iter {i}/{n_iters} loss {loss.item():.4f} "
+                             f"lr {self.scheduler.get_last_lr()[0]:.6f} ({seen * self.ctx.world_size / (now - start):.1f} img/s)")
         if self.cuda:
             torch.cuda.synchronize()
         elapsed = time.perf_counter() - start
@@ -301,15 +317,16 @@ class Trainer:
         self.model.eval()
         k = min(5, len(self.class_names))
         sums = torch.zeros(4, dtype=torch.float64, device=self.device)  # loss, top1, top5, count
-        for batch in self.val_loader:
-            images, labels = self.input.prepare_val(batch)
-            with torch.autocast(self.device.type, dtype=torch.float16, enabled=self.amp):
-                logits = self.model(images)
-            loss = nn.functional.cross_entropy(logits.float(), labels, reduction="sum")
-            topk = logits.topk(k, dim=1).indices
-            hits = topk.eq(labels.unsqueeze(1))
-            sums += torch.stack([loss.double(), hits[:, 0].sum().double(), hits.any(dim=1).sum().double(),
-                                 torch.tensor(float(labels.numel()), device=self.device, dtype=torch.float64)])
+        ready = prefetch.batches(self.val_loader, self.input.prepare_val, self.device)
+        with contextlib.closing(ready):
+            for images, labels in ready:
+                with torch.autocast(self.device.type, dtype=torch.float16, enabled=self.amp):
+                    logits = self.model(images)
+                loss = nn.functional.cross_entropy(logits.float(), labels, reduction="sum")
+                topk = logits.topk(k, dim=1).indices
+                hits = topk.eq(labels.unsqueeze(1))
+                sums += torch.stack([loss.double(), hits[:, 0].sum().double(), hits.any(dim=1).sum().double(),
+                                     torch.tensor(float(labels.numel()), device=self.device, dtype=torch.float64)])
         if self.ctx.distributed:
             dist.all_reduce(sums)
         loss, top1, top5, count = sums.tolist()
