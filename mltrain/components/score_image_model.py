@@ -3,7 +3,9 @@
 One row per image: path, predicted label, probability, and the true label when the image directory is
 labelled (what Evaluate Model compares). Images are read through the image transformation Apply Image
 Transformation attached to the directory, else the one the model was trained with, else the defaults;
-always without random operations. Ranks split the images; rank 0 merges.
+always without random operations. The images come through the trainer's CPU input path (loader workers
+decode a JPEG at the reduced size its resize allows, batches stay uint8 until the device normalises them),
+on a GPU where the rank has one. Ranks split the images; rank 0 merges.
 Run as `python -m mltrain.components.score_image_model` by the launcher.
 """
 from __future__ import annotations
@@ -26,25 +28,39 @@ from mltrain.components.runtime import RankContext, run_component
 def score(ctx: RankContext) -> None:
     import torch  # heavy
     import torch.distributed as dist  # heavy
-    from PIL import Image  # heavy
+    from torch.utils.data import DataLoader  # heavy
+
+    from mltrain.components import image_input  # heavy (torchvision)
 
     cfg = ctx.cfg
     model, spec = models.load_model_dir(cfg.job.model_dir)
-    if cfg.job.runtime == "onnxruntime":
+    onnx = cfg.job.runtime == "onnxruntime"
+    if onnx:
         model = OnnxModel(cfg.job.model_dir)
     images = data.list_images(cfg.job.image_dir)
     mine = images[ctx.rank::ctx.world_size]
     size = int(spec.get("image_size") or cfg.data.image_size)
     ops = data.attached_transform(cfg.job.image_dir) or spec.get("image_transformation")
-    transform = data.transforms(_with_size(cfg, size), train=False, ops=ops)
+    sized = _with_size(cfg, size)
+    # The trainer's CPU input path, for validation: workers decode (a JPEG at the reduced size the resize
+    # allows), resize and center-crop, and batch uint8; the batch is normalised where the model runs.
+    aug = image_input.augmentation(sized, False, ops, data.trained_image_size(sized, ops))
+    device = torch.device("cuda", ctx.local_rank % torch.cuda.device_count()) \
+        if torch.cuda.is_available() and not onnx else torch.device("cpu")
+    if not onnx:
+        model = model.to(device).eval()
+    loader = DataLoader(image_input.CpuImages([(str(p), 0) for p in mine], spec["class_names"], aug), batch_size=64,
+                        shuffle=False, **image_input.loader_settings(int(cfg.data.num_workers), device.type == "cuda"))
+    normalize = image_input.Normalizer(device)
     root = Path(str(cfg.job.image_dir)).expanduser()
     truth = labelled(root)
     rows = []
+    done = 0
     with torch.no_grad():
-        for start in range(0, len(mine), 64):
-            batch = mine[start:start + 64]
-            x = torch.stack([transform(Image.open(p).convert("RGB")) for p in batch])
-            probs = torch.softmax(model(x), dim=1)
+        for x, _ in loader:
+            batch = mine[done:done + len(x)]
+            done += len(x)
+            probs = torch.softmax(model(normalize(x)), dim=1)
             best, idx = probs.max(dim=1)
             for p, i, b in zip(batch, idx.tolist(), best.tolist()):
                 row = [str(p), spec["class_names"][i], f"{b:.6f}"]
