@@ -237,6 +237,8 @@ try:
 except ResourceNotFoundError as exc:
     print("NOTFOUND", exc.message)
 print("COMPUTES", sorted(c.name for c in ml_client.compute.list()))
+cluster = ml_client.compute.get("cpu-cluster")
+print("CLUSTER", cluster.provisioning_state, cluster.max_instances, cluster.location, cluster.created_on[:4], "|", cluster.size)
 job = ml_client.jobs.create_or_update(command(command="python -c 'import sys; print(\\"bye\\"); sys.exit(3)'"))
 try:
     ml_client.jobs.stream(job.name)
@@ -254,6 +256,10 @@ def test_refusals_and_a_failed_job_raise_azures_exception_types(home, project):
     assert " | " not in value(p.stdout, "REFUSED")  # one line
     assert ".mltrain/compute/no-such-cluster.yaml" in value(p.stdout, "NOTFOUND")
     assert value(p.stdout, "COMPUTES") == "['cpu-cluster', 'gpu-cluster']"
+    # the fields Azure's notebooks print (`... is created, the compute size is {cluster.size}`)
+    state, size = value(p.stdout, "CLUSTER").split(" | ")
+    assert state.split()[:3] == ["Succeeded", "1", "local"] and state.split()[3].isdigit()
+    assert size.startswith("local: this machine, ") and "CPU(s)" in size
     assert value(p.stdout, "RAISED") == "JobException True" and "bye" in p.stdout
     assert [r["status"] for r in runs(home)] == ["Failed"]  # the refused job made no run
     assert len(list((home / "azureml_sdk").iterdir())) == 1  # and left no job file

@@ -77,3 +77,12 @@ def workspace(name: str, description: str, resource_id: str) -> Any:
     entity = Workspace(name=name, location="local", description=description)
     entity._id = resource_id
     return entity
+
+
+def compute(name: str, description: str, size: str, max_instances: int, created_on: str) -> Any:
+    """azure-ai-ml's AmlCompute for a mapped compute name, with the fields Azure's service fills in and notebooks
+    print (`provisioning_state`, `created_on`): its constructor takes them only as undocumented keyword arguments."""
+    from azure.ai.ml.entities import AmlCompute  # optional
+
+    return AmlCompute(name=name, description=description, size=size, min_instances=0, max_instances=max_instances,
+                      location="local", provisioning_state="Succeeded", created_on=created_on)

@@ -4,11 +4,15 @@ Azure's registries (`MLClient(..., registry_name=...)`), each call on them one l
 """
 from __future__ import annotations
 
+import os
+from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
+
+import yaml
 
 from mltrain.azureml.sdk_v2 import azure_ai_ml_internals
-from mltrain.config.paths import shipped_options
+from mltrain.config.paths import builtin_conf_dir, shipped_options
 from mltrain.home import mltrain_home
 
 
@@ -81,15 +85,18 @@ class Registry:
 
 class ComputeOperations:
     """Azure compute names as mltrain's compute options: `.mltrain/compute/NAME.yaml` (this folder's or
-    the nearest one above)."""
+    the nearest one above), or the shipped `local` and `slurm`. What `get` returns is azure-ai-ml's AmlCompute
+    with the fields notebooks print: `size` says what the option runs on, `max_instances` its nodes,
+    `provisioning_state` Succeeded (the cluster is the user's own, there to use), `created_on` the file's time."""
 
     def get(self, name: str) -> Any:
         azure = _azure()
         folder = _compute_folder()
         path = folder / f"{name}.yaml" if folder else None
-        if name in shipped_options("compute") or (path is not None and path.is_file()):
-            return azure.AmlCompute(name=name, description=f"mltrain compute {name}"
-                                                           + (f" ({path})" if path and path.is_file() else ""))
+        if path is not None and path.is_file():
+            return _entity(name, path, f"mltrain compute {name} ({path})")
+        if name in shipped_options("compute"):
+            return _entity(name, builtin_conf_dir() / "compute" / f"{name}.yaml", f"mltrain compute {name}")
         where = folder or Path(".mltrain") / "compute"
         raise azure.ResourceNotFoundError(f"Compute {name} not found: mltrain maps compute names through "
                                           f"{where}/{name}.yaml; add that file (e.g. `defaults: [slurm_schema, _self_]`)")
@@ -102,6 +109,35 @@ class ComputeOperations:
     def begin_create_or_update(self, compute: Any, **kwargs: Any) -> Done:
         """A cluster is the user's own here: an existing mapping is returned, else the refusal names the file."""
         return Done(self.get(compute.name))
+
+
+def _entity(name: str, path: Path, description: str) -> Any:
+    size, nodes = describe(_read(path))
+    created = datetime.fromtimestamp(path.stat().st_mtime, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return azure_ai_ml_internals.compute(name, description, size, nodes, created)
+
+
+def _read(path: Path) -> Dict[str, Any]:
+    try:
+        loaded = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        return {}
+    return loaded if isinstance(loaded, dict) else {}
+
+
+def describe(option: Dict[str, Any]) -> Tuple[str, int]:
+    """(size, nodes) of a compute option as its file gives them: a Slurm option's partition and per-task
+    resources, a local one's CPUs and declared devices."""
+    defaults = " ".join(str(d) for d in option.get("defaults") or [])
+    if option.get("kind") == "slurm" or "slurm" in defaults:
+        parts = [f"partition {option.get('partition') or '(the cluster default)'}",
+                 f"{option.get('cpus_per_task', 1)} CPU(s) per task", f"{option.get('gpus_per_node', 0)} GPU(s) per node"]
+        if option.get("gres"):
+            parts.append(f"gres {option['gres']}")
+        return "slurm: " + ", ".join(parts), int(option.get("nodes") or option.get("max_nodes") or 1)
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    gpus = option.get("gpus") or option.get("devices")
+    return f"local: this machine, {cpus} CPU(s)" + (f", devices {gpus}" if gpus else ""), 1
 
 
 def _compute_folder() -> Optional[Path]:
