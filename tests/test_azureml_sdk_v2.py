@@ -259,7 +259,7 @@ def test_refusals_and_a_failed_job_raise_azures_exception_types(home, project):
     # the fields Azure's notebooks print (`... is created, the compute size is {cluster.size}`)
     state, size = value(p.stdout, "CLUSTER").split(" | ")
     assert state.split()[:3] == ["Succeeded", "1", "local"] and state.split()[3].isdigit()
-    assert size.startswith("local: this machine, ") and "CPU(s)" in size
+    assert size == "local: max_concurrent_jobs=2"  # the kind the mapping extends and what it sets
     assert value(p.stdout, "RAISED") == "JobException True" and "bye" in p.stdout
     assert [r["status"] for r in runs(home)] == ["Failed"]  # the refused job made no run
     assert len(list((home / "azureml_sdk").iterdir())) == 1  # and left no job file

@@ -30,7 +30,7 @@ def score(ctx: RankContext) -> None:
     import torch.distributed as dist  # heavy
     from torch.utils.data import DataLoader  # heavy
 
-    from mltrain.components import image_input  # heavy (torchvision)
+    from mltrain.components import image_input  # heavy
 
     cfg = ctx.cfg
     model, spec = models.load_model_dir(cfg.job.model_dir)

@@ -4,7 +4,6 @@ Azure's registries (`MLClient(..., registry_name=...)`), each call on them one l
 """
 from __future__ import annotations
 
-import os
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
@@ -86,7 +85,7 @@ class Registry:
 class ComputeOperations:
     """Azure compute names as mltrain's compute options: `.mltrain/compute/NAME.yaml` (this folder's or
     the nearest one above), or the shipped `local` and `slurm`. What `get` returns is azure-ai-ml's AmlCompute
-    with the fields notebooks print: `size` says what the option runs on, `max_instances` its nodes,
+    with the fields notebooks print: `size` names the option's kind and settings, `max_instances` its nodes,
     `provisioning_state` Succeeded (the cluster is the user's own, there to use), `created_on` the file's time."""
 
     def get(self, name: str) -> Any:
@@ -126,18 +125,12 @@ def _read(path: Path) -> Dict[str, Any]:
 
 
 def describe(option: Dict[str, Any]) -> Tuple[str, int]:
-    """(size, nodes) of a compute option as its file gives them: a Slurm option's partition and per-task
-    resources, a local one's CPUs and declared devices."""
-    defaults = " ".join(str(d) for d in option.get("defaults") or [])
-    if option.get("kind") == "slurm" or "slurm" in defaults:
-        parts = [f"partition {option.get('partition') or '(the cluster default)'}",
-                 f"{option.get('cpus_per_task', 1)} CPU(s) per task", f"{option.get('gpus_per_node', 0)} GPU(s) per node"]
-        if option.get("gres"):
-            parts.append(f"gres {option['gres']}")
-        return "slurm: " + ", ".join(parts), int(option.get("nodes") or option.get("max_nodes") or 1)
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    gpus = option.get("gpus") or option.get("devices")
-    return f"local: this machine, {cpus} CPU(s)" + (f", devices {gpus}" if gpus else ""), 1
+    """(size, nodes) of a compute option as its file gives them: its kind (the schema it extends) and the
+    settings it makes, e.g. `slurm: partition=gpu, gpus_per_node=4`; a file that sets nothing says so."""
+    kinds = [str(d)[:-len("_schema")] for d in option.get("defaults") or [] if str(d).endswith("_schema")]
+    kind = str(option.get("kind") or (kinds[0] if kinds else "compute"))
+    settings = ", ".join(f"{k}={v}" for k, v in option.items() if k not in ("defaults", "kind")) or "its defaults"
+    return f"{kind}: {settings}", int(option.get("nodes") or 1)
 
 
 def _compute_folder() -> Optional[Path]:
