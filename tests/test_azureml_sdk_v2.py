@@ -265,6 +265,48 @@ def test_refusals_and_a_failed_job_raise_azures_exception_types(home, project):
     assert len(list((home / "azureml_sdk").iterdir())) == 1  # and left no job file
 
 
+AUTOML = """\
+from azure.ai.ml import MLClient, Input, Output, automl, dsl
+from azure.ai.ml.constants import AssetTypes
+from azure.ai.ml.exceptions import ValidationException
+from azure.identity import DefaultAzureCredential
+
+ml_client = MLClient(DefaultAzureCredential(), "s", "rg", "ws")
+# Azure's automl-forecasting-distributed-tcn notebook's job: azure-ai-ml cannot dump it without Azure
+job = automl.forecasting(compute="cpu-cluster", training_data=Input(type="uri_folder", path="./data/train"),
+                         validation_data=Input(type="uri_folder", path="./data/valid"), target_column_name="y",
+                         primary_metric="normalized_root_mean_squared_error", enable_model_explainability=True,
+                         outputs={"best_model": Output(type=AssetTypes.CUSTOM_MODEL)})
+job.set_forecast_settings(forecast_horizon=24, time_column_name="t", time_series_id_column_names=["id"])
+job.set_training(enable_dnn_training=True, training_mode="distributed", allowed_training_algorithms=["TCNForecaster"])
+
+
+@dsl.pipeline(compute="cpu-cluster")
+def pipe(train):
+    node = automl.classification(training_data=train, target_column_name="y", primary_metric="accuracy")
+    node.set_limits(max_trials=1)
+
+
+for entity in (job, pipe(train=Input(type="mltable", path="./data/train"))):
+    try:
+        ml_client.jobs.create_or_update(entity)
+    except ValidationException as exc:
+        print("REFUSED", str(exc).replace("\\n", " | "))
+"""
+
+
+def test_automl_jobs_of_every_shape_are_refused_in_one_line_before_anything_is_written(home, project):
+    sdk_project(project)
+    write(project, "automl_jobs.py", AUTOML)
+    p = run_script(project, "automl_jobs.py")
+    assert p.returncode == 0, p.stdout + p.stderr
+    refused = [line.split(" ", 1)[1] for line in p.stdout.splitlines() if line.startswith("REFUSED ")]
+    assert refused[0].startswith("ForecastingJob: 'automl' jobs run only in Azure ML: AutoML jobs search models")
+    assert refused[1].startswith("PipelineJob.jobs.node: 'automl' jobs run only in Azure ML")
+    assert all(" | " not in line for line in refused) and len(refused) == 2
+    assert runs(home) == [] and not list((home / "azureml_sdk").glob("*"))  # nothing queued, nothing written
+
+
 def test_a_notebooks_code_cells_run_in_order_with_the_runner(home, project):
     """`python -m mltrain.azureml.sdk_v2.run_notebook NOTEBOOK.ipynb` selects mltrain itself (no variable)."""
     sdk_project(project)

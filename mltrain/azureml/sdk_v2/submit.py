@@ -23,7 +23,9 @@ from mltrain.atomic import atomic_write
 from mltrain.azureml import job_plan
 from mltrain.azureml.job_request import EMPTY_CODE, GROUP, Request
 from mltrain.azureml.sdk_v2.entities import job_entity, to_v2
+from mltrain.azureml.v2_schema import AZURE_ONLY_TYPES, RUNS
 from mltrain.config.paths import extra_config_dirs
+from mltrain.errors import MltrainError
 from mltrain.home import mltrain_home
 from mltrain.launch.request import JobRequest
 from mltrain.runs.console import Console, Silent
@@ -54,6 +56,7 @@ def new_name(job: Any) -> str:
 def submit(entity: Any, experiment_name: Optional[str] = None, compute: Optional[str] = None) -> Submitted:
     """Queue the entity's job; raises MltrainError (the YAML front end's one line) before anything exists."""
     job = job_entity(entity)
+    refuse_azure_only(job)
     if compute:
         job.compute = compute
     name = str(getattr(job, "name", None) or new_name(job))
@@ -71,6 +74,25 @@ def submit(entity: Any, experiment_name: Optional[str] = None, compute: Optional
         if not (folder / RECORD).is_file():  # refused before anything was queued: nothing is left of it
             shutil.rmtree(folder, ignore_errors=True)
         raise
+
+
+#: azure-ai-ml's entity classes (a class of the entity's own or one it derives from) of the job types mltrain
+#: leaves to Azure, and the v2 `type` each stands for.
+AZURE_ONLY_ENTITIES = {"AutoMLJob": "automl", "SparkJob": "spark", "Spark": "spark", "DataTransferJob": "data_transfer",
+                       "DataTransfer": "data_transfer", "ImportJob": "import", "Import": "import"}
+
+
+def refuse_azure_only(job: Any, where: str = "") -> None:
+    """An Azure-only job, or a pipeline with one among its nodes, refused with the YAML front end's line before
+    the entity is written out: azure-ai-ml cannot always dump them without Azure (an AutoML forecasting job with
+    a `best_model` output: 'OutputSchema needs type Output to dump', Azure's distributed-TCN notebook)."""
+    for cls in type(job).__mro__:
+        kind = AZURE_ONLY_ENTITIES.get(cls.__name__)
+        if kind:
+            raise MltrainError(f"{where or type(job).__name__}: '{kind}' jobs run only in Azure ML: "
+                               f"{AZURE_ONLY_TYPES[kind]}; mltrain runs {', '.join(RUNS)} jobs")
+    for name, node in (getattr(job, "jobs", None) or {}).items():
+        refuse_azure_only(node, f"{where or type(job).__name__}.jobs.{name}")
 
 
 def _queue(entity: Any, name: str, folder: Path, file: Path, experiment: Optional[str]) -> Submitted:
