@@ -313,7 +313,8 @@ def test_a_notebooks_code_cells_run_in_order_with_the_runner(home, project):
     cells = ["%pip install azure-ai-ml\nfrom azure.ai.ml import MLClient, command",
              "ml_client = MLClient.from_config(credential=None)",
              "job = ml_client.jobs.create_or_update(command(command='echo hello from a notebook'))\n"
-             "ml_client.jobs.stream(job.name)"]
+             "ml_client.jobs.stream(job.name)",
+             "display(ml_client.jobs.get(job.name).status)"]  # Jupyter's display, IPython or not
     book = {"cells": [{"cell_type": "markdown", "source": ["# title"]}]
             + [{"cell_type": "code", "source": c.splitlines(True), "outputs": []} for c in cells],
             "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
@@ -323,6 +324,7 @@ def test_a_notebooks_code_cells_run_in_order_with_the_runner(home, project):
                        capture_output=True, text=True, timeout=120, env=env)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "hello from a notebook" in p.stdout and "Status: Completed" in p.stdout
+    assert p.stdout.splitlines()[-1] == "Completed", p.stdout[-500:]
 
 
 ASSETS = """\

@@ -1,5 +1,6 @@
 """`python -m mltrain.azureml.sdk_v2.run_notebook SCRIPT.py|NOTEBOOK.ipynb [ARGS...]`: run a script, or a notebook's code
-cells in order in one namespace (IPython's `%` and `!` lines skipped), with mltrain selected for azure-ai-ml."""
+cells in order in one namespace (IPython's `%` and `!` lines skipped, `display` given), with mltrain selected for
+azure-ai-ml."""
 from __future__ import annotations
 
 import json
@@ -7,6 +8,7 @@ import os
 import re
 import runpy
 import sys
+from typing import Any, Callable
 
 from mltrain.azureml.sdk_v2 import SELECT_ENV
 from mltrain.azureml.sdk_v2.hook import install
@@ -46,6 +48,19 @@ def _code(text: str) -> str:
     return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith(("%", "!")))
 
 
+def _display() -> Callable[..., None]:
+    """What a notebook's `display(...)` is, a name Jupyter gives every cell: IPython's own where it is installed
+    (outside a shell it prints the objects), else the same print."""
+    try:
+        from IPython.display import display  # optional
+
+        return display  # type: ignore[no-any-return]
+    except ImportError:
+        def shown(*objs: Any, **kwargs: Any) -> None:
+            print(*objs)
+        return shown
+
+
 def main(argv: list) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE)
@@ -58,7 +73,7 @@ def main(argv: list) -> int:
     if not path.endswith(".ipynb"):
         runpy.run_path(path, run_name="__main__")
         return 0
-    namespace = {"__name__": "__main__", "__file__": os.path.abspath(path)}
+    namespace = {"__name__": "__main__", "__file__": os.path.abspath(path), "display": _display()}
     for index, code in enumerate(cells(path)):
         exec(compile(code, f"{path}[cell {index + 1}]", "exec"), namespace)  # noqa: S102 - running the notebook is the point
     return 0
