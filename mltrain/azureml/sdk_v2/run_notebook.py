@@ -48,7 +48,7 @@ def _code(text: str) -> str:
     return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith(("%", "!")))
 
 
-def _display() -> Callable[..., None]:
+def display_builtin() -> Callable[..., None]:
     """What a notebook's `display(...)` is, a name Jupyter gives every cell: IPython's own where it is installed
     (outside a shell it prints the objects), else the same print."""
     try:
@@ -73,7 +73,7 @@ def main(argv: list) -> int:
     if not path.endswith(".ipynb"):
         runpy.run_path(path, run_name="__main__")
         return 0
-    namespace = {"__name__": "__main__", "__file__": os.path.abspath(path), "display": _display()}
+    namespace = {"__name__": "__main__", "__file__": os.path.abspath(path), "display": display_builtin()}
     for index, code in enumerate(cells(path)):
         exec(compile(code, f"{path}[cell {index + 1}]", "exec"), namespace)  # noqa: S102 - running the notebook is the point
     return 0
