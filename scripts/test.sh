@@ -8,8 +8,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-# the azure extra (azure-ai-ml, azure-identity) for tests/test_azureml_sdk_v2*.py; a no-op once installed
-.venv/bin/python -m pip install -q azure-ai-ml azure-identity
+# the azure extra (azure-ai-ml, azure-identity) for tests/test_azureml_sdk_v2*.py, and mldesigner (the
+# @command_component of Azure's pipeline notebooks) for its test there; a no-op once installed
+.venv/bin/python -m pip install -q azure-ai-ml azure-identity mldesigner
 
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   if ! command -v mpirun >/dev/null; then

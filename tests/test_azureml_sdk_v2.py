@@ -307,6 +307,61 @@ def test_automl_jobs_of_every_shape_are_refused_in_one_line_before_anything_is_w
     assert runs(home) == [] and not list((home / "azureml_sdk").glob("*"))  # nothing queued, nothing written
 
 
+MLDESIGNER_COMPONENTS = """\
+from pathlib import Path
+
+from mldesigner import Input, Output, command_component
+
+
+@command_component(display_name="Prep")
+def prep(raw: Input(type="uri_folder"), out: Output(type="uri_folder"), factor: int = 2):
+    text = (Path(raw) / "data.txt").read_text()
+    (Path(out) / "data.txt").write_text(text * factor)
+    print("prep wrote", len(text) * factor)
+
+
+@command_component()
+def count(data: Input(type="uri_folder")):
+    print("count", len((Path(data) / "data.txt").read_text()))
+"""
+
+MLDESIGNER_PIPELINE = """\
+from azure.ai.ml import Input, MLClient, dsl
+from azure.identity import DefaultAzureCredential
+from src.components import count, prep
+
+ml_client = MLClient(DefaultAzureCredential(), "s", "rg", "ws")
+
+
+@dsl.pipeline(compute="cpu-cluster")
+def pipe(raw):
+    made = prep(raw=raw, factor=3)
+    count(data=made.outputs.out)
+
+
+job = ml_client.jobs.create_or_update(pipe(raw=Input(type="uri_folder", path="./pipe/raw")))
+ml_client.jobs.stream(job.name)
+print("STATUS", ml_client.jobs.get(job.name).status)
+"""
+
+
+def test_mldesigner_command_components_run_as_a_pipeline(home, project):
+    """mldesigner's @command_component (Azure's pipeline notebooks 1b, 2a, 2e build components so): each step
+    runs `mldesigner execute` in Azure's default environment for them, AzureML-mldesigner-minimal."""
+    pytest.importorskip("mldesigner")
+    sdk_project(project)
+    write(project, "src/components.py", MLDESIGNER_COMPONENTS)
+    write(project, "src/__init__.py", "")
+    write(project, "mld.py", MLDESIGNER_PIPELINE)
+    p = run_script(project, "mld.py", timeout=600)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert value(p.stdout, "STATUS") == "Completed"
+    logs = {r["id"].rsplit(".", 1)[-1]: (Path(r["dir"]) / "logs" / "rank_0.log").read_text() for r in runs(home)
+            if "." in r["id"]}
+    assert "prep wrote 12" in logs["made"] and "count 12" in logs["count"], logs
+    assert "building environment AzureML-mldesigner-minimal" in p.stdout + p.stderr
+
+
 def test_a_notebooks_code_cells_run_in_order_with_the_runner(home, project):
     """`python -m mltrain.azureml.sdk_v2.run_notebook NOTEBOOK.ipynb` selects mltrain itself (no variable)."""
     sdk_project(project)

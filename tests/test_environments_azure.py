@@ -20,7 +20,8 @@ AZURE_SOURCE = re.compile(r"^https://github\.com/Azure/azureml-assets/blob/[0-9a
 
 @pytest.mark.parametrize("name", ["AzureML-sklearn-1.5", "AzureML-lightgbm-3.3", "AzureML-tensorflow-2.16-cuda12",
                                   "AzureML-acpt-pytorch-2.8-cuda12.6", "AzureML-acpt-pytorch-2.2-cuda12.1",
-                                  "AzureML-lightgbm-3.2-ubuntu18.04-py37-cpu"])
+                                  "AzureML-lightgbm-3.2-ubuntu18.04-py37-cpu", "AzureML-mldesigner-minimal",
+                                  "AzureML-mldesigner"])
 def test_curated_v2_environments_cite_azures_file_and_commit(name):
     assert AZURE_SOURCE.match(CURATED[name]["source"]), CURATED[name]["source"]
 

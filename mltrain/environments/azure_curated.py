@@ -89,6 +89,15 @@ AZURE_ENVIRONMENTS = [
          *_CLIENTS, "tensorboard~=2.16.0", "tensorflow[and-cuda]==2.16.2", "tensorflow-datasets~=4.9.0",
          "keras>=3.13.2", "tf-keras==2.16.0", "debugpy~=1.6.3", "idna>=3.15", "flask-cors==6.0.0", "pillow>=12.2.0"],
         moved=dict(_TOOLS_MOVED)),
+    # mldesigner's own environments (assets/pipelines/environments): what a component made with mldesigner's
+    # @command_component runs in unless it names another (`mldesigner execute` runs the function there). Azure
+    # installs the newest mldesigner (a pre-release) when it builds the image: so does mltrain.
+    AzureEnvironment(
+        "mldesigner-minimal", "assets/pipelines/environments/mldesigner-minimal/context/conda_dependencies.yaml",
+        "3.10", [], ["mldesigner"]),
+    AzureEnvironment(
+        "mldesigner", "assets/pipelines/environments/mldesigner/context/conda_dependencies.yaml", "3.10", [],
+        ["azure-ai-ml", "azureml-mlflow", "mldesigner"]),
     # The ACPT images: Azure's requirements.txt on its ptca image, whose Dockerfile upgrades torch, torchvision
     # (and torchaudio) to 2.10.0 / 0.25.0 (+cu126, from download.pytorch.org; PyPI's build here) for both
     # names. DeepSpeed and ONNX Runtime training, also in the image, need a CUDA toolkit to build: the image

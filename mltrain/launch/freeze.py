@@ -282,8 +282,15 @@ def _interpreter_env(cfg, environment: Dict[str, Any]) -> Dict[str, str]:
     if environment["containerized"] or not interpreter:
         return {}
     bin_dir = os.path.dirname(interpreter)
-    env = {"PATH": os.pathsep.join(p for p in (bin_dir, os.environ.get("PATH", "")) if p)}
-    if not environment["spec"].get("user_managed"):  # mltrain builds a venv (interpreter in <env>/bin)
+    dirs = [bin_dir]
+    built = not environment["spec"].get("user_managed")  # mltrain builds a venv (interpreter in <env>/bin)
+    if built:
+        # The venv sees mltrain's interpreter's packages after its own (materialize: a .pth file), so a
+        # requirement they already meet is not installed again, and its console scripts stay in that
+        # interpreter's folder: next on PATH (`mldesigner execute`, the command of mldesigner's components).
+        dirs.append(os.path.dirname(sys.executable))
+    env = {"PATH": os.pathsep.join(p for p in (*dirs, os.environ.get("PATH", "")) if p)}
+    if built:
         env["VIRTUAL_ENV"] = os.path.dirname(bin_dir)
     return env
 
