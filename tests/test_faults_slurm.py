@@ -150,7 +150,9 @@ def test_accounting_away_keeps_the_status_true_and_catches_up(home, project, con
     assert shown.returncode == 0 and "Running" in shown.stdout and "Failed" not in shown.stdout, shown.stdout + shown.stderr
     record = only_run(home)
     assert record["status"] == "Canceled", out
-    assert record["error"].startswith("rank 0 was killed by SIGTERM"), record["error"]  # scancel's signal
+    # scancel's signal: the rank's shell killed by it, or (when the signal reached the shell's `sleep` first)
+    # the shell exiting with 128 + SIGTERM, as it reports a command the signal ended (CI, under load)
+    assert record["error"].startswith(("rank 0 was killed by SIGTERM", "rank 0 exited with code 143")), record["error"]
     assert "started" in _log(record)
     assert not _left_behind(record)
     json.loads((Path(record["dir"]) / "run.json").read_text())
