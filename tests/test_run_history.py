@@ -62,7 +62,7 @@ def test_compare_names_the_differing_parameters(home, project):
 
 @pytest.mark.slow
 def test_trainer_rerun_reproduces_its_metrics_exactly_on_the_cpu(home, project):
-    args = ["trainer.epochs=2", "data.image_size=16", "run.id=t1"]
+    args = ["trainer.epochs=2", "data.image_size=16", "trainer.batch_size=64", "run.id=t1"]
     assert run_mltrain(*args, cwd=project, timeout=300).rc == 0
     r = run_mltrain("runs", "rerun", "t1", cwd=project, timeout=300)
     assert r.rc == 0, r.out + r.err
