@@ -205,3 +205,5 @@ def test_a_run_on_jpegs_records_the_cpu_path(home, project, photos):
     rows = metric_rows(run["dir"])
     assert [x["value"] for x in rows if x["name"] == "input_pipeline"] == ["cpu"]
     assert [x["name"] for x in rows if x["name"] == "train_images_per_second"] == ["train_images_per_second"]
+    shown = run_mltrain("runs", "show", run["id"], cwd=project)
+    assert shown.rc == 0 and "  input_pipeline: cpu" in shown.out.splitlines(), shown.out

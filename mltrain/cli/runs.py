@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, List
 from mltrain.errors import MltrainError, first_line
 from mltrain.home import mltrain_home
 from mltrain.runs import index, mlflow_run
-from mltrain.runs.metrics import last_and_best, read_metrics
+from mltrain.runs.metrics import last_and_best, last_text, read_metrics
 from mltrain.runs.record import find_run
 from mltrain.spec.status import QUEUED, TERMINAL, exit_code
 
@@ -101,11 +101,14 @@ def _show(args) -> int:
         print(f"node lost:  attempt {failure.get('attempt')} on {lost} (Slurm job {failure.get('job_id')}): "
               f"{failure.get('then')}")
     _show_parallel(record.dir)
-    metrics = last_and_best(read_metrics(record.dir / "metrics.jsonl"))
-    if metrics:
+    records = read_metrics(record.dir / "metrics.jsonl")
+    metrics, texts = last_and_best(records), last_text(records)
+    if metrics or texts:
         print("metrics:   (name: last, min, max over n values)")
         for name, m in sorted(metrics.items()):
             print(f"  {name}: {m['last']:.6g}, {m['min']:.6g}, {m['max']:.6g} over {m['count']}")
+        for name, text in sorted(texts.items()):  # what ran, e.g. the trainer's input_pipeline
+            print(f"  {name}: {text}")
     outputs = d.outputs or []
     if outputs:
         print(f"outputs:   {len(outputs)} file(s) in {record.dir / 'outputs'}")

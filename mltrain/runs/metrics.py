@@ -82,6 +82,12 @@ def last_and_best(records: List[Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
     return out
 
 
+def last_text(records: List[Dict[str, Any]]) -> Dict[str, str]:
+    """Per text metric (a value that is a string, e.g. the trainer's `input_pipeline`): its last value."""
+    return {str(r["name"]): r["value"] for r in records
+            if isinstance(r.get("value"), str) and r.get("kind", "scalar") in ("scalar", "text")}
+
+
 def read_new(path: str | Path, offset: int) -> Tuple[List[Dict[str, Any]], int]:
     """(records, new offset): the whole lines appended since `offset`, for following a run's metrics
     while it runs (a line still being written is left for the next look)."""
