@@ -18,6 +18,7 @@ from torch.utils.data import DataLoader  # noqa: E402
 from torchvision.datasets import ImageFolder  # noqa: E402
 from torchvision.transforms.functional import pil_to_tensor  # noqa: E402
 
+from mltrain.components import crops  # noqa: E402
 from mltrain.components import image_input as ii  # noqa: E402
 
 
@@ -155,12 +156,12 @@ def test_batched_crop_draws_follow_random_resized_crop():
 
     for size, tolerance in (((350, 400), 0.02), ((600, 80), 0.03)):
         torch.manual_seed(0)
-        ours = torch.tensor(ii.draw_crops([size] * 4000, (0.08, 1.0)), dtype=torch.float64)
+        ours = torch.tensor(crops.draw_crops([size] * 4000, (0.08, 1.0)), dtype=torch.float64)
         torch.manual_seed(1)
-        ref = torch.tensor([T.RandomResizedCrop.get_params(torch.empty(1, *size), [0.08, 1.0], list(ii.RATIO))
+        ref = torch.tensor([T.RandomResizedCrop.get_params(torch.empty(1, *size), [0.08, 1.0], list(crops.RATIO))
                             for _ in range(4000)], dtype=torch.float64)
-        for crops in (ours, ref):
-            top, left, h, w = crops.unbind(1)
+        for drawn in (ours, ref):
+            top, left, h, w = drawn.unbind(1)
             assert bool(((top >= 0) & (left >= 0) & (top + h <= size[0]) & (left + w <= size[1]) & (h > 0) & (w > 0)).all())
 
         def stats(c, size=size):
@@ -170,9 +171,9 @@ def test_batched_crop_draws_follow_random_resized_crop():
 
         assert torch.allclose(stats(ours), stats(ref), atol=tolerance), (size, stats(ours), stats(ref))
     torch.manual_seed(2)
-    first = ii.draw_crops([(350, 400)] * 8, (0.08, 1.0))
+    first = crops.draw_crops([(350, 400)] * 8, (0.08, 1.0))
     torch.manual_seed(2)
-    assert ii.draw_crops([(350, 400)] * 8, (0.08, 1.0)) == first and ii.draw_crops([], (0.08, 1.0)) == []
+    assert crops.draw_crops([(350, 400)] * 8, (0.08, 1.0)) == first and crops.draw_crops([], (0.08, 1.0)) == []
 
 
 def test_input_choice():

@@ -35,6 +35,7 @@ from torchvision.ops import roi_align
 from torchvision.transforms.functional import pil_to_tensor
 
 from mltrain.components import image_transformation
+from mltrain.components.crops import crop_params, draw_crops, flip
 from mltrain.components.designer_errors import InvalidDatasetError
 from mltrain.errors import ConfigError
 
@@ -42,8 +43,6 @@ INPUTS = ("auto", "cpu", "gpu")
 JPEG_SUFFIXES = (".jpg", ".jpeg", ".jpe", ".jfif")
 #: ImageNet statistics, as torchvision's pretrained weights expect (mltrain.components.data's MEAN, STD).
 MEAN, STD = image_transformation.MEAN, image_transformation.STD
-#: RandomResizedCrop's aspect ratios (torchvision's default, the Designer's).
-RATIO = (3.0 / 4.0, 4.0 / 3.0)
 #: The reductions libjpeg's DCT scaling offers (PIL's draft picks the largest that fits).
 DRAFT_SCALES = (8, 4, 2)
 
@@ -92,48 +91,9 @@ def augmentation(cfg: Any, training: bool, ops: Optional[List[list]], size: int)
                         ops=tuple(tuple(o) for o in ops) if ops is not None else None)
 
 
-def crop_params(image: Any, scale: Tuple[float, float]) -> Tuple[int, int, int, int]:
-    """(top, left, h, w) of a random resized crop: torchvision's RandomResizedCrop.get_params itself, the same
-    draws from torch's global generator; it reads the size alone (an unloaded PIL image gives it from the header)."""
-    top, left, h, w = T.RandomResizedCrop.get_params(image, [scale[0], scale[1]], list(RATIO))
-    return int(top), int(left), int(h), int(w)
-
-
-def draw_crops(sizes: Sequence[Tuple[int, int]], scale: Tuple[float, float], tries: int = 10) -> List[Tuple[int, int, int, int]]:
-    """(top, left, h, w) of a random resized crop of each (height, width): torchvision's RandomResizedCrop.get_params
-    drawn for a batch at once, from torch's global generator. The same distribution: `tries` draws of an area and
-    an aspect ratio per image, the first that fits taken, else the whole image clipped to the ratio range and
-    centered. Image by image, get_params cost the main process 60 us per image (H200's host: 7.7 ms a batch of 128)."""
-    n = len(sizes)
-    if n == 0:
-        return []
-    hw = torch.tensor(sizes, dtype=torch.float64)
-    height, width = hw[:, :1], hw[:, 1:]
-    area = height * width * torch.empty(n, tries, dtype=torch.float64).uniform_(scale[0], scale[1])
-    aspect = torch.exp(torch.empty(n, tries, dtype=torch.float64).uniform_(math.log(RATIO[0]), math.log(RATIO[1])))
-    w = torch.round(torch.sqrt(area * aspect))
-    h = torch.round(torch.sqrt(area / aspect))
-    fits = (w > 0) & (w <= width) & (h > 0) & (h <= height)
-    first = fits.to(torch.int8).argmax(dim=1, keepdim=True)
-    w, h, found = w.gather(1, first)[:, 0], h.gather(1, first)[:, 0], fits.any(dim=1)
-    # no draw fitted: the whole image, clipped to the aspect ratio range (get_params' fallback), centered
-    in_ratio = (width / height)[:, 0]
-    fw = torch.where(in_ratio > RATIO[1], torch.round(height[:, 0] * RATIO[1]), width[:, 0])
-    fh = torch.where(in_ratio < RATIO[0], torch.round(width[:, 0] / RATIO[0]), height[:, 0])
-    w, h = torch.where(found, w, fw), torch.where(found, h, fh)
-    where = torch.rand(n, 2, dtype=torch.float64)
-    top = torch.where(found, torch.floor(where[:, 0] * (height[:, 0] - h + 1)), torch.floor((height[:, 0] - h) / 2))
-    left = torch.where(found, torch.floor(where[:, 1] * (width[:, 0] - w + 1)), torch.floor((width[:, 0] - w) / 2))
-    return [(int(t), int(le), int(hh), int(ww)) for t, le, hh, ww in zip(top.tolist(), left.tolist(), h.tolist(), w.tolist())]
-
-
 @functools.lru_cache(maxsize=8)
 def _pipeline(aug: Augmentation) -> Any:
     return aug.v2_pipeline()
-
-
-def _flip() -> bool:
-    return bool(torch.rand(1) < 0.5)  # RandomHorizontalFlip's draw
 
 
 # ------------------------------------------------------------------------------ the CPU path
@@ -177,7 +137,7 @@ def _augment_pil(image: Image.Image, aug: Augmentation) -> torch.Tensor:
             out = image.crop((left, top, left + w, top + h)).resize((size, size), Image.Resampling.BILINEAR)
         else:  # the same region of the reduced image, resampled in one step
             out = image.resize((size, size), Image.Resampling.BILINEAR, box=(left / s, top / s, (left + w) / s, (top + h) / s))
-        if aug.flip and _flip():
+        if aug.flip and flip():
             out = out.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
         return pil_to_tensor(out)
     short = aug.resize_to
@@ -281,9 +241,9 @@ class DeviceDecoder:
         of the original it keeps."""
         aug, size = self.aug, self.aug.size
         if aug.training:
-            crops = draw_crops([(int(im.shape[-2]), int(im.shape[-1])) for im in images], (aug.min_crop_scale, 1.0))
+            drawn = draw_crops([(int(im.shape[-2]), int(im.shape[-1])) for im in images], (aug.min_crop_scale, 1.0))
             flips = (torch.rand(len(images)) < 0.5).tolist() if aug.flip else [False] * len(images)
-            return [[left, top, left + w, top + h] for top, left, h, w in crops], flips
+            return [[left, top, left + w, top + h] for top, left, h, w in drawn], flips
         boxes: List[List[float]] = []
         flips = []
         for image in images:
