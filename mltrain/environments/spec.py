@@ -126,8 +126,11 @@ class EnvironmentSpec:
 
 def check_name(name: str) -> None:
     if name.startswith(RESERVED_PREFIX) and name not in CURATED:
-        # every curated name shares the prefix, so only a near spelling of a whole name counts as close
-        close = difflib.get_close_matches(name, list(CURATED), n=3, cutoff=0.75)
+        # every curated name shares the prefix, so only a near spelling of what follows it counts as close
+        # ('AzureML-mine' is no misspelling of AzureML-mldesigner, though the whole names are 75 % alike)
+        suffixes = {c[len(RESERVED_PREFIX):]: c for c in CURATED if c.startswith(RESERVED_PREFIX)}
+        close = [suffixes[s] for s in difflib.get_close_matches(name[len(RESERVED_PREFIX):], list(suffixes), n=3,
+                                                                cutoff=0.75)]
         if close:
             raise ConfigError("environment.name", f"'{name}' is not a curated environment; closest: {', '.join(close)}")
         raise ConfigError("environment.name", f"the '{RESERVED_PREFIX}' prefix is reserved for curated environments; "
