@@ -59,6 +59,18 @@ def plain_rate(env: Dict[str, str], work: Path, train_dir: Path, a: argparse.Nam
     return epoch_rates([float(x) for x in out.stdout.split()])
 
 
+def amp_step(model, opt, scaler, loss_fn, x, y, amp: bool) -> None:
+    """One training step of PyTorch's documented AMP recipe (autocast float16, GradScaler); `amp` False: float32."""
+    import torch
+
+    with torch.autocast(x.device.type, dtype=torch.float16, enabled=amp):
+        loss = loss_fn(model(x), y)
+    opt.zero_grad()
+    scaler.scale(loss).backward()
+    scaler.step(opt)
+    scaler.update()
+
+
 def plain_loop(a: argparse.Namespace) -> None:
     """The baseline: what a user writes without mltrain. Prints each epoch's train images/second."""
     import torch
@@ -88,12 +100,7 @@ def plain_loop(a: argparse.Namespace) -> None:
             x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
             if cuda:
                 x = x.contiguous(memory_format=torch.channels_last)
-            with torch.autocast(device.type, dtype=torch.float16, enabled=a.amp and cuda):
-                loss = loss_fn(model(x), y)
-            opt.zero_grad()
-            scaler.scale(loss).backward()
-            scaler.step(opt)
-            scaler.update()
+            amp_step(model, opt, scaler, loss_fn, x, y, a.amp and cuda)
             seen += y.size(0)
         if cuda:
             torch.cuda.synchronize()

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Dict, List
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_gpu import mltrain_cmd  # noqa: E402
+from bench_gpu import amp_step, mltrain_cmd  # noqa: E402
 from bench_input import make_photos  # noqa: E402
 
 CLASSES = 4
@@ -89,12 +89,7 @@ def ceiling(a: argparse.Namespace) -> None:
     for _epoch in range(a.epochs):
         start = time.perf_counter()
         for _ in range(steps):
-            with torch.autocast(device.type, dtype=torch.float16, enabled=cuda):
-                loss = loss_fn(model(x), y)
-            opt.zero_grad()
-            scaler.scale(loss).backward()
-            scaler.step(opt)
-            scaler.update()
+            amp_step(model, opt, scaler, loss_fn, x, y, cuda)
         if cuda:
             torch.cuda.synchronize()
         print(f"{steps * a.batch / (time.perf_counter() - start):.2f}", flush=True)
@@ -129,12 +124,7 @@ def plain(a: argparse.Namespace) -> None:
             x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
             if cuda:
                 x = x.contiguous(memory_format=torch.channels_last)
-            with torch.autocast(device.type, dtype=torch.float16, enabled=cuda):
-                loss = loss_fn(model(x), y)
-            opt.zero_grad()
-            scaler.scale(loss).backward()
-            scaler.step(opt)
-            scaler.update()
+            amp_step(model, opt, scaler, loss_fn, x, y, cuda)
             seen += y.size(0)
         if cuda:
             torch.cuda.synchronize()
