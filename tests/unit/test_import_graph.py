@@ -66,7 +66,8 @@ LAYERS = [
     ["mltrain.components"],                                       # the built-in components the ranks run
     ["mltrain.backends", "mltrain.slurm_rank"],                   # local, mpi, slurm: driver and rank side
     ["mltrain.launch"],                                           # freezing, snapshot, dry run, orchestration
-    ["mltrain.sweeps", "mltrain.pipelines", "mltrain.models", "mltrain.tracking", "mltrain.azureml"],  # features
+    ["mltrain.sweeps", "mltrain.pipelines", "mltrain.models", "mltrain.tracking", "mltrain.azureml",
+     "mltrain.endpoints"],  # features
     ["mltrain.handle", "mltrain.history", "mltrain.api", "mltrain.cli", "mltrain.__main__", "mltrain",
      "mltrain.azureml.sdk_v2"],                                   # the top (sdk_v2: azure-ai-ml's MLClient on the API)
 ]

@@ -1,0 +1,368 @@
+"""Endpoints and deployments made, changed, asked about and deleted: the one engine every front end calls
+(`mltrain endpoints`, the v1 `Model.deploy` stand-ins, azure-ai-ml's online endpoint operations).
+
+A deployment is a server process (serve.py) started in a session of its own, in the deployment's environment
+(built as a run's is). `deploy` returns once the server answers its liveness probe, or raises with the line that
+says why it ended (the scoring script's init() error, a port in use); a deployment that failed leaves nothing
+running or listening. An update starts the new server beside the old one (both listen on the endpoint's port),
+then stops the old: requests keep being answered.
+"""
+from __future__ import annotations
+
+import http.client
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from mltrain.endpoints import inference_server, models_dir
+from mltrain.endpoints import record as records
+from mltrain.endpoints.record import LOG_FILE, DeploymentRecord, EndpointError, EndpointRecord
+from mltrain.environments.materialize import materialize
+from mltrain.environments.spec import EnvironmentSpec
+from mltrain.processes import pid_alive
+
+SERVE_MODULE = "mltrain.endpoints.serve"
+_PACKAGE_DIR = Path(__file__).resolve().parent.parent
+Log = Callable[[str], None]
+
+
+@dataclass
+class EndpointSpec:
+    name: str
+    auth_mode: str = "key"
+    host: str = "127.0.0.1"
+    port: int = 0  # 0: a free port, kept for the endpoint's life
+    description: str = ""
+    tags: Dict[str, str] = field(default_factory=dict)
+    kind: str = "managed"
+    cloud_settings: Dict[str, Any] = field(default_factory=dict)
+    traffic: Optional[Dict[str, int]] = None
+
+
+@dataclass
+class DeploymentSpec:
+    name: str
+    endpoint: str
+    models: List[Any] = field(default_factory=list)  # mltrain.models.registry.Model versions
+    scoring_script: Optional[str] = None  # relative to code_dir, or absolute; None: an MLflow model
+    code_dir: Optional[str] = None
+    environment: Optional[EnvironmentSpec] = None  # None: mltrain's own interpreter
+    instance_count: int = 1
+    request_timeout_ms: int = 5000
+    max_concurrent_requests_per_instance: int = 1
+    environment_variables: Dict[str, str] = field(default_factory=dict)
+    cloud_settings: Dict[str, Any] = field(default_factory=dict)
+    ready_timeout_s: float = 600.0
+
+
+# ------------------------------------------------------------------------------------------------ endpoints
+def create_or_update_endpoint(spec: EndpointSpec) -> EndpointRecord:
+    records.check_name(spec.name)
+    if spec.auth_mode not in records.AUTH_MODES:
+        raise EndpointError(f"endpoint {spec.name}: auth_mode '{spec.auth_mode}' is not one of {', '.join(records.AUTH_MODES)}")
+    with records.locked(spec.name):
+        if records.exists(spec.name):
+            record = records.load_endpoint(spec.name)
+            if spec.port and spec.port != record.port:
+                raise EndpointError(f"endpoint {spec.name} listens on port {record.port}; its port cannot change "
+                                    "(delete it and create it again)")
+            record.description = spec.description or record.description
+            record.tags.update(spec.tags)
+            record.cloud_settings.update(spec.cloud_settings)
+            if spec.auth_mode != record.auth_mode:
+                record.auth_mode = spec.auth_mode
+                if spec.auth_mode != "none" and not records.load_keys(spec.name):
+                    records.make_keys(spec.name)
+        else:
+            port = spec.port or free_port(spec.host)
+            _check_port(spec.host, port, spec.name)
+            record = EndpointRecord(name=spec.name, auth_mode=spec.auth_mode, host=spec.host, port=port,
+                                    description=spec.description, tags=dict(spec.tags), kind=spec.kind,
+                                    cloud_settings=dict(spec.cloud_settings), created=time.time())
+            if spec.auth_mode != "none":
+                records.make_keys(spec.name)
+        if spec.traffic is not None:
+            record.traffic = _checked_traffic(record, spec.traffic)
+        records.save_endpoint(record)
+    return record
+
+
+def set_traffic(name: str, traffic: Dict[str, int]) -> EndpointRecord:
+    with records.locked(name):
+        record = records.load_endpoint(name)
+        record.traffic = _checked_traffic(record, traffic)
+        records.save_endpoint(record)
+    return record
+
+
+def _checked_traffic(record: EndpointRecord, traffic: Dict[str, int]) -> Dict[str, int]:
+    known = records.deployment_names(record.name)
+    out: Dict[str, int] = {}
+    for name, share in traffic.items():
+        if name not in known:
+            raise EndpointError(f"endpoint {record.name}: traffic names deployment '{name}', which it does not have "
+                                f"(its deployments: {', '.join(known) or 'none'})")
+        try:
+            value = int(share)
+        except (TypeError, ValueError):
+            raise EndpointError(f"endpoint {record.name}: traffic for '{name}' is {share!r}; give a whole "
+                                "percentage from 0 to 100") from None
+        if not 0 <= value <= 100:
+            raise EndpointError(f"endpoint {record.name}: traffic for '{name}' is {value}; give 0 to 100")
+        out[name] = value
+    total = sum(out.values())
+    if out and total not in (0, 100):
+        raise EndpointError(f"endpoint {record.name}: traffic adds up to {total}; the shares must add up to 100 "
+                            "(or all be 0)")
+    return out
+
+
+def delete_endpoint(name: str) -> None:
+    with records.locked(name):
+        records.load_endpoint(name)
+        for deployment in records.deployment_names(name):
+            _stop(records.load_deployment(name, deployment))
+    shutil.rmtree(records.endpoint_dir(name), ignore_errors=True)
+
+
+def get_keys(name: str) -> Dict[str, str]:
+    record = records.load_endpoint(name)
+    if record.auth_mode == "none":
+        raise EndpointError(f"endpoint {name} has auth_mode none: it takes requests without a key")
+    return records.load_keys(name)
+
+
+def regenerate_keys(name: str) -> Dict[str, str]:
+    with records.locked(name):
+        records.load_endpoint(name)
+        return records.make_keys(name)
+
+
+# ---------------------------------------------------------------------------------------------- deployments
+def deploy(spec: DeploymentSpec, log: Log = print) -> DeploymentRecord:
+    """Create or update a deployment: its server is ready when this returns (or it raised, and nothing of the
+    new server is left running)."""
+    records.check_name(spec.name, "deployment")
+    endpoint = records.load_endpoint(spec.endpoint)
+    code_dir, script = _scoring_script(spec)
+    if spec.instance_count < 1:
+        raise EndpointError(f"deployment {spec.name}: instance_count is {spec.instance_count}; give 1 or more")
+    interpreter, environment = _environment(spec, log)
+    inference_server.ensure_layer(log)
+    with records.locked(spec.endpoint):
+        previous = records.load_deployment(spec.endpoint, spec.name) if spec.name in records.deployment_names(spec.endpoint) else None
+        folder = records.deployment_dir(spec.endpoint, spec.name)
+        folder.mkdir(parents=True, exist_ok=True)
+        record = DeploymentRecord(
+            name=spec.name, endpoint=spec.endpoint, scoring_script=script, code_dir=code_dir,
+            models=[models_dir.describe(m) for m in spec.models], environment=environment, interpreter=interpreter,
+            instance_count=spec.instance_count, request_timeout_ms=spec.request_timeout_ms,
+            max_concurrent_requests_per_instance=spec.max_concurrent_requests_per_instance,
+            environment_variables=dict(spec.environment_variables), port=free_port("127.0.0.1"),
+            cloud_settings=dict(spec.cloud_settings), started=time.time())
+        generation = int(time.time() * 1000)
+        record.model_dir = str(models_dir.lay_out(folder / f"azureml-models.{generation}", spec.models))
+        if previous is None:
+            _check_port(endpoint.host, endpoint.port, endpoint.name, ours=True)
+        records.save_deployment(record)
+        proc = _start(record, endpoint, folder)
+        record.pid = proc.pid
+        records.save_deployment(record)
+    error = _wait_ready(record, proc, spec.ready_timeout_s)
+    with records.locked(spec.endpoint):
+        if error is not None:
+            _stop(record, proc)
+            record.state, record.error, record.pid = "Failed", error, None
+            if previous is not None:  # the old server keeps serving, as Azure keeps the old version on a failed update
+                records.save_deployment(previous)
+            else:
+                records.save_deployment(record)
+            raise EndpointError(f"deployment {spec.name} of endpoint {spec.endpoint} failed: {error} "
+                                f"(its log: {folder / LOG_FILE})")
+        record.state, record.ready_s = "Succeeded", round(time.time() - record.started, 3)
+        records.save_deployment(record)
+        current = records.load_endpoint(spec.endpoint)
+        current.routes[spec.name] = record.port
+        if not current.traffic and previous is None and len(records.deployment_names(spec.endpoint)) == 1:
+            current.traffic = {spec.name: 100}  # the first deployment takes the traffic, as `az ml` does locally
+        current.traffic.setdefault(spec.name, 0)
+        records.save_endpoint(current)
+    if previous is not None:
+        _stop(previous)
+        _remove_old_models(folder, Path(record.model_dir))
+    log(f"deployment {spec.name} of endpoint {spec.endpoint} is ready ({record.ready_s:.1f} s): {endpoint.scoring_uri}")
+    return record
+
+
+def delete_deployment(endpoint: str, name: str) -> None:
+    with records.locked(endpoint):
+        record = records.load_endpoint(endpoint)
+        deployment = records.load_deployment(endpoint, name)
+        if record.traffic.get(name, 0) > 0 and sum(1 for v in record.traffic.values() if v > 0) > 1:
+            raise EndpointError(f"deployment {name} takes {record.traffic[name]}% of endpoint {endpoint}'s traffic; "
+                                "give its share to the others first")
+        record.traffic.pop(name, None)
+        record.routes.pop(name, None)
+        records.save_endpoint(record)
+        _stop(deployment)
+        shutil.rmtree(records.deployment_dir(endpoint, name), ignore_errors=True)
+
+
+def deployment_state(record: DeploymentRecord) -> Tuple[str, Optional[str]]:
+    """(state, why): what the record says, corrected by whether its server still runs."""
+    if record.state == "Succeeded" and (record.pid is None or not _is_server(record.pid)):
+        return "Failed", f"its server (pid {record.pid}) is not running: it was stopped or killed outside mltrain"
+    return record.state, record.error
+
+
+def logs(endpoint: str, name: str, lines: Optional[int] = None) -> str:
+    records.load_deployment(endpoint, name)
+    path = records.deployment_dir(endpoint, name) / LOG_FILE
+    text = path.read_text(errors="replace") if path.exists() else ""
+    return "\n".join(text.splitlines()[-lines:]) + "\n" if lines else text
+
+
+def invoke(endpoint: str, body: bytes, deployment: Optional[str] = None, path: str = "/score",
+           content_type: str = "application/json", timeout_s: float = 300.0) -> Tuple[int, bytes]:
+    """One request to the endpoint, with its key: (HTTP status, body)."""
+    record = records.load_endpoint(endpoint)
+    headers = {"Content-Type": content_type}
+    if record.auth_mode != "none":
+        headers["Authorization"] = f"Bearer {records.load_keys(endpoint).get('primaryKey', '')}"
+    if deployment is not None:
+        records.load_deployment(endpoint, deployment)
+        headers["azureml-model-deployment"] = deployment
+    host = "127.0.0.1" if record.host in ("0.0.0.0", "::") else record.host
+    connection = http.client.HTTPConnection(host, record.port, timeout=timeout_s)
+    try:
+        connection.request("POST", path, body=body, headers=headers)
+        answer = connection.getresponse()
+        return answer.status, answer.read()
+    except OSError as exc:
+        raise EndpointError(f"endpoint {endpoint} did not answer at {record.scoring_uri}: {exc}") from None
+    finally:
+        connection.close()
+
+
+def names() -> List[str]:
+    return records.list_names()
+
+
+# -------------------------------------------------------------------------------------------------- helpers
+def free_port(host: str) -> int:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def _check_port(host: str, port: int, endpoint: str, ours: bool = False) -> None:
+    """A port another program holds fails here, in one line, before any server starts. (Our own endpoint's
+    servers hold it with SO_REUSEPORT, so binding with the same flag tells the two apart.)"""
+    for other in records.list_names():
+        if other != endpoint and records.load_endpoint(other).port == port:
+            raise EndpointError(f"port {port} is endpoint {other}'s; give endpoint {endpoint} another port")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        try:
+            s.bind((host, port))
+        except OSError as exc:
+            raise EndpointError(f"port {port} on {host} is in use by another program ({exc.strerror}); give "
+                                f"endpoint {endpoint} another port, or stop that program") from None
+
+
+def _scoring_script(spec: DeploymentSpec) -> Tuple[Optional[str], Optional[str]]:
+    code = Path(spec.code_dir).expanduser().resolve() if spec.code_dir else None
+    if code is not None and not code.is_dir():
+        raise EndpointError(f"deployment {spec.name}: code folder {spec.code_dir} does not exist")
+    if spec.scoring_script is None:
+        if not any(models_dir.is_mlflow(m) for m in spec.models):
+            raise EndpointError(f"deployment {spec.name}: no scoring script; give one (code_configuration."
+                                "scoring_script, InferenceConfig(entry_script=...)) or deploy an MLflow model")
+        return str(code) if code else None, str(Path(__file__).with_name("mlflow_score.py"))
+    script = Path(spec.scoring_script).expanduser()
+    if not script.is_absolute():
+        script = (code or Path.cwd()) / script
+    if not script.is_file():
+        raise EndpointError(f"deployment {spec.name}: scoring script {script} does not exist")
+    return str(code or script.parent.resolve()), str(script.resolve())
+
+
+def _environment(spec: DeploymentSpec, log: Log) -> Tuple[str, Dict[str, Any]]:
+    if spec.environment is None:
+        return sys.executable, {"name": "current"}
+    info = materialize(spec.environment, containerized=False, check_mode="warn", log=log)
+    return str(info["interpreter"]), spec.environment.to_json()
+
+
+def _start(record: DeploymentRecord, endpoint: EndpointRecord, folder: Path) -> subprocess.Popen[bytes]:
+    env = dict(os.environ)
+    env.update(record.environment_variables)
+    shim = str(_PACKAGE_DIR / "_azureml_shim")
+    path = [str(inference_server.layer_dir()), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep)), shim]
+    env["PYTHONPATH"] = os.pathsep.join(path)
+    env["PYTHONUNBUFFERED"] = "1"
+    with open(folder / LOG_FILE, "ab") as out:
+        return subprocess.Popen([record.interpreter, "-m", SERVE_MODULE, str(folder)], stdout=out,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=str(folder),
+                                start_new_session=True)
+
+
+def _wait_ready(record: DeploymentRecord, proc: subprocess.Popen[bytes], timeout_s: float) -> Optional[str]:
+    """None once the server answers its liveness probe; else why it never will."""
+    deadline = time.monotonic() + timeout_s
+    log_path = records.deployment_dir(record.endpoint, record.name) / LOG_FILE
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            return inference_server.failure_line(log_path.read_text(errors="replace"))
+        try:
+            connection = http.client.HTTPConnection("127.0.0.1", record.port, timeout=2)
+            connection.request("GET", "/")
+            if connection.getresponse().status == 200:
+                return None
+        except OSError:
+            pass
+        time.sleep(0.05)
+    return f"its server was not ready after {timeout_s:.0f} s"
+
+
+def _is_server(pid: int) -> bool:
+    if not pid_alive(pid):
+        return False
+    try:
+        return SERVE_MODULE in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return True
+
+
+def _stop(record: DeploymentRecord, proc: Optional[subprocess.Popen[bytes]] = None) -> None:
+    """Stop the server's whole process group: gunicorn's quick shutdown (SIGINT), then SIGKILL."""
+    pid = record.pid
+    if pid is None or not (_is_server(pid) or proc is not None):
+        return
+    for sig, grace in ((signal.SIGINT, 5.0), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            break
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            if proc is not None and proc.poll() is not None:
+                return
+            if proc is None and not pid_alive(pid):
+                return
+            time.sleep(0.02)
+
+
+def _remove_old_models(folder: Path, keep: Path) -> None:
+    for old in folder.glob("azureml-models.*"):
+        if old.resolve() != keep.resolve():
+            shutil.rmtree(old, ignore_errors=True)
