@@ -16,7 +16,8 @@ from mltrain.config.paths import builtin_conf_dir, builtin_search_url, list_opti
 from mltrain.errors import MltrainError, RunCanceled, RunFailed
 
 MANAGEMENT = {"runs": "mltrain.cli.runs", "env": "mltrain.cli.env", "horovod": "mltrain.cli.horovod",
-              "models": "mltrain.cli.models", "ui": "mltrain.cli.ui", "job": "mltrain.cli.jobs"}
+              "models": "mltrain.cli.models", "ui": "mltrain.cli.ui", "job": "mltrain.cli.jobs",
+              "endpoints": "mltrain.cli.endpoints"}
 
 HELP = """\
 mltrain: Azure ML's PyTorch training, local-first and Slurm-native (Hydra + submitit).
@@ -29,6 +30,8 @@ usage: mltrain [-m] [GROUP=OPTION ...] [KEY=VALUE ...] [--dry-run] [--cfg job]
        mltrain models register NAME --run RUN --path outputs/model | models list [NAME] | models show NAME[:V]
        mltrain models download NAME[:VERSION] DIR [--exist-ok]
        mltrain env list | env show NAME | env save NAME DIR
+       mltrain endpoints create NAME | endpoints deploy ENDPOINT --name D --model M --code DIR --scoring-script F
+       mltrain endpoints create|deploy --file AZURE.yml | endpoints list|show|logs|invoke|traffic|keys|delete
        mltrain ui [--host H] [--port P]                   (MLflow's UI on the runs and models: needs mltrain[ui])
        mltrain job create --file JOB.yml [--set F=V] [--name N] [--dry-run] [--detach]   (an Azure ML v2 job file)
        mltrain horovod build [--force] | horovod check
