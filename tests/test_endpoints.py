@@ -1,0 +1,209 @@
+"""Online endpoints on this machine (`mltrain endpoints`, mltrain.endpoints): a registered model served by Azure's
+own inference server in a process of its own, checked from outside as a user would: the answers, the key, the
+traffic split, the logs, a failing init(), a port in use, a killed server, and that nothing is left listening.
+Each test makes its own files (the scoring scripts and YAML below), never copies of Azure's."""
+from __future__ import annotations
+
+import collections
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from support import pid_alive, run_mltrain, until
+
+SCORE = """
+import json, os
+def init():
+    global factor
+    with open(os.path.join(os.environ["AZUREML_MODEL_DIR"], "model", "factor.json")) as f:
+        factor = json.load(f)["factor"]
+def run(raw_data):
+    return {"answer": [x * factor for x in json.loads(raw_data)["data"]], "who": "%s"}
+"""
+
+
+@pytest.fixture(scope="session")
+def server_layer(tmp_path_factory):
+    """Azure's inference server installed once for the session: each test's home links to it (a user's home
+    installs it at its first deployment, as the first test here shows)."""
+    home = tmp_path_factory.mktemp("layer-home")
+    env = {**os.environ, "MLTRAIN_HOME": str(home)}
+    code = "from mltrain.endpoints import inference_server as s; print(s.ensure_layer(lambda m: None))"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    return Path(out.stdout.strip())
+
+
+@pytest.fixture
+def served(home, tmp_path, server_layer):
+    (home / "servers").mkdir()
+    (home / "servers" / server_layer.name).symlink_to(server_layer)
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "factor.json").write_text(json.dumps({"factor": 3}))
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "score.py").write_text(SCORE % "blue")
+    assert run_mltrain("models", "register", "triple", "--path", str(model), cwd=tmp_path).rc == 0
+    yield tmp_path
+    for name in json.loads(run_mltrain("endpoints", "list", "--json", cwd=tmp_path).out or "[]"):
+        run_mltrain("endpoints", "delete", name["name"], cwd=tmp_path)
+
+
+def _deploy(cwd: Path, endpoint: str, name: str, *extra: str):
+    return run_mltrain("endpoints", "deploy", endpoint, "--name", name, "--model", "triple", "--code", "code",
+                       "--scoring-script", "score.py", *extra, cwd=cwd)
+
+
+def _endpoint(cwd: Path, name: str) -> dict:
+    return json.loads(run_mltrain("endpoints", "show", name, "--json", cwd=cwd).out)
+
+
+def _port(uri: str) -> int:
+    return int(uri.rsplit(":", 1)[1].split("/")[0])
+
+
+def _post(port: int, body: bytes, headers: dict) -> tuple:
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        c.request("POST", "/score", body, {"Content-Type": "application/json", **headers})
+        r = c.getresponse()
+        return r.status, r.read()
+    finally:
+        c.close()
+
+
+def _refused(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) != 0
+
+
+def _servers(home: Path) -> list:
+    """Server processes of this test's home still running (by their command line)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                cmd = (proc / "cmdline").read_bytes().decode(errors="replace")
+                env = (proc / "environ").read_bytes().decode(errors="replace")
+            except OSError:
+                continue
+            if "mltrain.endpoints.serve" in cmd and f"MLTRAIN_HOME={home}\0" in env and pid_alive(int(proc.name)):
+                found.append(int(proc.name))
+    return found
+
+
+def test_deploy_invoke_update_logs_and_delete(served, home):
+    created = run_mltrain("endpoints", "create", "shop", cwd=served)
+    assert created.rc == 0, created.err
+    first = _deploy(served, "shop", "blue")
+    assert first.rc == 0, first.err
+    assert "is ready" in first.out
+    answer = run_mltrain("endpoints", "invoke", "shop", "--data", '{"data": [1, 2]}', cwd=served)
+    assert answer.rc == 0, answer.err
+    assert json.loads(answer.out) == {"answer": [3, 6], "who": "blue"}
+    shown = _endpoint(served, "shop")
+    assert [d["state"] for d in shown["deployments"]] == ["Succeeded"] and shown["deployments"][0]["traffic"] == 100
+    old_pid = shown["deployments"][0]["pid"]
+    # an update: the new server starts beside the old one, then the old one stops
+    (served / "code" / "score.py").write_text(SCORE % "blue, updated")
+    assert _deploy(served, "shop", "blue").rc == 0
+    answer = run_mltrain("endpoints", "invoke", "shop", "--data", '{"data": [5]}', cwd=served)
+    assert json.loads(answer.out) == {"answer": [15], "who": "blue, updated"}
+    until(lambda: not pid_alive(old_pid), 10, "the old server to stop")
+    logs = run_mltrain("endpoints", "logs", "shop", cwd=served)
+    assert "POST /score 200" in logs.out and "Users's init has completed successfully" in logs.out
+    port = _port(shown["scoring_uri"])
+    assert run_mltrain("endpoints", "delete", "shop", cwd=served).rc == 0
+    assert _refused(port), "the endpoint's port still answers after delete"
+    assert _servers(home) == []
+    assert run_mltrain("endpoints", "list", cwd=served).out.strip() == "no endpoints"
+
+
+def test_key_traffic_split_and_named_deployment(served):
+    assert run_mltrain("endpoints", "create", "split", cwd=served).rc == 0
+    assert _deploy(served, "split", "blue").rc == 0
+    (served / "code" / "score.py").write_text(SCORE % "green")
+    assert _deploy(served, "split", "green").rc == 0
+    port = _port(_endpoint(served, "split")["scoring_uri"])
+    body = b'{"data": [1]}'
+    status, text = _post(port, body, {})
+    assert status == 401 and b"needs a key" in text
+    assert _post(port, body, {"Authorization": "Bearer not-the-key"})[0] == 401
+    key = json.loads(run_mltrain("endpoints", "keys", "split", cwd=served).out)["primaryKey"]
+    auth = {"Authorization": f"Bearer {key}"}
+    # a new deployment takes no traffic until given some; a request may still name it
+    assert {json.loads(_post(port, body, auth)[1])["who"] for _ in range(20)} == {"blue"}
+    assert json.loads(_post(port, body, {**auth, "azureml-model-deployment": "green"})[1])["who"] == "green"
+    assert run_mltrain("endpoints", "traffic", "split", "blue=70", "green=30", cwd=served).rc == 0
+    counts = collections.Counter(json.loads(_post(port, body, auth)[1])["who"] for _ in range(300))
+    assert 0.2 < counts["green"] / 300 < 0.4, counts
+    bad = run_mltrain("endpoints", "traffic", "split", "blue=70", "green=20", cwd=served)
+    assert bad.rc != 0 and bad.err.count("\n") == 1 and "add up to 100" in bad.err
+    refused = run_mltrain("endpoints", "delete", "split", "--deployment", "green", cwd=served)
+    assert refused.rc != 0 and "30%" in refused.err
+
+
+def test_a_failing_init_is_one_line_and_leaves_nothing(served, home):
+    (served / "code" / "score.py").write_text("def init():\n    raise ValueError('weights file is corrupt')\n"
+                                              "def run(raw):\n    return raw\n")
+    assert run_mltrain("endpoints", "create", "broken", cwd=served).rc == 0
+    port = _port(_endpoint(served, "broken")["scoring_uri"])
+    failed = _deploy(served, "broken", "blue")
+    assert failed.rc != 0
+    assert failed.err.count("\n") == 1 and "ValueError: weights file is corrupt" in failed.err, failed.err
+    assert "Traceback" not in failed.err
+    assert _refused(port) and _servers(home) == []
+    shown = _endpoint(served, "broken")["deployments"]
+    assert shown[0]["state"] == "Failed" and "weights file is corrupt" in shown[0]["error"]
+    assert "weights file is corrupt" in run_mltrain("endpoints", "logs", "broken", cwd=served).out
+
+
+def test_a_port_in_use_and_a_killed_server(served, home):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        refused = run_mltrain("endpoints", "create", "clash", "--port", str(port), cwd=served)
+        assert refused.rc != 0 and refused.err.count("\n") == 1 and f"port {port}" in refused.err
+    assert "no endpoints" in run_mltrain("endpoints", "list", cwd=served).out
+    assert run_mltrain("endpoints", "create", "victim", cwd=served).rc == 0
+    assert _deploy(served, "victim", "blue").rc == 0
+    pid = _endpoint(served, "victim")["deployments"][0]["pid"]
+    os.killpg(pid, signal.SIGKILL)
+    until(lambda: not pid_alive(pid), 10, "the server to die")
+    listed = run_mltrain("endpoints", "list", cwd=served).out
+    assert "Failed" in listed and "not running" in listed, listed
+    assert run_mltrain("endpoints", "delete", "victim", cwd=served).rc == 0
+
+
+def test_azure_endpoint_and_deployment_files(served):
+    (served / "endpoint.yml").write_text(
+        "$schema: https://azuremlschemas.azureedge.net/latest/managedOnlineEndpoint.schema.json\n"
+        "name: from-files\nauth_mode: key\n")
+    (served / "blue.yml").write_text(
+        "$schema: https://azuremlschemas.azureedge.net/latest/managedOnlineDeployment.schema.json\n"
+        "name: blue\nendpoint_name: from-files\nmodel:\n  path: model\ncode_configuration:\n  code: code\n"
+        "  scoring_script: score.py\ninstance_type: Standard_DS3_v2\ninstance_count: 2\n"
+        "request_settings:\n  request_timeout_ms: 3000\n")
+    (served / "request.json").write_text('{"data": [2]}')
+    assert run_mltrain("endpoints", "create", "--file", "endpoint.yml", cwd=served).rc == 0
+    deployed = run_mltrain("endpoints", "deploy", "--file", "blue.yml", "--all-traffic", cwd=served)
+    assert deployed.rc == 0, deployed.err
+    assert "instance_type" in deployed.out  # said once: it means something in Azure's cloud only
+    answer = run_mltrain("endpoints", "invoke", "from-files", "--request-file", "request.json", cwd=served)
+    assert json.loads(answer.out)["answer"] == [6]
+    # the inline model was registered, as `az ml` registers an anonymous one
+    assert "from-files-blue" in run_mltrain("models", "list", cwd=served).out
+    typo = served / "typo.yml"
+    typo.write_text((served / "blue.yml").read_text().replace("instance_count", "instance_cont"))
+    bad = run_mltrain("endpoints", "deploy", "--file", "typo.yml", cwd=served)
+    assert bad.rc != 0 and bad.err.count("\n") == 1 and "instance_count" in bad.err, bad.err
