@@ -12,11 +12,9 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-
 from support import pid_alive, run_mltrain, until
 
 SCORE = """
