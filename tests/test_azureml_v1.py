@@ -452,9 +452,9 @@ from azureml.core.compute import ComputeTarget
 from azureml.core.compute_target import ComputeTargetException
 
 ws = Workspace.from_config()
-calls = [lambda: Model.deploy(ws, 'svc', [], None, None),
-         lambda: InferenceConfig(entry_script='score.py'),
-         lambda: AciWebservice.deploy_configuration(cpu_cores=1, memory_gb=1),
+calls = [lambda: Model.package(ws, [], None),
+         lambda: InferenceConfig(entry_script='score.py', extra_docker_file_steps='steps.txt'),
+         lambda: AciWebservice.deploy_from_model(ws, 'svc', [], None),
          lambda: HyperDriveStep('hd', None),
          lambda: Run.get_context().get_snapshot_id()]
 for call in calls:
@@ -469,7 +469,7 @@ except ComputeTargetException as exc:
 """)
     lines = [line for line in out.stdout.splitlines() if line.startswith("ONE ")]
     assert len(lines) == 5 and all(line.startswith("ONE 0 ") for line in lines)
-    for name in ("Model.deploy", "InferenceConfig", "AciWebservice.deploy_configuration", "HyperDriveStep",
+    for name in ("Model.package", "InferenceConfig(extra_docker_file_steps=...)", "Webservice.deploy_from_model", "HyperDriveStep",
                  "Run.get_snapshot_id"):
         assert any(f"ONE 0 {name} is not available in mltrain's Azure ML stand-in" in line for line in lines), name
     assert "MISSING ComputeTargetNotFound: Compute Target with name nowhere not found in provided workspace" in out.stdout

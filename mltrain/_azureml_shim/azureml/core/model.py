@@ -1,13 +1,24 @@
 """`Model`: Azure's model registry on mltrain's (MLflow's registry under mltrain's home: `mltrain models ...`
-shows the same versions). Deployment has no local service here and is refused in one line."""
+shows the same versions). `Model.deploy` serves models on this machine (azureml.core.webservice: an ACI, AKS or
+local service is an mltrain endpoint of the same name); what needs Azure's container registry (`Model.package`,
+an InferenceConfig's own Docker steps) is refused in one line.
+
+Inside a deployment (the server sets AZUREML_MODEL_DIR) `Model.get_model_path` answers from the deployed models'
+folder, as Azure's does in its containers: `$AZUREML_MODEL_DIR/<file>` for one model, and
+`$AZUREML_MODEL_DIR/<name>/<version>/<file>` for several."""
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from azureml.exceptions import ModelNotFoundException, UserErrorException
+from azureml.exceptions import ModelNotFoundException, UserErrorException, WebserviceException
 
-DEPLOY_INSTEAD = ("mltrain trains and registers models; serve one with your own server (model.download() gives "
-                  "its files; `mltrain job=score_image_model` scores images in a run)")
+DEPLOY_INSTEAD = ("mltrain serves models on this machine with Model.deploy (ACI, AKS and local services alike; "
+                  "`mltrain endpoints list` shows them); building or pushing a Docker image needs Azure's container "
+                  "registry")
+MODEL_DIR_ENV = "AZUREML_MODEL_DIR"
+AZUREML_IMAGES = "mcr.microsoft.com/azureml/"
 
 
 def _registry() -> Any:
@@ -78,7 +89,15 @@ class Model:
 
     @staticmethod
     def get_model_path(model_name: str, version: Optional[int] = None, _workspace: Any = None) -> str:
-        return str(_registry()(model_name, version).source)
+        if version is not None and not isinstance(version, int):
+            raise WebserviceException("version should be an int")
+        deployed = os.environ.get(MODEL_DIR_ENV)
+        if deployed:
+            return _deployed_path(deployed, model_name, version)
+        try:
+            return str(_registry()(model_name, version).source)
+        except _errors() as exc:
+            raise ModelNotFoundException(str(exc)) from None
 
     def download(self, target_dir: str = ".", exist_ok: bool = False, exists_ok: Optional[bool] = None) -> str:
         try:
@@ -106,30 +125,109 @@ class Model:
         return dict(self._m.to_json(), id=self.id)
 
     @staticmethod
-    def deploy(*args: Any, **kwargs: Any) -> Any:
-        from azureml.core._bridge import unsupported
+    def deploy(workspace: Any, name: str, models: List[Any], inference_config: Optional[InferenceConfig] = None,
+               deployment_config: Any = None, deployment_target: Any = None, overwrite: bool = False,
+               show_output: bool = False) -> Any:
+        """A service on this machine (AciWebservice by default, as Azure's default target is ACI); a scoring
+        script whose init() fails leaves a service in state Failed: wait_for_deployment() raises its error."""
+        from azureml.core.webservice.webservice import deploy_service
 
-        unsupported("Model.deploy", DEPLOY_INSTEAD)
+        return deploy_service(workspace, name, models, inference_config, deployment_config, deployment_target,
+                              overwrite, show_output)
 
     @staticmethod
     def package(*args: Any, **kwargs: Any) -> Any:
         from azureml.core._bridge import unsupported
 
-        unsupported("Model.package", DEPLOY_INSTEAD)
+        unsupported("Model.package", "it builds a Docker image in Azure's container registry; serve the model on this "
+                                     "machine with Model.deploy (LocalWebservice.deploy_configuration(port=...) for a "
+                                     "fixed port)")
 
     @staticmethod
     def profile(*args: Any, **kwargs: Any) -> Any:
         from azureml.core._bridge import unsupported
 
-        unsupported("Model.profile", DEPLOY_INSTEAD)
+        unsupported("Model.profile", "it measures a service in Azure's cloud; deploy the model with Model.deploy and "
+                                     "time service.run(...) on this machine")
 
     def __repr__(self) -> str:
         return f"Model(workspace={getattr(self.workspace, 'name', None)!r}, name={self.name}, id={self.id}, " \
                f"version={self.version}, tags={self.tags}, properties={self.properties})"
 
 
+def _deployed_path(model_dir: str, name: str, version: Optional[int]) -> str:
+    """Azure's rule inside a deployment: azureml-models/<name>/<version> holds one file or folder, the model."""
+    base = Path(model_dir)
+    if base.name.isdigit() and base.parent.name == name:  # one model: AZUREML_MODEL_DIR is its version's folder
+        versions = {base.name: model_dir}
+    elif (base / name).is_dir():  # several: AZUREML_MODEL_DIR holds <name>/<version>/ for each
+        versions = {p.name: os.path.join(model_dir, name, p.name) for p in (base / name).iterdir() if p.is_dir()}
+    else:
+        versions = {}
+    if not versions:
+        deployed = sorted(p.name for p in base.iterdir() if p.is_dir()) if base.is_dir() and not base.name.isdigit() \
+            else [base.parent.name]
+        raise ModelNotFoundException(f"Model {name} is not deployed in this service (its models: "
+                                     f"{', '.join(deployed) or 'none'}; AZUREML_MODEL_DIR={model_dir})")
+    wanted = str(version) if version is not None else max(versions, key=lambda v: int(v) if v.isdigit() else -1)
+    if wanted not in versions:
+        raise ModelNotFoundException(f"Model {name} version {version} is not deployed in this service (deployed "
+                                     f"versions: {', '.join(sorted(versions))})")
+    entries = sorted(os.listdir(versions[wanted]))
+    if len(entries) != 1:
+        raise WebserviceException(f"Dir {versions[wanted]} can contain only 1 file or folder. Found {entries}")
+    return os.path.join(versions[wanted], entries[0])
+
+
 class InferenceConfig:
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    """What a service runs: the scoring script (its init() and run(input_data)), its folder and its environment.
+
+    `environment` is an Environment (built on this machine as a run's is; None: this interpreter). The old
+    style, `runtime='python'` with `conda_file`, becomes an environment built from that file. Azure ML's own
+    base images carry an OS and conda only, so `base_image` naming one is kept in the record and said once;
+    another image, and `extra_docker_file_steps`, would be built in Azure's container registry: refused."""
+
+    def __init__(self, entry_script: Optional[str] = None, runtime: Optional[str] = None,
+                 conda_file: Optional[str] = None, extra_docker_file_steps: Optional[str] = None,
+                 source_directory: Optional[str] = None, enable_gpu: Optional[bool] = None,
+                 description: Optional[str] = None, base_image: Optional[str] = None,
+                 base_image_registry: Any = None, cuda_version: Optional[str] = None, environment: Any = None) -> None:
         from azureml.core._bridge import unsupported
 
-        unsupported("InferenceConfig", DEPLOY_INSTEAD)
+        self.entry_script, self.runtime, self.conda_file = entry_script, runtime, conda_file
+        self.extra_docker_file_steps, self.source_directory = extra_docker_file_steps, source_directory
+        self.enable_gpu, self.description, self.base_image = enable_gpu, description, base_image
+        self.base_image_registry, self.cuda_version, self.environment = base_image_registry, cuda_version, environment
+        if environment is not None:
+            clash = [k for k in ("runtime", "conda_file", "extra_docker_file_steps", "enable_gpu", "base_image",
+                                 "cuda_version") if getattr(self, k) is not None]
+            if clash:
+                raise WebserviceException(f"InferenceConfig: environment= and {', '.join(clash)}= were both given; the "
+                                          "environment says what the service runs in: give one or the other")
+        if runtime is not None and str(runtime).lower() not in ("python", "spark-py"):
+            raise WebserviceException(f"InferenceConfig: runtime '{runtime}' is not one of python, spark-py")
+        if runtime is not None and str(runtime).lower() == "spark-py":
+            unsupported("InferenceConfig(runtime='spark-py')", "mltrain runs no Spark; use runtime='python' or an "
+                                                                "environment")
+        if extra_docker_file_steps is not None:
+            unsupported("InferenceConfig(extra_docker_file_steps=...)", "Dockerfile steps build an image in Azure's "
+                        "container registry; put what they install in the environment's conda or pip packages")
+        if base_image is not None and not str(base_image).startswith(AZUREML_IMAGES):
+            unsupported("InferenceConfig(base_image=...)", "a custom image is built in Azure's container registry and "
+                        "the service runs on this machine: give environment=Environment(...) with the image's packages")
+        if conda_file is not None and not os.path.isfile(self._path(conda_file)):
+            raise WebserviceException(f"InferenceConfig: conda_file {self._path(conda_file)} does not exist")
+
+    def _path(self, path: str) -> str:
+        """A path as Azure reads it: relative to source_directory when one is given."""
+        return os.path.join(self.source_directory, path) if self.source_directory and not os.path.isabs(path) else path
+
+    def _unapplied(self) -> Dict[str, Any]:
+        """The settings that mean something only in Azure's image build: kept in the record, said once."""
+        keys = ("enable_gpu", "cuda_version", "base_image", "base_image_registry")
+        return {k: getattr(self, k) for k in keys if getattr(self, k) is not None}
+
+    def __repr__(self) -> str:
+        return (f"InferenceConfig(entry_script={self.entry_script}, runtime={self.runtime}, "
+                f"conda_file={self.conda_file}, source_directory={self.source_directory}, "
+                f"environment={getattr(self.environment, 'name', None)})")

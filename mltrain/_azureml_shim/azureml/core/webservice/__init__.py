@@ -1,38 +1,16 @@
-"""azureml.core.webservice: deployment targets, which have no local service in mltrain: each is one line."""
-from typing import Any
+"""azureml.core.webservice: v1 services (ACI, AKS, local), each served on this machine by mltrain's endpoint
+engine: a v1 service NAME is the endpoint NAME (`mltrain endpoints show NAME`) with one deployment."""
+from azureml.core._refused import module_getattr
+from azureml.core.webservice.aci import AciServiceDeploymentConfiguration, AciWebservice
+from azureml.core.webservice.aks import AksServiceDeploymentConfiguration, AksWebservice
+from azureml.core.webservice.local import LocalWebservice, LocalWebserviceDeploymentConfiguration
+from azureml.core.webservice.webservice import Webservice, WebserviceDeploymentConfiguration
 
-from azureml.core.model import DEPLOY_INSTEAD
+__getattr__ = module_getattr("azureml.core.webservice", {
+    "AksEndpoint": "an AKS endpoint's versions and traffic are an online endpoint's deployments here: "
+                   "`mltrain endpoints deploy` and `mltrain endpoints traffic`",
+})
 
-
-class _Refused:
-    _what = "Webservice"
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        from azureml.core._bridge import unsupported
-
-        unsupported(self._what, DEPLOY_INSTEAD)
-
-    @classmethod
-    def deploy_configuration(cls, *args: Any, **kwargs: Any) -> Any:
-        from azureml.core._bridge import unsupported
-
-        unsupported(f"{cls._what}.deploy_configuration", DEPLOY_INSTEAD)
-
-
-class Webservice(_Refused):
-    _what = "Webservice"
-
-
-class AciWebservice(_Refused):
-    _what = "AciWebservice"
-
-
-class AksWebservice(_Refused):
-    _what = "AksWebservice"
-
-
-class LocalWebservice(_Refused):
-    _what = "LocalWebservice"
-
-
-__all__ = ["AciWebservice", "AksWebservice", "LocalWebservice", "Webservice"]
+__all__ = ["AciServiceDeploymentConfiguration", "AciWebservice", "AksServiceDeploymentConfiguration", "AksWebservice",
+           "LocalWebservice", "LocalWebserviceDeploymentConfiguration", "Webservice",
+           "WebserviceDeploymentConfiguration"]
