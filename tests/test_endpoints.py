@@ -126,7 +126,7 @@ def test_deploy_invoke_update_logs_and_delete(served, home):
     assert run_mltrain("endpoints", "list", cwd=served).out.strip() == "no endpoints"
 
 
-def test_key_traffic_split_and_named_deployment(served):
+def test_key_traffic_split_and_named_deployment(served, home):
     assert run_mltrain("endpoints", "create", "split", cwd=served).rc == 0
     assert _deploy(served, "split", "blue").rc == 0
     (served / "code" / "score.py").write_text(SCORE % "green")
@@ -137,6 +137,8 @@ def test_key_traffic_split_and_named_deployment(served):
     assert status == 401 and b"needs a key" in text
     assert _post(port, body, {"Authorization": "Bearer not-the-key"})[0] == 401
     key = json.loads(run_mltrain("endpoints", "keys", "split", cwd=served).out)["primaryKey"]
+    keys_file = home / "endpoints" / "split" / "keys.json"
+    assert key in keys_file.read_text() and keys_file.stat().st_mode & 0o777 == 0o600  # readable by the user alone
     auth = {"Authorization": f"Bearer {key}"}
     # a new deployment takes no traffic until given some; a request may still name it
     assert {json.loads(_post(port, body, auth)[1])["who"] for _ in range(20)} == {"blue"}
