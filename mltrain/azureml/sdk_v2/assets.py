@@ -53,12 +53,8 @@ class ModelOperations:
     def create_or_update(self, model: Any, **kwargs: Any) -> Any:
         """Register `model.path` (a local file or folder, or a job's output: `azureml://jobs/NAME/outputs/...`)
         as the next version of `model.name`."""
-        from mltrain.models.registry import Model as Registered  # heavy
-
-        run, path = _model_source(str(model.path))
         try:
-            registered = Registered.register(model.name, path, run=run, tags=dict(model.tags or {}),
-                                             properties=dict(model.properties or {}), description=model.description)
+            registered = register_model(model, str(model.name))
         except MltrainError as exc:
             raise _azure().ValidationException(message=str(exc), no_personal_data_message="model not registered") from None
         return self._entity(registered, getattr(model, "type", None))
@@ -91,6 +87,16 @@ class ModelOperations:
         return Model(name=registered.name, version=str(registered.version), path=registered.source, type=kind,
                      description=registered.description or None, tags=dict(registered.tags),
                      properties=dict(registered.properties))
+
+
+def register_model(model: Any, name: str) -> Any:
+    """A Model entity's files registered in mltrain's registry as the next version of `name`
+    (mltrain.models.registry.Model); raises MltrainError in one line."""
+    from mltrain.models.registry import Model as Registered  # heavy
+
+    run, path = _model_source(str(model.path))
+    return Registered.register(name, path, run=run, tags={str(k): str(v) for k, v in (model.tags or {}).items()},
+                               properties=dict(model.properties or {}), description=model.description)
 
 
 def _model_source(path: str) -> tuple:
@@ -195,17 +201,25 @@ class ComponentOperations:
 
 # ------------------------------------------------------------------------------------- environments
 
+def environment_file(name: str) -> Optional[Path]:
+    """The file of a curated environment (NAME or AzureML-NAME) or of the workspace's own, or None."""
+    for base in (workspace_dir(), builtin_conf_dir()):
+        for candidate in (name, f"AzureML-{name}"):
+            if (base / "environment" / f"{candidate}.yaml").is_file():
+                return base / "environment" / f"{candidate}.yaml"
+    return None
+
+
 class EnvironmentOperations:
     """Curated environments (mltrain's catalog) and the workspace's own (`.mltrain/environment/NAME.yaml`)."""
 
     def get(self, name: str, version: Optional[str] = None, label: Optional[str] = None, **kwargs: Any) -> Any:
         from azure.ai.ml.entities import Environment  # optional
 
-        for base in (workspace_dir(), builtin_conf_dir()):
-            for candidate in (name, f"AzureML-{name}"):
-                if (base / "environment" / f"{candidate}.yaml").is_file():
-                    return Environment(name=name, version=str(version or "1"),
-                                       description=f"mltrain environment {candidate} ({base / 'environment'})")
+        file = environment_file(name)
+        if file is not None:
+            return Environment(name=name, version=str(version or "1"),
+                               description=f"mltrain environment {file.stem} ({file.parent})")
         raise _not_found("Environment", name, f"not curated and no {workspace_dir() / 'environment' / (name + '.yaml')}; "
                                               "`mltrain env list` shows the curated ones")
 

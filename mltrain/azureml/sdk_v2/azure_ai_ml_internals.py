@@ -20,6 +20,11 @@ them here. What a job file would say is read from the entity:
   by Azure's own `_refine_component`, as Azure's ComponentOperations does.
 - `workspace`: a Workspace entity carrying its Azure resource id (`_id`), which the SDK sets only from the service's
   answer (`Workspace.id` is read-only); notebooks split it to read the subscription and resource group back.
+- `is_anonymous`: whether an asset entity was given no name (`_is_anonymous`: `Model(path=...)` gets a hash for its
+  name), so that a deployment registers it under a name of its own, as the YAML front end names an inline model.
+- `online_endpoint` / `online_deployment`: the entities Azure's service answers with, carrying what only the service
+  fills in (`scoring_uri`, `openapi_uri`, `provisioning_state`): their constructors take these as keyword arguments
+  that only OnlineEndpoint documents, and OnlineDeployment not at all (read-only properties otherwise).
 """
 from __future__ import annotations
 
@@ -86,3 +91,18 @@ def compute(name: str, description: str, size: str, max_instances: int, created_
 
     return AmlCompute(name=name, description=description, size=size, min_instances=0, max_instances=max_instances,
                       location="local", provisioning_state="Succeeded", created_on=created_on)
+
+
+def is_anonymous(asset: Any) -> bool:
+    """Whether an asset entity (a Model, an Environment) was made without a name."""
+    return bool(getattr(asset, "_is_anonymous", False))
+
+
+def online_endpoint(cls: Any, scoring_uri: str, openapi_uri: str, provisioning_state: str, **fields: Any) -> Any:
+    """An online endpoint entity of class `cls` as the service returns it."""
+    return cls(scoring_uri=scoring_uri, openapi_uri=openapi_uri, provisioning_state=provisioning_state, **fields)
+
+
+def online_deployment(cls: Any, provisioning_state: str, **fields: Any) -> Any:
+    """An online deployment entity of class `cls` as the service returns it."""
+    return cls(provisioning_state=provisioning_state, **fields)

@@ -7,7 +7,8 @@ this client when mltrain is selected (mltrain.azureml.sdk_v2.hook), and its `job
 
 Entities are azure-ai-ml's own (the user built them with its builders); what comes back is the submitted
 job entity with mltrain's run name, status and a `studio_url` on `mltrain ui`. Errors are azure-ai-ml's
-exception types carrying mltrain's one line.
+exception types carrying mltrain's one line. Its assets are sdk_v2.assets', its online endpoints and deployments
+sdk_v2.online's (servers on this machine, mltrain.endpoints).
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, Iterator, Optional
 
-from mltrain.azureml.sdk_v2 import assets, operations
+from mltrain.azureml.sdk_v2 import assets, online, operations
 from mltrain.azureml.sdk_v2 import submit as submission
 from mltrain.errors import MltrainError
 from mltrain.handle import Run
@@ -56,6 +57,10 @@ class MLClient:
         self.data: Any = assets.DataOperations()
         self.components: Any = assets.ComponentOperations()
         self.environments: Any = assets.EnvironmentOperations()
+        self.online_endpoints = online.OnlineEndpointOperations()
+        self.online_deployments = online.OnlineDeploymentOperations()
+        self.batch_endpoints = online.BatchOperations("batch_endpoints")
+        self.batch_deployments = online.BatchOperations("batch_deployments")
         if registry_name is not None:  # Azure's registries (models, components, environments shared across
             # workspaces) have no counterpart here: every call on them is one line naming it
             for kind in ("models", "data", "components", "environments"):
@@ -75,16 +80,33 @@ class MLClient:
         kind = type(entity).__name__
         if kind in ("Command", "Sweep", "CommandJob", "SweepJob", "PipelineJob"):
             return self.jobs.create_or_update(entity, **kwargs)
+        if self._online(entity) is not None:
+            done = self.begin_create_or_update(entity, **kwargs)
+            return done.result() if isinstance(done, _Done) else done  # local=True: the entity itself
         by_kind = {"Model": self.models, "Data": self.data, "Environment": self.environments}
         operations = by_kind.get(kind) or (self.components if kind.endswith("Component") else None)
         if operations is None:
             raise _azure().ValidationException(
-                message=f"MLClient.create_or_update({kind}): mltrain's client makes jobs, models, data, components "
-                        "and environments", no_personal_data_message="unsupported entity")
+                message=f"MLClient.create_or_update({kind}): mltrain's client makes jobs, models, data, components, "
+                        "environments and online endpoints and deployments", no_personal_data_message="unsupported entity")
         return operations.create_or_update(entity, **kwargs)
 
     def begin_create_or_update(self, entity: Any, **kwargs: Any) -> Any:
+        online_operations = self._online(entity)
+        if online_operations is not None:
+            return online_operations.begin_create_or_update(entity, **kwargs)
         return _Done(self.create_or_update(entity, **kwargs))
+
+    def _online(self, entity: Any) -> Any:
+        """The operations of an online endpoint or deployment entity; a batch one is refused in one line."""
+        kinds = {cls.__name__ for cls in type(entity).__mro__}
+        if kinds & {"BatchEndpoint", "BatchDeployment"}:
+            raise online.refuse_batch(entity)
+        if "OnlineEndpoint" in kinds:
+            return self.online_endpoints
+        if "OnlineDeployment" in kinds:
+            return self.online_deployments
+        return None
 
     def __repr__(self) -> str:
         return f"MLClient(mltrain, workspace={self.workspace_name!r}, home={str(mltrain_home())!r})"
