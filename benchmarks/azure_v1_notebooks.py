@@ -11,7 +11,8 @@ notebooks read to small generated local files, and `MLTRAIN_HOME` pointing at a 
 cells are extracted into `control.py`, which runs them in order in one namespace (as Jupyter's
 "Run All" that goes on after errors) and records each cell: passed, failed (exception type, first line of
 its message, the notebook's line that made the v1 call, where it was raised) or refused (a deployment cell
-that raised a one-line NotImplementedError, as expected).
+that raised a one-line NotImplementedError). Deployment cells run on mltrain's endpoint engine: the service is
+a server process on this machine, deleted after the notebook if a cell did not delete it.
 
 What is changed in Azure's cells, and nothing else:
 - `%`/`!` magic lines are dropped; `%%writefile PATH` cells write their body to PATH (as Jupyter does).
@@ -20,6 +21,8 @@ What is changed in Azure's cells, and nothing else:
 - training scripts that need internet data or a framework absent here (fowl images + ImageNet weights,
   CIFAR-10, TensorFlow) are replaced in the workspace copy by synthetic stand-ins with the same arguments,
   logged metrics and outputs (see STAND_INS); the table says so.
+- a notebook written for an older library may get an environment variable that restores that library's old
+  default (ENVIRONMENT; the table says which and why).
 
 Usage: .venv/bin/python benchmarks/azure_v1_notebooks.py /tmp/aml-notebooks [--only SUBSTR]
        [--cell-timeout 300] [--md benchmarks/azure_v1_notebooks.md] [--keep DIR]
@@ -120,7 +123,9 @@ URLS = {  # what the notebooks download, generated small
 
 # ------------------------------------------------------------------------------------ training stand-ins
 BIRDS = '''"""Stand-in for pytorch_train.py (needs fowl_data.zip and ImageNet weights from the internet): same
-arguments, same logged metrics (lr, momentum once; best_val_acc per epoch), same output outputs/model.pt."""
+arguments, same logged metrics (lr, momentum once; best_val_acc per epoch), same output outputs/model.pt: a whole
+pickled module (torch.save(model)) that takes RGB images (N, 3, 224, 224) to 2 classes, as the fine-tuned
+ResNet-18 does, so Azure's pytorch_score.py can load it and score the notebook's test image."""
 import argparse, os
 import torch
 from azureml.core.run import Run
@@ -133,8 +138,9 @@ p.add_argument("--momentum", type=float, default=0.9)
 a = p.parse_args()
 run.log("lr", float(a.learning_rate)); run.log("momentum", float(a.momentum))
 torch.manual_seed(0)
-x = torch.randn(64, 8); y = (x[:, 0] > 0).long()
-model = torch.nn.Linear(8, 2); opt = torch.optim.SGD(model.parameters(), lr=a.learning_rate * 100, momentum=a.momentum)
+x = torch.randn(64, 3, 8, 8); y = (x[:, 0].mean((1, 2)) > 0).long()
+model = torch.nn.Sequential(torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(3, 2))
+opt = torch.optim.SGD(model.parameters(), lr=a.learning_rate * 100, momentum=a.momentum)
 best = 0.0
 for epoch in range(a.num_epochs):
     opt.zero_grad(); loss = torch.nn.functional.cross_entropy(model(x), y); loss.backward(); opt.step()
@@ -199,6 +205,13 @@ STAND_INS = {  # notebook stem -> {script path in the notebook folder: (stand-in
     "train-hyperparameter-tune-deploy-with-pytorch": {"pytorch_train.py": (BIRDS, "fowl images + ImageNet weights")},
     "distributed-pytorch-with-distributeddataparallel": {"train.py": (DDP, "CIFAR-10 + NCCL")},
     "aml-pipelines-parameter-tuning-with-hyperdrive": {"tf_mnist.py": (TF_MNIST, "TensorFlow")},
+}
+
+ENVIRONMENT = {  # notebook stem -> {variable: (value, why)}
+    "train-hyperparameter-tune-deploy-with-pytorch": {"TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": (
+        "1", "Azure's pytorch_score.py torch.loads a whole pickled module, which torch 2.6 and later refuse by "
+             "default (weights_only); the notebook's environment, Azure's acpt-pytorch-2.2 as its requirements pin it "
+             "today, has torch 2.10")},
 }
 
 # --probe: past the first failures, to find the later ones (the table for --probe says it is not Azure's code)
@@ -306,6 +319,14 @@ for value in list(namespace.values()):
             pass
         finally:
             signal.alarm(0)
+# not a cell: services a failed cell left running are stopped
+try:
+    from mltrain.endpoints import lifecycle
+    for name in lifecycle.names():
+        print("deleting service left running:", name)
+        lifecycle.delete_endpoint(name)
+except ImportError:
+    pass
 '''
 
 
@@ -399,6 +420,9 @@ def run_notebook(notebook: Path, root: Path, timeout: int, probe: bool = False) 
                                                   results=str(results), timeout=timeout,
                                                   local=(ws / "_local.json").read_text()))
     env = dict(os.environ, MLTRAIN_HOME=str(home), PYTHONUNBUFFERED="1")
+    for variable, (value, why) in ENVIRONMENT.get(notebook.stem, {}).items():
+        env[variable] = value
+        notes.append(f"{variable}={value} set ({why})")
     start = time.time()
     with open(ws / "_control.log", "w") as log:
         try:
@@ -512,7 +536,8 @@ and `how-to-use-azureml/machine-learning-pipelines/`), each notebook's code cell
 notebook's cluster names, `MLTRAIN_HOME` in a temp folder), by `benchmarks/azure_v1_notebooks.py`.
 A failing cell does not stop the run (as "Run All" that goes on after errors); a later `NameError` for a
 name the failed cell should have defined is counted as a cascade, not a new failure. "passed" counts cells
-that ran without an exception; deployment cells are expected to be refused in one line.
+that ran without an exception. Deployment cells (`Model.deploy`, `service.run`, ...) run on mltrain's endpoint
+engine since 2026-11-28 (before, they were refused in one line).
 """
 
 

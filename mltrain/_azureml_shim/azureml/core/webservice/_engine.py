@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
@@ -16,6 +17,7 @@ from azureml.exceptions import WebserviceException
 
 DEPLOYMENT = "default"
 KINDS = ("aci", "aks", "local")
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
 def _lifecycle() -> Any:
@@ -43,6 +45,7 @@ def errors(service: Optional[str] = None) -> Iterator[None]:
         if service:
             text = text.replace(f"deployment {DEPLOYMENT} of endpoint {service}", f"service {service}")
             text = text.replace(f"deployment {DEPLOYMENT}:", f"service {service}:")
+            text = text.replace(f"endpoint {service} ", f"service {service} ")
         raise WebserviceException(text, inner_exception=exc) from None
 
 
@@ -86,6 +89,7 @@ def state(name: str) -> Tuple[str, Optional[str]]:
         return "Failed", "the service has no deployment"
     record = records.load_deployment(name, DEPLOYMENT)
     now, why = _lifecycle().deployment_state(record)
+    why = ANSI.sub("", why).rstrip(".") if why else why  # (a scoring script's error may carry terminal colours)
     if now == "Succeeded":
         return "Healthy", None
     if now == "Creating":
@@ -210,23 +214,23 @@ def update_endpoint(name: str, settings: Dict[str, Any]) -> None:
 
 
 def delete(name: str) -> None:
-    with errors():
+    with errors(name):
         _lifecycle().delete_endpoint(name)
 
 
 # ------------------------------------------------------------------------------------------ using a service
 def invoke(name: str, body: bytes) -> Tuple[int, bytes]:
-    with errors():
+    with errors(name):
         return _lifecycle().invoke(name, body)  # type: ignore[no-any-return]
 
 
 def logs(name: str, lines: Optional[int]) -> str:
-    with errors():
+    with errors(name):
         return str(_lifecycle().logs(name, DEPLOYMENT, lines))
 
 
 def keys(name: str) -> Dict[str, str]:
-    with errors():
+    with errors(name):
         return dict(_lifecycle().get_keys(name))
 
 
