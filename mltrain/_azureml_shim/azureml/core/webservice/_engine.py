@@ -42,11 +42,16 @@ def errors(service: Optional[str] = None) -> Iterator[None]:
         yield
     except MltrainError as exc:
         text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        if service:
-            text = text.replace(f"deployment {DEPLOYMENT} of endpoint {service}", f"service {service}")
-            text = text.replace(f"deployment {DEPLOYMENT}:", f"service {service}:")
-            text = text.replace(f"endpoint {service} ", f"service {service} ")
-        raise WebserviceException(text, inner_exception=exc) from None
+        raise WebserviceException(as_service(text, service), inner_exception=exc) from None
+
+
+def as_service(text: str, service: Optional[str]) -> str:
+    """The engine's words for a v1 service's one deployment, said as Azure says them."""
+    if service:
+        text = text.replace(f"deployment {DEPLOYMENT} of endpoint {service}", f"service {service}")
+        text = text.replace(f"deployment {DEPLOYMENT}:", f"service {service}:")
+        text = text.replace(f"endpoint {service} ", f"service {service} ")
+    return text
 
 
 def not_found(name: str) -> WebserviceException:
@@ -138,7 +143,7 @@ def deploy(name: str, models: List[Any], inference_config: Any, settings: Dict[s
     new service in state Failed, with nothing running (an update: the old server serving, and raises); a
     mistake found before any server starts leaves nothing, and raises."""
     lifecycle, records = _lifecycle(), _records()
-    log = print if show_output else (lambda line: None)
+    log = (lambda line: print(as_service(line, name))) if show_output else (lambda line: None)
     with errors(name):
         environment = inference_config.spec if isinstance(inference_config, _Recorded) else \
             environment_spec(inference_config, name)
