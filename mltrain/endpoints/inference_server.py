@@ -15,6 +15,7 @@ mltrain knows of it is here.
 from __future__ import annotations
 
 import fcntl
+import importlib
 import os
 import re
 import shutil
@@ -77,7 +78,7 @@ def server_environment(entry_script: Optional[str], code_dir: Optional[str], mod
     return env
 
 
-def gunicorn_argv(binds: List[str], workers: int, app: str) -> List[str]:
+def gunicorn_argv(binds: List[str], workers: int, app: str, threads: int = 1) -> List[str]:
     """gunicorn's command line as azmlinfsrv builds it, with the given addresses (all SO_REUSEPORT: every
     deployment of an endpoint listens on its port) and no control socket (gunicorn 24+ opens one at a fixed
     path in the home folder, which two servers would fight over)."""
@@ -87,6 +88,7 @@ def gunicorn_argv(binds: List[str], workers: int, app: str) -> List[str]:
     for address in binds:
         argv += ["-b", address]
     argv += ["-w", str(workers), "--timeout", str(WORKER_TIMEOUT_S), "--reuse-port",
+             *(["--threads", str(threads)] if threads > 1 else []),  # a deployment's concurrent requests per worker
              "--access-logfile", "-", "--error-logfile", "/dev/null"]
     if any(setting.name == "no_control_socket" for setting in gunicorn.config.KNOWN_SETTINGS):
         argv.append("--no-control-socket")
@@ -95,19 +97,18 @@ def gunicorn_argv(binds: List[str], workers: int, app: str) -> List[str]:
 
 def azure_app() -> Any:
     """Azure's WSGI app; importing it reads the settings and runs the scoring script's init()."""
-    import importlib
-
     module, _, attr = APP.partition(":")
     return getattr(importlib.import_module(module), attr)
 
 
+_COLOUR = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # terminal colour codes (torch's errors carry some)
 _EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)|[A-Za-z_][\w.]*): .+")
 
 
 def failure_line(log_text: str) -> str:
     """The line that says why a server ended: the scoring script's own exception (the last exception line of
     a traceback that is not the server's wrapper of it), else gunicorn's reason."""
-    lines = log_text.splitlines()
+    lines = _COLOUR.sub("", log_text).splitlines()
     found: Optional[str] = None
     in_traceback = False
     for line in lines:

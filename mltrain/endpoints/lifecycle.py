@@ -305,7 +305,8 @@ def _environment(spec: DeploymentSpec, log: Log) -> Tuple[str, Dict[str, Any]]:
 
 def _start(record: DeploymentRecord, endpoint: EndpointRecord, folder: Path) -> subprocess.Popen[bytes]:
     env = dict(os.environ)
-    env.update(record.environment_variables)
+    env.update({str(k): str(v) for k, v in (record.environment.get("environment_variables") or {}).items()})
+    env.update(record.environment_variables)  # the deployment's own win over its environment's
     shim = str(_PACKAGE_DIR / "_azureml_shim")
     path = [str(inference_server.layer_dir()), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep)), shim]
     env["PYTHONPATH"] = os.pathsep.join(path)

@@ -12,7 +12,7 @@ model = None
 
 def init():
     global model
-    import mlflow.pyfunc
+    import mlflow.pyfunc  # heavy
 
     # the model's folder is a link into the registry, which rglob would not enter
     found = sorted(Path(root) / "MLmodel" for root, _, files in os.walk(os.environ["AZUREML_MODEL_DIR"], followlinks=True)
@@ -23,8 +23,8 @@ def init():
 
 
 def run(raw_data):
-    import numpy as np
-    import pandas as pd
+    import numpy as np  # heavy
+    import pandas as pd  # heavy
 
     payload = json.loads(raw_data)
     data = payload.get("input_data", payload.get("data")) if isinstance(payload, dict) else payload

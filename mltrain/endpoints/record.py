@@ -170,7 +170,12 @@ def deployment_names(endpoint: str) -> List[str]:
 
 def make_keys(name: str) -> Dict[str, str]:
     """Two fresh keys (Azure's primary and secondary), written readable by the user alone."""
-    keys = {"primaryKey": secrets.token_urlsafe(32), "secondaryKey": secrets.token_urlsafe(32)}
+    return save_keys(name, {"primaryKey": secrets.token_urlsafe(32), "secondaryKey": secrets.token_urlsafe(32)})
+
+
+def save_keys(name: str, keys: Dict[str, str]) -> Dict[str, str]:
+    """The endpoint's keys as given (v1's primary_key=, regen_key of one of them), readable by the user alone:
+    written under a temporary name with mode 0600, then renamed into place (a server reads whole files only)."""
     path = endpoint_dir(name) / KEYS_FILE
     tmp = path.with_name(f".{KEYS_FILE}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

@@ -33,7 +33,8 @@ def main(argv: List[str]) -> int:
     wrap = (lambda h: f"[{h}]") if ":" in host else (lambda h: h)
     binds = [f"{wrap(host)}:{endpoint['port']}", f"127.0.0.1:{deployment['port']}"]
     sys.argv = inference_server.gunicorn_argv(binds, int(deployment["instance_count"]),
-                                              "mltrain.endpoints.wsgi_app:make_app()")
+                                              "mltrain.endpoints.wsgi_app:make_app()",
+                                              threads=int(deployment.get("max_concurrent_requests_per_instance") or 1))
     from gunicorn.app.wsgiapp import WSGIApplication  # heavy
 
     WSGIApplication("%(prog)s [OPTIONS] [APP_MODULE]").run()

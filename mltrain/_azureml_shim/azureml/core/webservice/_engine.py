@@ -7,10 +7,7 @@ Azure's WebserviceException, in one line.
 from __future__ import annotations
 
 import contextlib
-import json
-import os
 import re
-from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from azureml.exceptions import WebserviceException
@@ -240,19 +237,12 @@ def keys(name: str) -> Dict[str, str]:
 
 
 def set_keys(name: str, given: Dict[str, Optional[str]]) -> Dict[str, str]:
-    """Replace one key or both (a None keeps that key); the server reads them at its next request. Written
-    as the engine writes keys.json: readable by the user alone, swapped in atomically."""
+    """Replace one key or both (a None keeps that key); the server reads them at its next request."""
     records = _records()
     with errors(), records.locked(name):
         current = records.load_keys(name) or records.make_keys(name)
         current.update({k: v for k, v in given.items() if v})
-        path = records.endpoint_dir(name) / records.KEYS_FILE
-        tmp = path.with_name(f".{records.KEYS_FILE}.v1.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(json.dumps(current))
-        os.replace(tmp, Path(path))
-        return dict(current)
+        return dict(records.save_keys(name, current))
 
 
 def new_key() -> str:
