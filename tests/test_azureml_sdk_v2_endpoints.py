@@ -149,7 +149,10 @@ for call in (lambda: ml_client.batch_endpoints.begin_create_or_update(BatchEndpo
              lambda: ml_client.online_endpoints.begin_create_or_update(ManagedOnlineEndpoint(name="aad-ep", auth_mode="aad_token")),
              lambda: ml_client.online_deployments.begin_create_or_update(ManagedOnlineDeployment(
                  name="x", endpoint_name="fail-ep", model="azureml:no-such-model:1",
-                 code_configuration=CodeConfiguration(code="./code", scoring_script="score.py")))):
+                 code_configuration=CodeConfiguration(code="./code", scoring_script="score.py"))),
+             lambda: ml_client.online_deployments.begin_create_or_update(ManagedOnlineDeployment(
+                 name="triton", endpoint_name="fail-ep", model=Model(path="blue", type=AssetTypes.TRITON_MODEL))),
+             lambda: ml_client.models.package("some-model", "1", None)):
     try:
         call()
     except ValidationException as exc:
@@ -209,7 +212,8 @@ def workspace(home, project, server_layer):
     write(project, "mlflow-request.json", json.dumps(
         {"input_data": {"columns": ["a", "b"], "index": [0, 1], "data": [[1.0, 1.0], [2.0, 0.0]]}}))
     write(project, "conda.yaml", "name: green-env\nchannels: [conda-forge]\ndependencies:\n  - python=3.11\n"
-                                 "  - pip:\n    - numpy\n    - azureml-defaults\n")
+                                 "  - pip:\n    - numpy\n    - azureml-defaults\n"
+                                 "    - inference-schema[numpy-support]==1.5.1\n")  # Azure's model-1 pin: not on PyPI now
     write(project, ".mltrain/environment/local-env.yaml", "name: local-env\npython:\n  user_managed: true\n")
     yield project
     from mltrain.endpoints import lifecycle
@@ -233,6 +237,8 @@ def test_blue_green_rollout_from_azures_entities(workspace, home):
     assert out.count("note: deployment blue: instance_type: Azure's cloud settings, kept on the record") == 1
     assert "image mcr.microsoft.com/azureml/openmpi4.1.0-ubuntu20.04:latest is one of Azure ML's base images" in out
     assert "building environment green-env" in out
+    assert ("note: deployment green: not installing the environment's inference-schema[numpy-support]==1.5.1: Azure's "
+            "inference server brings inference-schema==1.8 here") in out
     assert value(out, "LISTED") == "['rollout-ep'] ['blue', 'green']"
     assert json.loads(value(out, "SPLIT100")) == {"blue": 200}
     split = json.loads(value(out, "SPLIT50"))
@@ -263,7 +269,9 @@ def test_failing_init_refusals_and_not_found(workspace):
     assert refusals[1].startswith("BatchEndpoint: batch endpoints are Azure's service")
     assert refusals[2].startswith("endpoint aad-ep: auth_mode aad_token needs Microsoft Entra ID")
     assert refusals[3].startswith("deployment x: model: no model 'no-such-model' in the registry")
-    assert len(refusals) == 4 and all(" | " not in line for line in refusals)
+    assert refusals[4].startswith("deployment triton: a Triton model without a scoring script is served by NVIDIA's")
+    assert refusals[5].startswith("ml_client.models.package(some-model, 1): a model package is a container image Azure")
+    assert len(refusals) == 6 and all(" | " not in line for line in refusals)
     assert "Online endpoint no-such-ep not found" in value(out, "NOTFOUND")
     assert value(out, "LEFT") == "[]"
 

@@ -73,6 +73,14 @@ class ModelOperations:
 
         return [self._entity(m) for m in Registered.list(name=name, latest=name is None)]
 
+    def package(self, name: str, version: str, package_request: Any = None, **kwargs: Any) -> Any:
+        """Azure's model package (an image it builds with the model and its environment) is refused in one line."""
+        raise _azure().ValidationException(
+            message=f"ml_client.models.package({name}, {version}): a model package is a container image Azure builds "
+                    "to deploy from; mltrain serves a registered model itself: give a deployment the model and its "
+                    "environment (ManagedOnlineDeployment(model=..., environment=...))",
+            no_personal_data_message="model packages are not available in mltrain")
+
     def download(self, name: str, version: str, download_path: str = ".", **kwargs: Any) -> None:
         """Azure's layout: the version's files under download_path/NAME/."""
         from mltrain.models.registry import Model as Registered  # heavy

@@ -83,12 +83,15 @@ class MLClient:
         if self._online(entity) is not None:
             done = self.begin_create_or_update(entity, **kwargs)
             return done.result() if isinstance(done, _Done) else done  # local=True: the entity itself
+        if any(cls.__name__ == "Compute" for cls in type(entity).__mro__):  # AmlCompute, KubernetesCompute, ...
+            return self.compute.begin_create_or_update(entity).result()
         by_kind = {"Model": self.models, "Data": self.data, "Environment": self.environments}
         operations = by_kind.get(kind) or (self.components if kind.endswith("Component") else None)
         if operations is None:
             raise _azure().ValidationException(
                 message=f"MLClient.create_or_update({kind}): mltrain's client makes jobs, models, data, components, "
-                        "environments and online endpoints and deployments", no_personal_data_message="unsupported entity")
+                        "environments, computes (mapped), online endpoints and deployments",
+                no_personal_data_message="unsupported entity")
         return operations.create_or_update(entity, **kwargs)
 
     def begin_create_or_update(self, entity: Any, **kwargs: Any) -> Any:

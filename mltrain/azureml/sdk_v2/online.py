@@ -155,6 +155,8 @@ class OnlineDeploymentOperations:
                            "server runs on this machine, its log with online_deployments.get_logs",
                            "ONLINE_DEPLOYMENT")
         name, endpoint = deployment.name, deployment.endpoint_name
+        if not endpoint:
+            raise _invalid(f"deployment {name}: a deployment needs endpoint_name, the endpoint it serves", "ONLINE_DEPLOYMENT")
         _endpoint(endpoint, local)
         try:
             spec = online_specs.deployment_spec(deployment, say)

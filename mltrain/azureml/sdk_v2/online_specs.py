@@ -19,11 +19,14 @@ import os
 import re
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
 from mltrain.azureml import online_files, references
 from mltrain.azureml.sdk_v2 import assets
 from mltrain.azureml.sdk_v2 import azure_ai_ml_internals as internals
 from mltrain.azureml.yaml_lines import JobFile, JobFileError
-from mltrain.endpoints import lifecycle
+from mltrain.endpoints import inference_server, lifecycle
 from mltrain.endpoints.lifecycle import DeploymentSpec, EndpointSpec
 from mltrain.endpoints.record import DeploymentRecord, EndpointRecord
 from mltrain.environments.spec import EnvironmentSpec
@@ -48,7 +51,12 @@ def endpoint_spec(endpoint: Any, say: Say) -> EndpointSpec:
         raise MltrainError(f"endpoint {name}: auth_mode aad_token needs Microsoft Entra ID; use key or aml_token "
                            "(the endpoint checks its key for either)")
     cloud = _cloud(endpoint, CLOUD_ENDPOINT)
+    mirror = cloud.pop("mirror_traffic", {})
     _say_cloud(cloud, f"endpoint {name}", say)
+    if mirror:
+        say(f"note: endpoint {name}: mirror_traffic {mirror}: Azure copies that share of the requests to those "
+            "deployments and drops their answers; here nothing is mirrored (kept on the record)")
+    cloud["mirror_traffic"] = mirror  # (all zeros: none, as Azure sends it)
     traffic = {str(k): int(v) for k, v in (endpoint.traffic or {}).items()}
     kind = "kubernetes" if _is(endpoint, "KubernetesOnlineEndpoint") else "managed"
     return EndpointSpec(name=name, auth_mode=auth, description=str(endpoint.description or ""),
@@ -62,6 +70,9 @@ def deployment_spec(deployment: Any, say: Say) -> DeploymentSpec:
         raise MltrainError(f"deployment {name or '(no name)'}: a deployment needs name and endpoint_name")
     base = internals.base_path(deployment)
     code_dir, script = _code(deployment.code_configuration, base, name)
+    if script is None and str(getattr(deployment.model, "type", "") or "").lower() == "triton_model":
+        raise MltrainError(f"deployment {name}: a Triton model without a scoring script is served by NVIDIA's Triton "
+                           "server in Azure's image; mltrain serves a scoring script's init()/run() or an MLflow model")
     requests = deployment.request_settings
     cloud = _cloud(deployment, CLOUD_DEPLOYMENT)
     if requests is not None and requests.max_queue_wait_ms is not None:
@@ -190,9 +201,39 @@ def _environment(value: Any, base: str, name: str, say: Say) -> Optional[Environ
                                "may stay), name a curated environment, or give none (mltrain's own interpreter)")
     jf = JobFile(os.path.join(base, f"{name}.deployment"), None)
     try:
-        return online_files.environment(jf, ("environment",), ref, say)
+        spec = online_files.environment(jf, ("environment",), ref, say)
     except JobFileError as exc:
         raise MltrainError(f"deployment {name}: environment: {exc.problem}") from None
+    if spec is not None:
+        _leave_server_packages(spec, name, say)
+    return spec
+
+
+def _leave_server_packages(spec: EnvironmentSpec, name: str, say: Say) -> None:
+    """Take out of the spec's pip packages those Azure's inference server brings (inference-schema, ...): its
+    package layer comes first on the server's path, so a pin of them in a conda file would never be imported
+    (Azure's model-1 example pins inference-schema 1.5.1, which PyPI no longer has)."""
+    def package(line: str) -> Optional[str]:
+        try:
+            return str(canonicalize_name(Requirement(line).name))
+        except InvalidRequirement:
+            return None
+
+    layer = {package(p): p for p in inference_server.PACKAGES}
+    dropped: List[str] = []
+
+    def kept(lines: List[Any]) -> List[Any]:
+        dropped.extend(str(p) for p in lines if package(str(p)) in layer)
+        return [p for p in lines if package(str(p)) not in layer]
+
+    for dep in (spec.conda or {}).get("dependencies") or []:
+        if isinstance(dep, dict) and isinstance(dep.get("pip"), list):
+            dep["pip"] = kept(dep["pip"])
+    spec.pip = kept(spec.pip)
+    if dropped:
+        served = ", ".join(layer[package(p)] for p in dropped)
+        say(f"note: deployment {name}: not installing the environment's {', '.join(dropped)}: Azure's inference "
+            f"server brings {served} here, first on the server's path")
 
 
 # --------------------------------------------------------------------------------------- record -> entity
