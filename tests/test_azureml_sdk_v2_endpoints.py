@@ -108,7 +108,10 @@ uri = ml_client.online_endpoints.get("rollout-ep").scoring_uri
 print("KEYS", type(keys).__name__, post(uri, {})[0], post(uri, {"Authorization": "Bearer " + keys.primary_key})[0],
       post(uri, {"Authorization": "Bearer " + keys.secondary_key})[0])
 ml_client.online_endpoints.begin_regenerate_keys("rollout-ep", key_type="primary").result()
-print("OLDKEY", post(uri, {"Authorization": "Bearer " + keys.primary_key})[0])
+fresh = ml_client.online_endpoints.get_keys("rollout-ep")
+print("ROTATED", post(uri, {"Authorization": "Bearer " + keys.primary_key})[0],
+      post(uri, {"Authorization": "Bearer " + keys.secondary_key})[0], fresh.secondary_key == keys.secondary_key,
+      post(uri, {"Authorization": "Bearer " + fresh.primary_key})[0])
 
 blue = ml_client.online_deployments.get(name="blue", endpoint_name="rollout-ep")
 blue.instance_count = 2
@@ -246,7 +249,7 @@ def test_blue_green_rollout_from_azures_entities(workspace, home):
     assert json.loads(value(out, "GREEN")) == {"green": 20}
     assert json.loads(value(out, "TRAFFIC")) == {"blue": 50, "green": 50}
     assert value(out, "KEYS") == "EndpointAuthKeys 401 200 200"
-    assert value(out, "OLDKEY") == "401"
+    assert value(out, "ROTATED") == "401 200 True 200"  # the old primary refused; the secondary kept working
     assert value(out, "SCALED") == '2 Succeeded azureml:rollout-ep-blue:1 {"blue": 10}'  # no new model version
     assert value(out, "KILLED") == "Failed"
     assert value(out, "AFTER") == "['blue']"

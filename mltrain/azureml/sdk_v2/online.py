@@ -16,6 +16,7 @@ refused in one line (`batch_endpoints`, `batch_deployments`): mltrain scores bat
 from __future__ import annotations
 
 import json
+import secrets
 from typing import Any, Dict, List, Optional, Set
 
 from mltrain.azureml.sdk_v2 import online_specs
@@ -124,11 +125,15 @@ class OnlineEndpointOperations:
         return EndpointAuthKeys(primary_key=keys.get("primaryKey"), secondary_key=keys.get("secondaryKey"))
 
     def regenerate_keys(self, name: str, *, key_type: str = "primary") -> Any:
-        """New keys (here both change, whichever key_type is named); the old ones are refused at once."""
+        """A new primary or secondary key (the other one keeps working, so clients can move over); the old one
+        is refused from the next request on. mltrain's form of begin_regenerate_keys: it returns the keys."""
         _endpoint(name)
-        if str(key_type).lower() not in ("primary", "secondary"):
+        which = {"primary": "primaryKey", "secondary": "secondaryKey"}.get(str(key_type).lower())
+        if which is None:
             raise _invalid(f"regenerate_keys({name}, key_type={key_type!r}): key_type is 'primary' or 'secondary'")
-        lifecycle.regenerate_keys(name)
+        with records.locked(name):
+            keys = records.load_keys(name) or records.make_keys(name)
+            records.save_keys(name, {**keys, which: secrets.token_urlsafe(32)})
         return self.get_keys(name)
 
     def begin_regenerate_keys(self, name: str, *, key_type: str = "primary") -> Done:
