@@ -130,7 +130,7 @@ for record in sorted(root.glob("*/job.json")) if root.is_dir() else []:
             jobs.cancel(record.parent.name)
     except BaseException as e:  # noqa: B036
         print("cancel failed:", type(e).__name__, e, flush=True)
-from mltrain.endpoints import lifecycle as _endpoints
+from mltrain.endpoints import serving as _endpoints
 for name in _endpoints.names():  # their servers outlive this process otherwise
     try:
         print("deleting endpoint", name, flush=True)

@@ -321,10 +321,10 @@ for value in list(namespace.values()):
             signal.alarm(0)
 # not a cell: services a failed cell left running are stopped
 try:
-    from mltrain.endpoints import lifecycle
-    for name in lifecycle.names():
+    from mltrain.endpoints import serving
+    for name in serving.names():
         print("deleting service left running:", name)
-        lifecycle.delete_endpoint(name)
+        serving.delete_endpoint(name)
 except ImportError:
     pass
 '''

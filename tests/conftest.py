@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import inspect
+import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -103,3 +105,15 @@ def project(tmp_path) -> Path:
     p = tmp_path / "proj"
     shutil.copytree(SCRIPTS, p)
     return p
+
+
+@pytest.fixture(scope="session")
+def server_layer(tmp_path_factory) -> Path:
+    """Azure's inference server installed once for the session (once per xdist worker): the endpoint tests link
+    each test's home to it (a user's home installs it at its first deployment, as the docs' tour shows)."""
+    home = tmp_path_factory.mktemp("server-layer-home")
+    code = "from mltrain.endpoints import inference_server as s; print(s.ensure_layer(lambda m: None))"
+    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "MLTRAIN_HOME": str(home)},
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    return Path(out.stdout.strip())

@@ -6,10 +6,6 @@ server, a failing init(), and that a deleted endpoint leaves nothing listening."
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from test_azureml_sdk_v2 import run_script, value
@@ -188,18 +184,6 @@ print("DELETED", ml_client.online_endpoints.begin_delete(name="mlflow-ep", local
 """
 
 
-@pytest.fixture(scope="session")
-def server_layer(tmp_path_factory):
-    """Azure's inference server installed once for the session, each test's home linking to it (a user's home
-    installs it at its first deployment)."""
-    home = tmp_path_factory.mktemp("sdk-layer-home")
-    env = {**os.environ, "MLTRAIN_HOME": str(home)}
-    code = "from mltrain.endpoints import inference_server as s; print(s.ensure_layer(lambda m: None))"
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr
-    return Path(out.stdout.strip())
-
-
 @pytest.fixture
 def workspace(home, project, server_layer):
     """A project with two models' files, a scoring script, a request, a conda file and a workspace environment;
@@ -219,10 +203,10 @@ def workspace(home, project, server_layer):
                                  "    - inference-schema[numpy-support]==1.5.1\n")  # Azure's model-1 pin: not on PyPI now
     write(project, ".mltrain/environment/local-env.yaml", "name: local-env\npython:\n  user_managed: true\n")
     yield project
-    from mltrain.endpoints import lifecycle
+    from mltrain.endpoints import serving
 
-    for name in lifecycle.names():
-        lifecycle.delete_endpoint(name)
+    for name in serving.names():
+        serving.delete_endpoint(name)
 
 
 def test_blue_green_rollout_from_azures_entities(workspace, home):
@@ -241,7 +225,7 @@ def test_blue_green_rollout_from_azures_entities(workspace, home):
     assert "image mcr.microsoft.com/azureml/openmpi4.1.0-ubuntu20.04:latest is one of Azure ML's base images" in out
     assert "building environment green-env" in out
     assert ("note: deployment green: not installing the environment's inference-schema[numpy-support]==1.5.1: Azure's "
-            "inference server brings inference-schema==1.8 here") in out
+            "inference server brings inference-schema==1.8, first on the server's path") in out
     assert value(out, "LISTED") == "['rollout-ep'] ['blue', 'green']"
     assert json.loads(value(out, "SPLIT100")) == {"blue": 200}
     split = json.loads(value(out, "SPLIT50"))

@@ -13,7 +13,6 @@ import signal
 import socket
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from support import pid_alive, until
@@ -59,17 +58,6 @@ ws = Workspace.from_config()
 """
 
 
-@pytest.fixture(scope="session")
-def server_layer(tmp_path_factory):
-    """Azure's inference server installed once for the session; each test's home links to it."""
-    home = tmp_path_factory.mktemp("layer-home")
-    env = {**os.environ, "MLTRAIN_HOME": str(home)}
-    code = "from mltrain.endpoints import inference_server as s; print(s.ensure_layer(lambda m: None))"
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr
-    return Path(out.stdout.strip())
-
-
 @pytest.fixture
 def ws(project, home, server_layer):
     (home / "servers").mkdir()
@@ -82,8 +70,8 @@ def ws(project, home, server_layer):
             pickle.dump({"factor": factor}, f)
     (workspace / "score.py").write_text(SCORE % "first")
     yield workspace
-    subprocess.run([sys.executable, "-c", "from mltrain.endpoints import lifecycle\n"
-                    "for name in lifecycle.names():\n    lifecycle.delete_endpoint(name)"],
+    subprocess.run([sys.executable, "-c", "from mltrain.endpoints import serving\n"
+                    "for name in serving.names():\n    serving.delete_endpoint(name)"],
                    env=dict(os.environ), timeout=60, check=False)
 
 

@@ -10,8 +10,6 @@ import json
 import os
 import signal
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -26,18 +24,6 @@ def init():
 def run(raw_data):
     return {"answer": [x * factor for x in json.loads(raw_data)["data"]], "who": "%s"}
 """
-
-
-@pytest.fixture(scope="session")
-def server_layer(tmp_path_factory):
-    """Azure's inference server installed once for the session: each test's home links to it (a user's home
-    installs it at its first deployment, as the first test here shows)."""
-    home = tmp_path_factory.mktemp("layer-home")
-    env = {**os.environ, "MLTRAIN_HOME": str(home)}
-    code = "from mltrain.endpoints import inference_server as s; print(s.ensure_layer(lambda m: None))"
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr
-    return Path(out.stdout.strip())
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
 """Azure's online endpoint and deployment YAML (`az ml online-endpoint create -f`, `online-deployment create -f`)
-read into mltrain's endpoint requests (mltrain.endpoints.lifecycle's EndpointSpec and DeploymentSpec).
+read into mltrain's endpoint requests (mltrain.endpoints.serving's EndpointSpec and DeploymentSpec).
 
 Fields Azure's cloud alone gives a meaning to (instance types, probes, scale settings, identity, network access)
 are kept on the record as given and said once; a field Azure does not know is one line naming the nearest.
@@ -17,7 +17,7 @@ from mltrain.azureml import references
 from mltrain.azureml.v2_schema import check_fields, number, one_of, require_mapping
 from mltrain.azureml.yaml_lines import JobFile, load
 from mltrain.config.paths import builtin_conf_dir
-from mltrain.endpoints.lifecycle import DeploymentSpec, EndpointSpec
+from mltrain.endpoints.serving import DeploymentSpec, EndpointSpec
 from mltrain.environments.spec import EnvironmentSpec, from_config
 
 ENDPOINT_FIELDS = ("$schema", "name", "auth_mode", "description", "tags", "traffic", "mirror_traffic", "identity",
@@ -82,7 +82,8 @@ def deployment_from_file(path: str, overrides: Optional[Dict[str, Any]] = None, 
                                       requests.get("request_timeout_ms", 5000), integer=True, low=1)),
         max_concurrent_requests_per_instance=int(requests.get("max_concurrent_requests_per_instance", 1)),
         environment_variables={str(k): str(v) for k, v in (data.get("environment_variables") or {}).items()},
-        cloud_settings=cloud)
+        cloud_settings=cloud, description=str(data.get("description") or ""),
+        tags={str(k): str(v) for k, v in (data.get("tags") or {}).items()})
 
 
 def models(jf: JobFile, path: Tuple[Any, ...], value: Any, anonymous: str) -> List[Any]:

@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from mltrain.endpoints import lifecycle
-from mltrain.endpoints.record import EndpointError, deployment_names, load_deployment, load_endpoint
+from mltrain.endpoints import serving
+from mltrain.endpoints.endpoint_record import EndpointError, deployment_names, load_deployment, load_endpoint
 from mltrain.errors import MltrainError
 
 
@@ -22,12 +22,12 @@ def _create(args: argparse.Namespace) -> int:
         overrides = {"name": args.name} if args.name else None
         spec, traffic = endpoint_from_file(args.file, overrides)
     elif args.name:
-        spec = lifecycle.EndpointSpec(name=args.name)
+        spec = serving.EndpointSpec(name=args.name)
     else:
         raise MltrainError("mltrain endpoints create: give NAME or --file ENDPOINT.yml")
     spec.auth_mode = args.auth_mode or spec.auth_mode
     spec.host, spec.port = args.host, args.port
-    record = lifecycle.create_or_update_endpoint(spec)
+    record = serving.create_or_update_endpoint(spec)
     if traffic:
         print("note: the file's traffic is set once its deployments exist (mltrain endpoints traffic)")
     print(f"endpoint {record.name}: {record.scoring_uri} (auth: {record.auth_mode})")
@@ -44,14 +44,14 @@ def _deploy(args: argparse.Namespace) -> int:
         if not (args.endpoint and args.name):
             raise MltrainError("mltrain endpoints deploy: give ENDPOINT --name NAME (with --model, --code and "
                                "--scoring-script), or --file DEPLOYMENT.yml")
-        spec = lifecycle.DeploymentSpec(name=args.name, endpoint=args.endpoint, models=[_model(m) for m in args.model],
+        spec = serving.DeploymentSpec(name=args.name, endpoint=args.endpoint, models=[_model(m) for m in args.model],
                                         scoring_script=args.scoring_script, code_dir=args.code,
                                         environment=_environment(args.environment),
                                         instance_count=args.instance_count)
     endpoint = load_endpoint(spec.endpoint)
-    lifecycle.deploy(spec)
+    serving.deploy(spec)
     if args.all_traffic:
-        lifecycle.set_traffic(endpoint.name, {n: (100 if n == spec.name else 0) for n in deployment_names(endpoint.name)})
+        serving.set_traffic(endpoint.name, {n: (100 if n == spec.name else 0) for n in deployment_names(endpoint.name)})
         print(f"all of endpoint {endpoint.name}'s traffic goes to {spec.name}")
     return 0
 
@@ -80,19 +80,19 @@ def _traffic(args: argparse.Namespace) -> int:
         if not eq or not value.strip().isdigit():
             raise MltrainError(f"traffic '{item}': write DEPLOYMENT=PERCENT, e.g. blue=90 green=10")
         shares[name] = int(value)
-    record = lifecycle.set_traffic(args.endpoint, shares)
+    record = serving.set_traffic(args.endpoint, shares)
     print(f"endpoint {record.name}: " + ", ".join(f"{k} {v}%" for k, v in sorted(record.traffic.items())))
     return 0
 
 
 def _rows() -> List[Dict[str, object]]:
     rows: List[Dict[str, object]] = []
-    for name in lifecycle.names():
+    for name in serving.names():
         record = load_endpoint(name)
         deployments = []
         for d in deployment_names(name):
             dep = load_deployment(name, d)
-            state, why = lifecycle.deployment_state(dep)
+            state, why = serving.deployment_state(dep)
             deployments.append({"name": d, "state": state, "error": why, "traffic": record.traffic.get(d, 0),
                                 "pid": dep.pid, "ready_s": dep.ready_s, "models": [f"{m['name']}:{m['version']}" for m in dep.models]})
         rows.append({"name": name, "scoring_uri": record.scoring_uri, "auth_mode": record.auth_mode,
@@ -145,7 +145,7 @@ def _logs(args: argparse.Namespace) -> int:
         raise EndpointError(f"endpoint {args.endpoint} has no deployments yet")
     if len(names) > 1:
         raise EndpointError(f"endpoint {args.endpoint} has deployments {', '.join(names)}: name one with --deployment")
-    sys.stdout.write(lifecycle.logs(args.endpoint, names[0], args.lines))
+    sys.stdout.write(serving.logs(args.endpoint, names[0], args.lines))
     return 0
 
 
@@ -159,23 +159,23 @@ def _invoke(args: argparse.Namespace) -> int:
         body = args.data.encode()
     else:
         raise MltrainError("mltrain endpoints invoke: give --request-file FILE or --data JSON")
-    status, answer = lifecycle.invoke(args.endpoint, body, deployment=args.deployment)
+    status, answer = serving.invoke(args.endpoint, body, deployment=args.deployment)
     sys.stdout.write(answer.decode(errors="replace") + "\n")
     return 0 if status == 200 else 1
 
 
 def _keys(args: argparse.Namespace) -> int:
-    keys = lifecycle.regenerate_keys(args.endpoint) if args.regenerate else lifecycle.get_keys(args.endpoint)
+    keys = serving.regenerate_keys(args.endpoint) if args.regenerate else serving.get_keys(args.endpoint)
     print(json.dumps(keys, indent=2))
     return 0
 
 
 def _delete(args: argparse.Namespace) -> int:
     if args.deployment:
-        lifecycle.delete_deployment(args.endpoint, args.deployment)
+        serving.delete_deployment(args.endpoint, args.deployment)
         print(f"deleted deployment {args.deployment} of endpoint {args.endpoint}")
     else:
-        lifecycle.delete_endpoint(args.endpoint)
+        serving.delete_endpoint(args.endpoint)
         print(f"deleted endpoint {args.endpoint}")
     return 0
 

@@ -15,6 +15,7 @@ mltrain knows of it is here.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import importlib
 import os
 import re
@@ -29,8 +30,9 @@ from mltrain.errors import MltrainError
 from mltrain.home import mltrain_home
 
 VERSION = "1.5.1"
+#: pytz: inference-schema imports it (its numpy/pandas support), and mltrain's own environment has none
 PACKAGES = [f"azureml-inference-server-http=={VERSION}", "inference-schema==1.8", "pydantic-settings>=2.6,<3",
-            "python-dotenv>=1.0"]
+            "python-dotenv>=1.0", "pytz"]
 APP = "azureml_inference_server_http.server.entry:app"
 READY = ".ready"
 #: Azure's own default worker timeout (constants.DEFAULT_WORKER_TIMEOUT_SECONDS)
@@ -38,7 +40,9 @@ WORKER_TIMEOUT_S = 300
 
 
 def layer_dir() -> Path:
-    return mltrain_home() / "servers" / f"azmlinfsrv-{VERSION}"
+    """Named for what it holds: a change to PACKAGES is a new layer, never a half-updated old one."""
+    digest = hashlib.sha256("\n".join(PACKAGES).encode()).hexdigest()[:8]
+    return mltrain_home() / "servers" / f"azmlinfsrv-{VERSION}-{digest}"
 
 
 def ensure_layer(log: Callable[[str], None] = print) -> Path:

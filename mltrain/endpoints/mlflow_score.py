@@ -14,12 +14,10 @@ def init():
     global model
     import mlflow.pyfunc  # heavy
 
-    # the model's folder is a link into the registry, which rglob would not enter
-    found = sorted(Path(root) / "MLmodel" for root, _, files in os.walk(os.environ["AZUREML_MODEL_DIR"], followlinks=True)
-                   if "MLmodel" in files)
+    found = sorted(Path(os.environ["AZUREML_MODEL_DIR"]).rglob("MLmodel"))
     if not found:
         raise FileNotFoundError(f"no MLmodel file under {os.environ['AZUREML_MODEL_DIR']}: not an MLflow model")
-    model = mlflow.pyfunc.load_model(str(found[0].parent.resolve()))  # MLflow refuses a path through a link
+    model = mlflow.pyfunc.load_model(str(found[0].parent))
 
 
 def run(raw_data):

@@ -1,4 +1,4 @@
-"""A deployment's server process: `python -m mltrain.endpoints.serve DEPLOYMENT_DIR`, started by lifecycle.py in
+"""A deployment's server process: `python -m mltrain.endpoints.serve DEPLOYMENT_DIR`, started by serving.py in
 a session of its own, so that it outlives the notebook or command that deployed it.
 
 It reads the deployment's record, puts Azure's settings in the environment (inference_server.py), and runs
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import List
 
 from mltrain.endpoints import inference_server
-from mltrain.endpoints.record import DEPLOYMENT_FILE, ENDPOINT_FILE
+from mltrain.endpoints.endpoint_record import DEPLOYMENT_FILE, ENDPOINT_FILE
 
 
 def main(argv: List[str]) -> int:

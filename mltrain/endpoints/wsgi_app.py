@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from mltrain.endpoints import inference_server
-from mltrain.endpoints.record import ENDPOINT_FILE, KEYS_FILE
+from mltrain.endpoints.endpoint_record import ENDPOINT_FILE, KEYS_FILE
 
 StartResponse = Callable[..., Any]
 #: a request may name its deployment, as Azure's endpoints allow (v2 SDK's invoke(deployment_name=...))

@@ -21,8 +21,8 @@ from typing import Any, Dict, List, Optional, Set
 
 from mltrain.azureml.sdk_v2 import online_specs
 from mltrain.azureml.sdk_v2.operations import Done
-from mltrain.endpoints import lifecycle
-from mltrain.endpoints import record as records
+from mltrain.endpoints import endpoint_record as records
+from mltrain.endpoints import serving
 from mltrain.errors import MltrainError
 
 LOCAL_NOTE = ("note: local=True: Azure runs a local endpoint in Docker; mltrain serves every endpoint as servers on "
@@ -66,7 +66,7 @@ def _not_found(endpoint: Any, deployment: Optional[str] = None, local: bool = Fa
         return ResourceNotFoundError(f"Online deployment {deployment} of endpoint {endpoint} not found (mltrain: its "
                                      f"deployments: {known})")
     return ResourceNotFoundError(f"Online endpoint {endpoint} not found (mltrain: endpoints here: "
-                                 f"{', '.join(lifecycle.names()) or 'none'})")
+                                 f"{', '.join(serving.names()) or 'none'})")
 
 
 def _endpoint(name: Any, local: bool = False) -> records.EndpointRecord:
@@ -81,7 +81,7 @@ class OnlineEndpointOperations:
     def begin_create_or_update(self, endpoint: Any, *, local: bool = False, **kwargs: Any) -> Any:
         _local(local)
         try:
-            record = lifecycle.create_or_update_endpoint(online_specs.endpoint_spec(endpoint, say))
+            record = serving.create_or_update_endpoint(online_specs.endpoint_spec(endpoint, say))
         except MltrainError as exc:
             raise _invalid(str(exc)) from None
         entity = online_specs.endpoint_entity(record)
@@ -91,7 +91,7 @@ class OnlineEndpointOperations:
         return online_specs.endpoint_entity(_endpoint(name, local))
 
     def list(self, *, local: bool = False) -> List[Any]:
-        return [self.get(name) for name in lifecycle.names()]
+        return [self.get(name) for name in serving.names()]
 
     def invoke(self, endpoint_name: str, *, request_file: Optional[str] = None, deployment_name: Optional[str] = None,
                input_data: Any = None, params_override: Any = None, local: bool = False, **kwargs: Any) -> str:
@@ -106,7 +106,7 @@ class OnlineEndpointOperations:
         with open(request_file, "rb") as handle:
             data = json.loads(handle.read())  # as Azure's: the file must be JSON, sent as its parsed value
         try:
-            status, body = lifecycle.invoke(endpoint_name, json.dumps(data).encode(), deployment=deployment_name)
+            status, body = serving.invoke(endpoint_name, json.dumps(data).encode(), deployment=deployment_name)
         except MltrainError as exc:
             raise _invalid(str(exc)) from None
         text = body.decode("utf-8", "replace")
@@ -144,7 +144,7 @@ class OnlineEndpointOperations:
         """The endpoint's servers stopped (nothing listens on its port after this) and its record removed."""
         _local(local)
         _endpoint(name, local)
-        lifecycle.delete_endpoint(str(name))
+        serving.delete_endpoint(str(name))
         return None if local else Done()
 
 
@@ -168,7 +168,7 @@ class OnlineDeploymentOperations:
         except MltrainError as exc:
             raise _invalid(str(exc), "ONLINE_DEPLOYMENT") from None
         try:
-            lifecycle.deploy(spec, log=say)
+            serving.deploy(spec, log=say)
         except MltrainError as exc:
             raise _failed(str(exc)) from None
         entity = self.get(name, endpoint)
@@ -196,12 +196,12 @@ class OnlineDeploymentOperations:
         if kind.startswith("storage"):
             model_dir = records.load_deployment(endpoint_name, name).model_dir
             return f"mltrain: no storage initializer; the model's files are linked from the registry into {model_dir}\n"
-        return lifecycle.logs(endpoint_name, name, lines)
+        return serving.logs(endpoint_name, name, lines)
 
     def begin_delete(self, name: str, endpoint_name: str, *, local: bool = False) -> Any:
         self.get(name, endpoint_name, local=local)
         try:
-            lifecycle.delete_deployment(endpoint_name, name)
+            serving.delete_deployment(endpoint_name, name)
         except MltrainError as exc:
             raise _invalid(str(exc), "ONLINE_DEPLOYMENT") from None
         return None if local else Done()

@@ -1,4 +1,4 @@
-"""azure-ai-ml's online endpoint and deployment entities as mltrain's endpoint requests (mltrain.endpoints.lifecycle's
+"""azure-ai-ml's online endpoint and deployment entities as mltrain's endpoint requests (mltrain.endpoints.serving's
 EndpointSpec and DeploymentSpec), and mltrain's endpoint records as those entities again.
 
 An entity is read through its public attributes, field by field as the YAML front end (mltrain.azureml.online_files)
@@ -19,16 +19,13 @@ import os
 import re
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name
-
 from mltrain.azureml import online_files, references
 from mltrain.azureml.sdk_v2 import assets
 from mltrain.azureml.sdk_v2 import azure_ai_ml_internals as internals
 from mltrain.azureml.yaml_lines import JobFile, JobFileError
-from mltrain.endpoints import inference_server, lifecycle
-from mltrain.endpoints.lifecycle import DeploymentSpec, EndpointSpec
-from mltrain.endpoints.record import DeploymentRecord, EndpointRecord
+from mltrain.endpoints import serving
+from mltrain.endpoints.endpoint_record import DeploymentRecord, EndpointRecord
+from mltrain.endpoints.serving import DeploymentSpec, EndpointSpec
 from mltrain.environments.spec import EnvironmentSpec
 from mltrain.errors import MltrainError
 
@@ -89,7 +86,8 @@ def deployment_spec(deployment: Any, say: Say) -> DeploymentSpec:
         request_timeout_ms=int(getattr(requests, "request_timeout_ms", None) or DEFAULT_TIMEOUT_MS),
         max_concurrent_requests_per_instance=int(getattr(requests, "max_concurrent_requests_per_instance", None) or 1),
         environment_variables={str(k): str(v) for k, v in (deployment.environment_variables or {}).items()},
-        cloud_settings=cloud)
+        cloud_settings=cloud, description=str(deployment.description or ""),
+        tags={str(k): str(v) for k, v in (deployment.tags or {}).items()})
 
 
 def _is(entity: Any, class_name: str) -> bool:
@@ -204,36 +202,7 @@ def _environment(value: Any, base: str, name: str, say: Say) -> Optional[Environ
         spec = online_files.environment(jf, ("environment",), ref, say)
     except JobFileError as exc:
         raise MltrainError(f"deployment {name}: environment: {exc.problem}") from None
-    if spec is not None:
-        _leave_server_packages(spec, name, say)
     return spec
-
-
-def _leave_server_packages(spec: EnvironmentSpec, name: str, say: Say) -> None:
-    """Take out of the spec's pip packages those Azure's inference server brings (inference-schema, ...): its
-    package layer comes first on the server's path, so a pin of them in a conda file would never be imported
-    (Azure's model-1 example pins inference-schema 1.5.1, which PyPI no longer has)."""
-    def package(line: str) -> Optional[str]:
-        try:
-            return str(canonicalize_name(Requirement(line).name))
-        except InvalidRequirement:
-            return None
-
-    layer = {package(p): p for p in inference_server.PACKAGES}
-    dropped: List[str] = []
-
-    def kept(lines: List[Any]) -> List[Any]:
-        dropped.extend(str(p) for p in lines if package(str(p)) in layer)
-        return [p for p in lines if package(str(p)) not in layer]
-
-    for dep in (spec.conda or {}).get("dependencies") or []:
-        if isinstance(dep, dict) and isinstance(dep.get("pip"), list):
-            dep["pip"] = kept(dep["pip"])
-    spec.pip = kept(spec.pip)
-    if dropped:
-        served = ", ".join(layer[package(p)] for p in dropped)
-        say(f"note: deployment {name}: not installing the environment's {', '.join(dropped)}: Azure's inference "
-            f"server brings {served} here, first on the server's path")
 
 
 # --------------------------------------------------------------------------------------- record -> entity
@@ -253,7 +222,7 @@ def endpoint_entity(record: EndpointRecord) -> Any:
 
 
 def deployment_entity(record: DeploymentRecord, endpoint: EndpointRecord) -> Any:
-    """The deployment as Azure's get returns it: its state as its server says (lifecycle.deployment_state: a killed
+    """The deployment as Azure's get returns it: its state as its server says (serving.deployment_state: a killed
     server reads Failed), its model a registered model's name, its environment one that resolves to the same."""
     from azure.ai.ml.entities import (  # optional
         CodeConfiguration,
@@ -262,7 +231,7 @@ def deployment_entity(record: DeploymentRecord, endpoint: EndpointRecord) -> Any
         OnlineRequestSettings,
     )
 
-    state, _ = lifecycle.deployment_state(record)
+    state, _ = serving.deployment_state(record)
     cloud = record.cloud_settings
     code = None
     if record.code_dir and record.scoring_script:  # no code folder: an MLflow model served without a script

@@ -17,16 +17,16 @@ KINDS = ("aci", "aks", "local")
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
-def _lifecycle() -> Any:
-    from mltrain.endpoints import lifecycle  # deployment
+def _serving() -> Any:
+    from mltrain.endpoints import serving  # deployment
 
-    return lifecycle
+    return serving
 
 
 def _records() -> Any:
-    from mltrain.endpoints import record  # deployment
+    from mltrain.endpoints import endpoint_record  # deployment
 
-    return record
+    return endpoint_record
 
 
 @contextlib.contextmanager
@@ -90,7 +90,7 @@ def state(name: str) -> Tuple[str, Optional[str]]:
     if DEPLOYMENT not in records.deployment_names(name):
         return "Failed", "the service has no deployment"
     record = records.load_deployment(name, DEPLOYMENT)
-    now, why = _lifecycle().deployment_state(record)
+    now, why = _serving().deployment_state(record)
     why = ANSI.sub("", why).rstrip(".") if why else why  # (a scoring script's error may carry terminal colours)
     if now == "Succeeded":
         return "Healthy", None
@@ -139,12 +139,12 @@ def deploy(name: str, models: List[Any], inference_config: Any, settings: Dict[s
     beside the old one, which stops once the new one is ready). A new server that fails to start leaves a
     new service in state Failed, with nothing running (an update: the old server serving, and raises); a
     mistake found before any server starts leaves nothing, and raises."""
-    lifecycle, records = _lifecycle(), _records()
+    serving, records = _serving(), _records()
     log = (lambda line: print(as_service(line, name))) if show_output else (lambda line: None)
     with errors(name):
         environment = inference_config.spec if isinstance(inference_config, _Recorded) else \
             environment_spec(inference_config, name)
-        deployment = lifecycle.DeploymentSpec(
+        deployment = serving.DeploymentSpec(
             name=DEPLOYMENT, endpoint=name, models=registered(models),
             scoring_script=getattr(inference_config, "entry_script", None),
             code_dir=getattr(inference_config, "source_directory", None), environment=environment,
@@ -155,10 +155,10 @@ def deploy(name: str, models: List[Any], inference_config: Any, settings: Dict[s
     if update:
         update_endpoint(name, settings)
         with errors(name):
-            lifecycle.deploy(deployment, log=log)
+            serving.deploy(deployment, log=log)
         return
     with errors(name):
-        lifecycle.create_or_update_endpoint(lifecycle.EndpointSpec(
+        serving.create_or_update_endpoint(serving.EndpointSpec(
             name=name, auth_mode=settings["auth_mode"], port=settings.get("port") or 0, kind=settings["kind"],
             description=settings.get("description") or "", tags=settings.get("tags") or {},
             cloud_settings=settings["cloud_settings"]))
@@ -166,12 +166,12 @@ def deploy(name: str, models: List[Any], inference_config: Any, settings: Dict[s
             set_keys(name, settings["keys"])
     try:
         with errors(name):
-            lifecycle.deploy(deployment, log=log)
+            serving.deploy(deployment, log=log)
     except WebserviceException:
         if DEPLOYMENT in records.deployment_names(name):
             return  # its server failed: the service stays, Failed, as Azure's does (wait_for_deployment raises)
         with contextlib.suppress(Exception):
-            lifecycle.delete_endpoint(name)
+            serving.delete_endpoint(name)
         raise
 
 
@@ -200,10 +200,10 @@ class _Recorded:
 def update_endpoint(name: str, settings: Dict[str, Any]) -> None:
     """The service's own settings (auth, tags, description, what is kept for the cloud): no new server. Tags
     given replace the service's tags, as Azure's update does."""
-    lifecycle, records = _lifecycle(), _records()
+    serving, records = _serving(), _records()
     with errors():
         record = records.load_endpoint(name)
-        lifecycle.create_or_update_endpoint(lifecycle.EndpointSpec(
+        serving.create_or_update_endpoint(serving.EndpointSpec(
             name=name, auth_mode=settings["auth_mode"], kind=record.kind, description=settings.get("description") or "",
             cloud_settings=settings["cloud_settings"]))
         if settings.get("tags") is not None:
@@ -217,23 +217,23 @@ def update_endpoint(name: str, settings: Dict[str, Any]) -> None:
 
 def delete(name: str) -> None:
     with errors(name):
-        _lifecycle().delete_endpoint(name)
+        _serving().delete_endpoint(name)
 
 
 # ------------------------------------------------------------------------------------------ using a service
 def invoke(name: str, body: bytes) -> Tuple[int, bytes]:
     with errors(name):
-        return _lifecycle().invoke(name, body)  # type: ignore[no-any-return]
+        return _serving().invoke(name, body)  # type: ignore[no-any-return]
 
 
 def logs(name: str, lines: Optional[int]) -> str:
     with errors(name):
-        return str(_lifecycle().logs(name, DEPLOYMENT, lines))
+        return str(_serving().logs(name, DEPLOYMENT, lines))
 
 
 def keys(name: str) -> Dict[str, str]:
     with errors(name):
-        return dict(_lifecycle().get_keys(name))
+        return dict(_serving().get_keys(name))
 
 
 def set_keys(name: str, given: Dict[str, Optional[str]]) -> Dict[str, str]:

@@ -63,7 +63,7 @@ class EndpointRecord:
 class DeploymentRecord:
     name: str
     endpoint: str
-    scoring_script: Optional[str]  # absolute path; None: an MLflow model served without one
+    scoring_script: Optional[str]  # absolute path (an MLflow model without one: mltrain's mlflow_score.py)
     code_dir: Optional[str]
     models: List[Dict[str, Any]] = field(default_factory=list)  # [{name, version, source, file}]
     model_dir: str = ""  # AZUREML_MODEL_DIR
@@ -80,6 +80,8 @@ class DeploymentRecord:
     started: float = 0.0
     ready_s: Optional[float] = None
     cloud_settings: Dict[str, Any] = field(default_factory=dict)
+    description: str = ""
+    tags: Dict[str, str] = field(default_factory=dict)
 
 
 def _url_host(host: str) -> str:

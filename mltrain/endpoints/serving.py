@@ -9,6 +9,7 @@ then stops the old: requests keep being answered.
 """
 from __future__ import annotations
 
+import copy
 import http.client
 import os
 import shutil
@@ -21,9 +22,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+from mltrain.endpoints import endpoint_record as records
 from mltrain.endpoints import inference_server, models_dir
-from mltrain.endpoints import record as records
-from mltrain.endpoints.record import LOG_FILE, DeploymentRecord, EndpointError, EndpointRecord
+from mltrain.endpoints.endpoint_record import LOG_FILE, DeploymentRecord, EndpointError, EndpointRecord
 from mltrain.environments.materialize import materialize
 from mltrain.environments.spec import EnvironmentSpec
 from mltrain.processes import pid_alive
@@ -60,6 +64,8 @@ class DeploymentSpec:
     environment_variables: Dict[str, str] = field(default_factory=dict)
     cloud_settings: Dict[str, Any] = field(default_factory=dict)
     ready_timeout_s: float = 600.0
+    description: str = ""
+    tags: Dict[str, str] = field(default_factory=dict)
 
 
 # ------------------------------------------------------------------------------------------------ endpoints
@@ -166,7 +172,8 @@ def deploy(spec: DeploymentSpec, log: Log = print) -> DeploymentRecord:
             instance_count=spec.instance_count, request_timeout_ms=spec.request_timeout_ms,
             max_concurrent_requests_per_instance=spec.max_concurrent_requests_per_instance,
             environment_variables=dict(spec.environment_variables), port=free_port("127.0.0.1"),
-            cloud_settings=dict(spec.cloud_settings), started=time.time())
+            cloud_settings=dict(spec.cloud_settings), started=time.time(), description=spec.description,
+            tags=dict(spec.tags))
         generation = int(time.time() * 1000)
         record.model_dir = str(models_dir.lay_out(folder / f"azureml-models.{generation}", spec.models))
         if previous is None:
@@ -299,8 +306,37 @@ def _scoring_script(spec: DeploymentSpec) -> Tuple[Optional[str], Optional[str]]
 def _environment(spec: DeploymentSpec, log: Log) -> Tuple[str, Dict[str, Any]]:
     if spec.environment is None:
         return sys.executable, {"name": "current"}
-    info = materialize(spec.environment, containerized=False, check_mode="warn", log=log)
-    return str(info["interpreter"]), spec.environment.to_json()
+    environment = _without_server_packages(spec.environment, spec.name, log)
+    info = materialize(environment, containerized=False, check_mode="warn", log=log)
+    return str(info["interpreter"]), environment.to_json()
+
+
+def _without_server_packages(spec: EnvironmentSpec, deployment: str, log: Log) -> EnvironmentSpec:
+    """The spec less the pip packages Azure's inference server brings (inference-schema, ...): the server's
+    layer comes first on its path, so the environment's pin of one would never be imported, and a pin PyPI no
+    longer has (Azure's model-1 example pins inference-schema 1.5.1) would fail the build for nothing."""
+    def name(line: str) -> Optional[str]:
+        try:
+            return str(canonicalize_name(Requirement(line).name))
+        except InvalidRequirement:
+            return None
+
+    layer = {name(p): p for p in inference_server.PACKAGES}
+    dropped: List[str] = []
+
+    def kept(lines: List[Any]) -> List[Any]:
+        dropped.extend(str(p) for p in lines if name(str(p)) in layer)
+        return [p for p in lines if name(str(p)) not in layer]
+
+    spec = copy.deepcopy(spec)
+    for dep in (spec.conda or {}).get("dependencies") or []:
+        if isinstance(dep, dict) and isinstance(dep.get("pip"), list):
+            dep["pip"] = kept(dep["pip"])
+    spec.pip = kept(spec.pip)
+    if dropped:
+        log(f"note: deployment {deployment}: not installing the environment's {', '.join(dropped)}: Azure's "
+            f"inference server brings {', '.join(layer[name(p)] for p in dropped)}, first on the server's path")
+    return spec
 
 
 def _start(record: DeploymentRecord, endpoint: EndpointRecord, folder: Path) -> subprocess.Popen[bytes]:
