@@ -46,6 +46,18 @@ NO_CONTAINER = "dry run: needs pyxis (a container runtime) on the cluster"
 #: ("run", extra overrides) runs it; ("dry", reason) appends --dry-run; ("skip", reason) runs nothing; ("fails",
 #: reason) runs it as printed and expects it to fail, as the page says it does (exit non-zero, no traceback).
 COMMANDS = {
+    'mltrain models register labels --path serve/model': ("run", []),
+    'mltrain endpoints create digits-api': ("run", []),
+    'mltrain endpoints deploy digits-api --name blue --model labels --code serve --scoring-script score.py': ("run", []),
+    'mltrain endpoints invoke digits-api --data {"data": [4, 2]}': ("run", []),
+    'mltrain endpoints deploy digits-api --name green --model labels --code serve --scoring-script score.py': ("run", []),
+    'mltrain endpoints traffic digits-api blue=90 green=10': ("run", []),
+    'mltrain endpoints invoke digits-api --deployment green --data {"data": [7]}': ("run", []),
+    'mltrain endpoints show digits-api': ("run", []),
+    'mltrain endpoints logs digits-api --deployment green --lines 5': ("run", []),
+    'mltrain endpoints traffic digits-api blue=0 green=100': ("run", []),
+    'mltrain endpoints delete digits-api --deployment blue': ("run", []),
+    'mltrain endpoints delete digits-api': ("run", []),
     "bash scripts/setup.sh": ("skip", SETUP),
     ".venv/bin/mltrain": ("run", SAMPLE),
     "bash scripts/test.sh": ("skip", TESTS),
@@ -329,6 +341,8 @@ def _check(key: str, out: str, project: Path) -> None:
         runs = project.parent / ".mltrain" / "runs"
         scored = next(runs.glob("score*/outputs/predictions.csv"))
         assert len(scored.read_text().splitlines()) == 1 + 6  # a header and one line per image
+    elif key.startswith("mltrain endpoints invoke digits-api --data"):
+        assert '["four", "two"]' in out, out  # the scoring script's answer, through Azure's server
     elif key.startswith("mltrain models download"):
         assert (project / "digits-model" / "model.onnx").is_file()
     elif key == "mltrain runs plot digits-onnx -o curves.png":

@@ -32,19 +32,24 @@ class Routes:
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
+        self._files = (str(folder / ENDPOINT_FILE), str(folder / KEYS_FILE))  # joined once: stat'ed per request
         self._seen: Tuple[int, int] = (-1, -1)
         self.auth = True
         self.keys: List[bytes] = []
         self.traffic: Dict[str, int] = {}
         self.ports: Dict[str, int] = {}
+        self._names: List[str] = []
+        self._weights: List[int] = []
 
     def fresh(self) -> Routes:
-        stamp = (_mtime(self.folder / ENDPOINT_FILE), _mtime(self.folder / KEYS_FILE))
+        stamp = (_mtime(self._files[0]), _mtime(self._files[1]))
         if stamp != self._seen:
             data = json.loads((self.folder / ENDPOINT_FILE).read_text())
             self.auth = data.get("auth_mode", "key") != "none"
             self.traffic = {k: int(v) for k, v in (data.get("traffic") or {}).items()}
             self.ports = {k: int(v) for k, v in (data.get("routes") or {}).items()}
+            self._names = [n for n, w in self.traffic.items() if w > 0 and n in self.ports]
+            self._weights = [self.traffic[n] for n in self._names]
             try:
                 keys = json.loads((self.folder / KEYS_FILE).read_text())
             except FileNotFoundError:
@@ -59,13 +64,12 @@ class Routes:
         return bool(given) and any(hmac.compare_digest(given, key) for key in self.keys)
 
     def pick(self) -> Optional[str]:
-        names = [n for n, w in self.traffic.items() if w > 0 and n in self.ports]
-        if not names:
-            return None
-        return random.choices(names, weights=[self.traffic[n] for n in names])[0]
+        if len(self._names) < 2:  # one deployment takes it all (the usual case): no draw
+            return self._names[0] if self._names else None
+        return random.choices(self._names, weights=self._weights)[0]
 
 
-def _mtime(path: Path) -> int:
+def _mtime(path: str) -> int:
     try:
         return os.stat(path).st_mtime_ns
     except FileNotFoundError:
