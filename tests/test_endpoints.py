@@ -168,6 +168,11 @@ def test_a_port_in_use_and_a_killed_server(served, home):
     until(lambda: not pid_alive(pid), 10, "the server to die")
     listed = run_mltrain("endpoints", "list", cwd=served).out
     assert "Failed" in listed and "not running" in listed, listed
+    # started again from its record (what a reboot needs): the same model and script answer
+    assert run_mltrain("endpoints", "restart", "victim", cwd=served).rc == 0
+    answer = run_mltrain("endpoints", "invoke", "victim", "--data", '{"data": [4]}', cwd=served)
+    assert json.loads(answer.out) == {"answer": [12], "who": "blue"}
+    assert "Failed" not in run_mltrain("endpoints", "list", cwd=served).out
     assert run_mltrain("endpoints", "delete", "victim", cwd=served).rc == 0
 
 
@@ -193,3 +198,32 @@ def test_azure_endpoint_and_deployment_files(served):
     typo.write_text((served / "blue.yml").read_text().replace("instance_count", "instance_cont"))
     bad = run_mltrain("endpoints", "deploy", "--file", "typo.yml", cwd=served)
     assert bad.rc != 0 and bad.err.count("\n") == 1 and "instance_count" in bad.err, bad.err
+
+
+def test_a_container_image_is_refused_in_one_line_and_registers_nothing(served):
+    """A custom container (Azure's `image` with `inference_config`) is refused for what a deployment is here, not
+    with a job's advice (compute=slurm), and before the inline model is registered."""
+    (served / "cc.yml").write_text(
+        "$schema: https://azuremlschemas.azureedge.net/latest/managedOnlineDeployment.schema.json\n"
+        "name: cc\nendpoint_name: cc-files\nmodel:\n  path: model\n"
+        "environment:\n  image: myacr.azurecr.io/serving:1\n  inference_config:\n"
+        "    scoring_route: {port: 5001, path: /score}\ninstance_count: 1\n")
+    assert run_mltrain("endpoints", "create", "cc-files", cwd=served).rc == 0
+    bad = run_mltrain("endpoints", "deploy", "--file", "cc.yml", cwd=served)
+    assert bad.rc == 2 and bad.err.count("\n") == 1, bad.err
+    assert "container" in bad.err and "inference_config" in bad.err and "slurm" not in bad.err.lower(), bad.err
+    assert "cc-files-cc" not in run_mltrain("models", "list", cwd=served).out
+
+
+def test_auth_mode_in_azures_camel_case(served):
+    """kubernetes-endpoint.yml of Azure's examples writes `auth_mode: Key`; Azure's loader takes it (camel case
+    to snake case), and so does mltrain; a mode it does not know is still one line."""
+    (served / "k8s.yml").write_text(
+        "$schema: https://azuremlschemas.azureedge.net/latest/kubernetesOnlineEndpoint.schema.json\n"
+        "name: camel-key\ncompute: azureml:inferencecompute\nauth_mode: Key\n")
+    made = run_mltrain("endpoints", "create", "--file", "k8s.yml", cwd=served)
+    assert made.rc == 0, made.err
+    assert _endpoint(served, "camel-key")["auth_mode"] == "key"
+    (served / "bad.yml").write_text((served / "k8s.yml").read_text().replace("Key", "Token").replace("camel-key", "camel-bad"))
+    bad = run_mltrain("endpoints", "create", "--file", "bad.yml", cwd=served)
+    assert bad.rc == 2 and bad.err.count("\n") == 1 and "auth_mode" in bad.err, bad.err

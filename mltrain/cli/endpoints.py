@@ -170,6 +170,16 @@ def _keys(args: argparse.Namespace) -> int:
     return 0
 
 
+def _restart(args: argparse.Namespace) -> int:
+    load_endpoint(args.endpoint)
+    names = [args.deployment] if args.deployment else deployment_names(args.endpoint)
+    if not names:
+        raise EndpointError(f"endpoint {args.endpoint} has no deployments to restart")
+    for name in names:
+        serving.restart(args.endpoint, name)
+    return 0
+
+
 def _delete(args: argparse.Namespace) -> int:
     if args.deployment:
         serving.delete_deployment(args.endpoint, args.deployment)
@@ -227,6 +237,10 @@ def main(argv: List[str]) -> int:
     p.add_argument("endpoint")
     p.add_argument("--regenerate", action="store_true")
     p.set_defaults(func=_keys)
+    p = sub.add_parser("restart", help="start deployments again from their records (after a reboot, a killed server)")
+    p.add_argument("endpoint")
+    p.add_argument("--deployment", help="only this one (default: every deployment of the endpoint)")
+    p.set_defaults(func=_restart)
     p = sub.add_parser("delete", help="an endpoint (its servers stopped), or one deployment of it")
     p.add_argument("endpoint")
     p.add_argument("--deployment")

@@ -31,7 +31,7 @@ usage: mltrain [-m] [GROUP=OPTION ...] [KEY=VALUE ...] [--dry-run] [--cfg job]
        mltrain models download NAME[:VERSION] DIR [--exist-ok]
        mltrain env list | env show NAME | env save NAME DIR
        mltrain endpoints create NAME | endpoints deploy ENDPOINT --name D --model M --code DIR --scoring-script F
-       mltrain endpoints create|deploy --file AZURE.yml | endpoints list|show|logs|invoke|traffic|keys|delete
+       mltrain endpoints create|deploy --file AZURE.yml | endpoints list|show|logs|invoke|traffic|keys|restart|delete
        mltrain ui [--host H] [--port P]                   (MLflow's UI on the runs and models: needs mltrain[ui])
        mltrain job create --file JOB.yml [--set F=V] [--name N] [--dry-run] [--detach]   (an Azure ML v2 job file)
        mltrain horovod build [--force] | horovod check

@@ -208,6 +208,24 @@ def deploy(spec: DeploymentSpec, log: Log = print) -> DeploymentRecord:
     return record
 
 
+def restart(endpoint: str, name: str, log: Log = print) -> DeploymentRecord:
+    """Start a deployment again from its record (after a reboot, or its server killed): the same models,
+    scoring script, environment and settings, as an update would."""
+    from mltrain.models.registry import Model  # heavy
+
+    record = records.load_deployment(endpoint, name)
+    environment = None if record.environment.get("name", "current") == "current" and len(record.environment) == 1 \
+        else EnvironmentSpec(**record.environment)
+    spec = DeploymentSpec(name=name, endpoint=endpoint, models=[Model(m["name"], int(m["version"])) for m in record.models],
+                          scoring_script=record.scoring_script, code_dir=record.code_dir, environment=environment,
+                          instance_count=record.instance_count, request_timeout_ms=record.request_timeout_ms,
+                          max_concurrent_requests_per_instance=record.max_concurrent_requests_per_instance,
+                          environment_variables=dict(record.environment_variables),
+                          cloud_settings=dict(record.cloud_settings), description=record.description,
+                          tags=dict(record.tags))
+    return deploy(spec, log)
+
+
 def delete_deployment(endpoint: str, name: str) -> None:
     with records.locked(endpoint):
         record = records.load_endpoint(endpoint)
