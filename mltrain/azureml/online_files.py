@@ -8,6 +8,7 @@ registered (as `az ml` registers an anonymous model); an environment resolves as
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -40,7 +41,10 @@ def endpoint_from_file(path: str, overrides: Optional[Dict[str, Any]] = None,
     name = data.get("name")
     if not name:
         raise jf.error(("name",), "an endpoint needs a name")
-    auth = one_of(jf, ("auth_mode",), data.get("auth_mode", "key"), ("key", "aml_token", "aad_token"))
+    auth = data.get("auth_mode", "key")
+    if isinstance(auth, str):  # Azure's loader takes its camel case too (kubernetes-endpoint.yml's `Key`, `AMLToken`)
+        auth = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", auth).lower()
+    auth = one_of(jf, ("auth_mode",), auth, ("key", "aml_token", "aad_token"))
     if auth == "aad_token":
         raise jf.error(("auth_mode",), "aad_token needs Microsoft Entra ID; use key (mltrain checks it) or aml_token")
     cloud = {k: data[k] for k in CLOUD_ENDPOINT if k in data}
@@ -73,10 +77,11 @@ def deployment_from_file(path: str, overrides: Optional[Dict[str, Any]] = None, 
     if "max_queue_wait_ms" in requests:
         cloud["request_settings.max_queue_wait_ms"] = requests["max_queue_wait_ms"]
     _say_cloud(cloud, f"deployment {name}", log)
+    env = environment(jf, ("environment",), data.get("environment"), log)  # before the model: a refusal registers nothing
     return DeploymentSpec(
         name=name, endpoint=endpoint, models=models(jf, ("model",), data.get("model"), f"{endpoint}-{name}"),
         scoring_script=str(code["scoring_script"]) if code.get("scoring_script") else None, code_dir=code_dir,
-        environment=environment(jf, ("environment",), data.get("environment"), log),
+        environment=env,
         instance_count=int(number(jf, ("instance_count",), data.get("instance_count", 1), integer=True, low=1)),
         request_timeout_ms=int(number(jf, ("request_settings", "request_timeout_ms"),
                                       requests.get("request_timeout_ms", 5000), integer=True, low=1)),
@@ -112,6 +117,15 @@ def models(jf: JobFile, path: Tuple[Any, ...], value: Any, anonymous: str) -> Li
 
 def environment(jf: JobFile, path: Tuple[Any, ...], value: Any, log: Log) -> Optional[EnvironmentSpec]:
     """A v2 environment (a curated or mapped name, an inline conda_file) as the spec a run's would be."""
+    if isinstance(value, dict) and value.get("image") is not None and not value.get("build"):
+        image = str(value["image"])
+        base = image.startswith(references.AZUREML_BASE_IMAGES) and value.get("conda_file") is not None
+        if not (base or references.PYTHON_IMAGE.match(image)):  # a job's refusal would offer Slurm, not here
+            routes = " (its inference_config routes requests to its own server)" if "inference_config" in value else ""
+            raise jf.error(path + ("image",), f"image {image} is a container{routes}: a deployment here runs "
+                                              "on this machine under Azure's inference server, without a container "
+                                              "runtime; give a conda_file (with one of Azure ML's base images) or a "
+                                              "curated environment")
     env = references.environment(jf, path, value, on_cluster=False)
     for note in env.notes:
         log(f"note: {note}")
