@@ -227,3 +227,16 @@ def test_auth_mode_in_azures_camel_case(served):
     (served / "bad.yml").write_text((served / "k8s.yml").read_text().replace("Key", "Token").replace("camel-key", "camel-bad"))
     bad = run_mltrain("endpoints", "create", "--file", "bad.yml", cwd=served)
     assert bad.rc == 2 and bad.err.count("\n") == 1 and "auth_mode" in bad.err, bad.err
+
+
+def test_a_triton_model_without_a_script_is_refused_before_it_is_registered(served):
+    """triton/single-model's deployment (`type: triton_model`, no code_configuration) is refused in one line, as the
+    v2 SDK's front end refuses it, and its model folder is not registered first."""
+    (served / "triton.yml").write_text(
+        "$schema: https://azuremlschemas.azureedge.net/latest/managedOnlineDeployment.schema.json\n"
+        "name: blue\nendpoint_name: triton-files\nmodel:\n  name: densenet\n  version: 1\n  path: model\n"
+        "  type: triton_model\ninstance_count: 1\ninstance_type: STANDARD_NC4AS_T4_V3\n")
+    assert run_mltrain("endpoints", "create", "triton-files", cwd=served).rc == 0
+    bad = run_mltrain("endpoints", "deploy", "--file", "triton.yml", cwd=served)
+    assert bad.rc == 2 and bad.err.count("\n") == 1 and "Triton" in bad.err, bad.err
+    assert "densenet" not in run_mltrain("models", "list", cwd=served).out

@@ -71,6 +71,11 @@ def deployment_from_file(path: str, overrides: Optional[Dict[str, Any]] = None, 
     code_dir = str(Path(jf.folder) / str(code["code"])) if code.get("code") else None
     if code and not code.get("scoring_script"):
         raise jf.error(("code_configuration", "scoring_script"), "name the scoring script in the code folder")
+    model = data.get("model")
+    if not code and isinstance(model, dict) and str(model.get("type") or "").lower() == "triton_model":
+        raise jf.error(("model", "type"), "a Triton model without a scoring script is served by NVIDIA's Triton server "
+                                          "in Azure's image; mltrain serves a scoring script's init()/run() or an "
+                                          "MLflow model")
     requests = check_fields(jf, ("request_settings",), data.get("request_settings"),
                             ("request_timeout_ms", "max_concurrent_requests_per_instance", "max_queue_wait_ms"))
     cloud = {k: data[k] for k in CLOUD_DEPLOYMENT if k in data}
