@@ -273,5 +273,7 @@ def test_an_mlflow_model_is_served_without_a_scoring_script(workspace):
     assert value(out, "DEPLOYED") == "Succeeded"
     assert json.loads(value(out, "ANSWER")) == pytest.approx([6.0, 5.0])  # 2a + 3b + 1
     assert value(out, "MODEL") == "azureml:linear:1 None"
+    # no environment given: the model's own conda.yaml is built, as Azure builds an MLflow model's
+    assert "model linear:1's own conda.yaml is built" in out and "building environment mlflow-linear-1" in out
     assert value(out, "DELETED") == "None"
 

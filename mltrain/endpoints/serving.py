@@ -29,7 +29,7 @@ from mltrain.endpoints import endpoint_record as records
 from mltrain.endpoints import inference_server, models_dir
 from mltrain.endpoints.endpoint_record import LOG_FILE, DeploymentRecord, EndpointError, EndpointRecord
 from mltrain.environments.materialize import materialize
-from mltrain.environments.spec import EnvironmentSpec
+from mltrain.environments.spec import EnvironmentSpec, from_config
 from mltrain.processes import pid_alive
 
 SERVE_MODULE = "mltrain.endpoints.serve"
@@ -322,11 +322,28 @@ def _scoring_script(spec: DeploymentSpec) -> Tuple[Optional[str], Optional[str]]
 
 
 def _environment(spec: DeploymentSpec, log: Log) -> Tuple[str, Dict[str, Any]]:
-    if spec.environment is None:
+    given = spec.environment if spec.environment is not None else _mlflow_environment(spec, log)
+    if given is None:
         return sys.executable, {"name": "current"}
-    environment = _without_server_packages(spec.environment, spec.name, log)
+    environment = _without_server_packages(given, spec.name, log)
     info = materialize(environment, containerized=False, check_mode="warn", log=log)
     return str(info["interpreter"]), environment.to_json()
+
+
+def _mlflow_environment(spec: DeploymentSpec, log: Log) -> Optional[EnvironmentSpec]:
+    """An MLflow model deployed without a scoring script or an environment runs in the environment it was saved
+    with (its conda.yaml), as Azure's no-code deployment builds it: a lightgbm model needs lightgbm."""
+    if spec.scoring_script is not None:
+        return None
+    for model in spec.models:
+        if models_dir.is_mlflow(model):
+            conda = next(iter(sorted(Path(str(model.source)).rglob("conda.yaml"))), None)
+            if conda is not None:
+                log(f"note: deployment {spec.name}: no environment given: model {model.name}:{model.version}'s own "
+                    "conda.yaml is built, as Azure builds an MLflow model's")
+                return from_config({"name": f"mlflow-{model.name}-{model.version}", "conda": str(conda),
+                                    "python": {"user_managed": False}})
+    return None
 
 
 def _without_server_packages(spec: EnvironmentSpec, deployment: str, log: Log) -> EnvironmentSpec:
