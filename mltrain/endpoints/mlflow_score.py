@@ -23,11 +23,15 @@ def init():
 def run(raw_data):
     import numpy as np  # heavy
     import pandas as pd  # heavy
+    from mlflow.utils.proto_json_utils import dataframe_from_parsed_json  # heavy
 
     payload = json.loads(raw_data)
     data = payload.get("input_data", payload.get("data")) if isinstance(payload, dict) else payload
+    schema = model.metadata.get_input_schema()
     if isinstance(data, dict) and "data" in data:
-        frame = pd.DataFrame(data["data"], columns=data.get("columns"), index=data.get("index"))
+        # pandas' split form, each column cast to the model's signature (a string column sent as numbers is
+        # made strings), as MLflow's own scoring server and Azure's no-code deployment parse it
+        frame = dataframe_from_parsed_json(data, pandas_orient="split", schema=schema)
     elif isinstance(data, dict):
         frame = pd.DataFrame(data)
     else:
