@@ -10,11 +10,10 @@ import json
 import os
 import signal
 import socket
-import subprocess
 from pathlib import Path
 
 import pytest
-from support import mltrain_exe, pid_alive, run_mltrain, until
+from support import pid_alive, run_mltrain, until
 
 SCORE = """
 import json, os
@@ -241,21 +240,3 @@ def test_a_triton_model_without_a_script_is_refused_before_it_is_registered(serv
     bad = run_mltrain("endpoints", "deploy", "--file", "triton.yml", cwd=served)
     assert bad.rc == 2 and bad.err.count("\n") == 1 and "Triton" in bad.err, bad.err
     assert "densenet" not in run_mltrain("models", "list", cwd=served).out
-
-
-def test_ctrl_c_while_a_deployment_starts_leaves_nothing_running(served, home):
-    (served / "code" / "score.py").write_text("import time\ndef init():\n    time.sleep(120)\n"
-                                              "def run(raw):\n    return raw\n")
-    assert run_mltrain("endpoints", "create", "slow-start", cwd=served).rc == 0
-    port = _port(_endpoint(served, "slow-start")["scoring_uri"])
-    deploying = subprocess.Popen([*mltrain_exe(), "endpoints", "deploy", "slow-start", "--name", "blue", "--model",
-                                  "triple", "--code", "code", "--scoring-script", "score.py"], cwd=served,
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    until(lambda: _servers(home), 60, "the deployment's server to start")
-    deploying.send_signal(signal.SIGINT)  # what Ctrl-C sends the command
-    out, err = deploying.communicate(timeout=60)
-    assert deploying.returncode == 130, err
-    assert err.count("\n") == 1 and "interrupted before it was ready" in err and "Traceback" not in err, err
-    assert _servers(home) == [] and _refused(port)
-    shown = _endpoint(served, "slow-start")["deployments"]
-    assert shown[0]["state"] == "Failed" and "interrupted" in shown[0]["error"]

@@ -14,10 +14,6 @@ from mltrain.endpoints.endpoint_record import EndpointError, deployment_names, l
 from mltrain.errors import MltrainError
 
 
-class Interrupted(MltrainError):
-    exit_code = 130  # as a shell reports a command ended by Ctrl-C
-
-
 def _create(args: argparse.Namespace) -> int:
     traffic = None
     if args.file:
@@ -53,11 +49,7 @@ def _deploy(args: argparse.Namespace) -> int:
                                         environment=_environment(args.environment),
                                         instance_count=args.instance_count)
     endpoint = load_endpoint(spec.endpoint)
-    try:
-        serving.deploy(spec)
-    except KeyboardInterrupt:
-        raise Interrupted(f"deployment {spec.name} of endpoint {endpoint.name} was interrupted before it was ready; "
-                          "its new server was stopped") from None
+    serving.deploy(spec)
     if args.all_traffic:
         serving.set_traffic(endpoint.name, {n: (100 if n == spec.name else 0) for n in deployment_names(endpoint.name)})
         print(f"all of endpoint {endpoint.name}'s traffic goes to {spec.name}")

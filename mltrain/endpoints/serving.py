@@ -182,14 +182,15 @@ def deploy(spec: DeploymentSpec, log: Log = print) -> DeploymentRecord:
         proc = _start(record, endpoint, folder)
         record.pid = proc.pid
         records.save_deployment(record)
-    try:
-        error = _wait_ready(record, proc, spec.ready_timeout_s)
-    except BaseException:  # interrupted (Ctrl-C) while it starts: nothing of the new server is left running
-        _abandon(record, proc, previous, folder, generation, "its deployment was interrupted before it was ready")
-        raise
+    error = _wait_ready(record, proc, spec.ready_timeout_s)
     with records.locked(spec.endpoint):
         if error is not None:
-            _abandon(record, proc, previous, folder, generation, error)
+            _stop(record, proc)
+            record.state, record.error, record.pid = "Failed", error, None
+            if previous is not None:  # the old server keeps serving, as Azure keeps the old version on a failed update
+                records.save_deployment(previous)
+            else:
+                records.save_deployment(record)
             raise EndpointError(f"deployment {spec.name} of endpoint {spec.endpoint} failed: {error} "
                                 f"(its log: {folder / LOG_FILE})")
         record.state, record.ready_s = "Succeeded", round(time.time() - record.started, 3)
@@ -205,19 +206,6 @@ def deploy(spec: DeploymentSpec, log: Log = print) -> DeploymentRecord:
         _remove_old_models(folder, Path(record.model_dir))
     log(f"deployment {spec.name} of endpoint {spec.endpoint} is ready ({record.ready_s:.1f} s): {endpoint.scoring_uri}")
     return record
-
-
-def _abandon(record: DeploymentRecord, proc: subprocess.Popen[bytes], previous: Optional[DeploymentRecord],
-             folder: Path, generation: int, why: str) -> None:
-    """A new server that will not serve: stopped, and the record as it was before (an update: the old server
-    keeps serving, as Azure keeps the old version on a failed update) or Failed with why."""
-    _stop(record, proc)
-    record.state, record.error, record.pid = "Failed", why, None
-    if previous is not None:
-        records.save_deployment(previous)
-        shutil.rmtree(folder / f"azureml-models.{generation}", ignore_errors=True)
-    else:
-        records.save_deployment(record)
 
 
 def restart(endpoint: str, name: str, log: Log = print) -> DeploymentRecord:
