@@ -30,7 +30,7 @@ from mltrain.endpoints import inference_server, models_dir
 from mltrain.endpoints.endpoint_record import LOG_FILE, DeploymentRecord, EndpointError, EndpointRecord
 from mltrain.environments.materialize import materialize
 from mltrain.environments.spec import EnvironmentSpec, from_config
-from mltrain.processes import pid_alive
+from mltrain.processes import pid_alive, stop_group, within
 
 SERVE_MODULE = "mltrain.endpoints.serve"
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent
@@ -177,7 +177,7 @@ def deploy(spec: DeploymentSpec, log: Log = print) -> DeploymentRecord:
         generation = int(time.time() * 1000)
         record.model_dir = str(models_dir.lay_out(folder / f"azureml-models.{generation}", spec.models))
         if previous is None:
-            _check_port(endpoint.host, endpoint.port, endpoint.name, ours=True)
+            _check_port(endpoint.host, endpoint.port, endpoint.name)
         records.save_deployment(record)
         proc = _start(record, endpoint, folder)
         record.pid = proc.pid
@@ -288,7 +288,7 @@ def free_port(host: str) -> int:
         return int(s.getsockname()[1])
 
 
-def _check_port(host: str, port: int, endpoint: str, ours: bool = False) -> None:
+def _check_port(host: str, port: int, endpoint: str) -> None:
     """A port another program holds fails here, in one line, before any server starts. (Our own endpoint's
     servers hold it with SO_REUSEPORT, so binding with the same flag tells the two apart.)"""
     for other in records.list_names():
@@ -420,18 +420,17 @@ def _stop(record: DeploymentRecord, proc: Optional[subprocess.Popen[bytes]] = No
     pid = record.pid
     if pid is None or not (_is_server(pid) or proc is not None):
         return
-    for sig, grace in ((signal.SIGINT, 5.0), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(pid, sig)
-        except (ProcessLookupError, PermissionError):
-            break
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline:
-            if proc is not None and proc.poll() is not None:
-                return
-            if proc is None and not pid_alive(pid):
-                return
+    def gone(grace: Optional[float]) -> bool:  # the server itself (our child, or a pid from its record)
+        if proc is not None:
+            return within(proc.wait)(grace)
+        deadline = time.monotonic() + (grace or 0.0)
+        while pid_alive(pid):
+            if time.monotonic() >= deadline:
+                return False
             time.sleep(0.02)
+        return True
+
+    stop_group(pid, ((signal.SIGINT, 5.0), (signal.SIGKILL, 5.0)), gone)
 
 
 def _remove_old_models(folder: Path, keep: Path) -> None:
