@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from mltrain.azureml import expressions, references
-from mltrain.azureml.job_io import Input, Output, parse_inputs, parse_outputs
+from mltrain.azureml.job_io import VALUE_FILE, Input, Output, parse_inputs, parse_outputs
 from mltrain.azureml.v2_schema import (
     COMMAND,
     DISTRIBUTIONS,
@@ -203,10 +203,13 @@ def prologue(job: CommandJob, standalone_outputs: bool) -> str:
         if out.path is not None:
             target = shlex.quote(out.path)
         elif standalone_outputs:
-            target = f'"$MLTRAIN_OUTPUTS_DIR/{out.name}"'
+            target = f'"$MLTRAIN_OUTPUTS_DIR/{out.name}{"/" + VALUE_FILE if out.is_value else ""}"'
+        elif out.is_value:  # its folder is the engine's; the variable names the file the value is written to
+            lines.append(f'export AZURE_ML_OUTPUT_{out.name}="${{outputs.{out.name}}}/{VALUE_FILE}"')
+            continue
         else:
             continue  # a pipeline step's output folder is made by the pipeline engine
-        folder = f'"$(dirname {target})"' if out.type == "uri_file" else target
+        folder = f'"$(dirname {target})"' if out.type == "uri_file" or out.is_value else target
         lines.append(f"export AZURE_ML_OUTPUT_{out.name}={target}; mkdir -p {folder}")
     return "; ".join(lines)
 

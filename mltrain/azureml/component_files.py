@@ -21,6 +21,8 @@ from mltrain.azureml.v2_schema import COMPONENT, LITERAL_TYPES, PATH_TYPES, chec
 from mltrain.azureml.yaml_lines import JobFile, load
 
 PORT_KEYS = ("type", "default", "optional", "enum", "min", "max", "description", "mode", "path")
+#: An output port's further fields: a primitive output that is a control output (Azure's control flow)
+OUTPUT_PORT_KEYS = PORT_KEYS + ("is_control",)
 
 
 @dataclass
@@ -62,8 +64,9 @@ def load_component(jf: JobFile, where: Sequence[Any], ref: Any) -> Component:
         ports_in[str(port)] = spec
     ports_out = {}
     for port, spec in (data.get("outputs") or {}).items():
-        spec = check_fields(comp, ("outputs", port), spec or {}, PORT_KEYS)
-        one_of(comp, ("outputs", port, "type"), spec.get("type", "uri_folder"), PATH_TYPES)
+        spec = check_fields(comp, ("outputs", port), spec or {}, OUTPUT_PORT_KEYS)
+        # a primitive output (string, integer, number, boolean) is a value the command writes (job_io.VALUE_FILE)
+        one_of(comp, ("outputs", port, "type"), spec.get("type", "uri_folder"), PATH_TYPES + LITERAL_TYPES)
         ports_out[str(port)] = spec
     body = {k: data[k] for k in ("command", "code", "environment", "distribution", "resources") if k in data}
     if "instance_count" in data:

@@ -1,6 +1,11 @@
 """A job's `inputs` and `outputs` as Azure writes them (reference-yaml-job-command, "Job inputs" and
 "Job outputs"): a literal (string, integer, number, boolean), a data input `{type, path, mode}`, a
 binding `${{parent...}}` inside a pipeline; an output `{type, path, mode}` or nothing (a folder of the run).
+
+An output of a primitive type (`{type: string}`, mldesigner's `-> str`, `Output(type="boolean",
+is_control=True)`) is a value, not data: the job writes it as text to the file `${{outputs.x}}` names
+(VALUE_FILE in the output's folder, where mldesigner's `execute` writes a function's return value), and
+a later pipeline step reads it as the value of a primitive input (mltrain.azureml.pipeline_job).
 """
 from __future__ import annotations
 
@@ -20,6 +25,9 @@ from mltrain.azureml.v2_schema import (
     check_fields,
     one_of,
 )
+
+#: The file in a primitive output's folder that holds its value (mldesigner writes `<folder>/output`).
+VALUE_FILE = "output"
 from mltrain.azureml.yaml_lines import JobFile
 
 
@@ -47,6 +55,11 @@ class Output:
     binding: Optional[str] = None   # `parent.outputs.z` (pipeline steps)
     # A pipeline output's own folder that also shows this step output (a link made when the step starts)
     link: Optional[str] = None
+
+    @property
+    def is_value(self) -> bool:
+        """A primitive output (string, integer, number, boolean): a value written to VALUE_FILE."""
+        return self.type in LITERAL_TYPES
 
 
 def literal_type(value: Any) -> str:
@@ -117,7 +130,9 @@ def parse_outputs(jf: JobFile, path: Sequence[Any], node: Any, dry_run: bool, jo
             out[name] = Output(name, binding=bound)
             continue
         spec = check_fields(jf, where, value, OUTPUT_KEYS)
-        kind = one_of(jf, where + ("type",), spec.get("type", "uri_folder"), PATH_TYPES)
+        kind = one_of(jf, where + ("type",), spec.get("type", "uri_folder"), PATH_TYPES + LITERAL_TYPES)
+        if kind in LITERAL_TYPES and spec.get("path") is not None:
+            raise jf.error(where + ("path",), f"a {kind} output is a value the job writes, not data: it has no path")
         mode = spec.get("mode")
         if mode is not None:
             one_of(jf, where + ("mode",), mode, OUTPUT_MODES)

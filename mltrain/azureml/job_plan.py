@@ -12,6 +12,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import yaml
 
 from mltrain.azureml import command_job, parallel_job, pipeline_job, sweep_job, v2_schema
+from mltrain.azureml.job_io import VALUE_FILE
 from mltrain.azureml.job_request import EMPTY_CODE, GROUP, Plan, Request, file_name, ignored_note, record
 from mltrain.azureml.references import config_dirs, fetched_when
 from mltrain.azureml.yaml_lines import JobFile, JobFileError, load
@@ -147,6 +148,8 @@ def _shown(inp: Any) -> str:
 def _standalone_output(out: Any) -> str:
     if out.path is not None:
         return out.path
+    if out.is_value:  # a primitive output: the file its value is written to
+        return f"$MLTRAIN_OUTPUTS_DIR/{out.name}/{VALUE_FILE}"
     return f"$MLTRAIN_OUTPUTS_DIR/{out.name}"
 
 

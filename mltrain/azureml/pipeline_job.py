@@ -4,15 +4,24 @@ each of its `jobs` becomes a step (one run each, the pipeline's own run, reuse t
 checked, so a component sees the value it will run with; `${{parent.jobs.a.outputs.y}}` becomes the
 step input `a.outputs.y` (the edge of the graph); `${{parent.outputs.z}}` names the step's own output
 folder as the pipeline's output z.
+
+A primitive output of a step (`{type: string}`; mldesigner's `-> str`, `-> Output(type="integer")`, a
+group's fields) is a value the step writes to the file `${{outputs.y}}` names (job_io.VALUE_FILE in its
+folder); a later step's input bound to it receives the VALUE, as Azure passes it. It is known only once
+the producer has run, so it is read where the consumer runs, when it starts (locally, or on Slurm after
+its `afterok` dependency): the consumer's command line reads `$AZURE_ML_INPUT_x`, which its own shell sets
+from the producer's file before the command runs (a file that is not there stops the step in one line).
+A reused producer's folder is linked, its value file with it.
 """
 from __future__ import annotations
 
 import re
+import shlex
 from typing import Any, Dict, List, Optional, Tuple
 
 from mltrain.azureml import command_job, component_files, parallel_job, sweep_step, v2_schema
 from mltrain.azureml.builtin_components import folders, lookup, step_overrides
-from mltrain.azureml.job_io import Output, parse_inputs, parse_outputs
+from mltrain.azureml.job_io import VALUE_FILE, Output, parse_inputs, parse_outputs
 from mltrain.azureml.job_request import GROUP, Plan, Request, file_name, ignored_note, record
 from mltrain.azureml.pipeline_components import flatten
 from mltrain.azureml.references import DEFAULT_DATASTORE_EXPRESSION, asset_name, config_dirs, fetched_when
@@ -23,6 +32,10 @@ STEP_TYPES = ("command", "sweep", "pipeline", "parallel")
 #: The output name that stands for a job's whole artifact store (hello-pipeline-default-artifacts).
 ARTIFACTS = "artifacts"
 Aliases = Dict[Tuple[str, str], Tuple[str, str]]
+#: (step, output) -> its primitive type, for the outputs that are values
+Values = Dict[Tuple[str, str], str]
+#: Where a value input's text goes in a rendered command, before its quoting is known (_value_references)
+VALUE_MARK, VALUE_END = "@@mltrain-value:", "@@"
 PARENT_JOB_OUTPUT = re.compile(r"^jobs\.([A-Za-z0-9_-]+)\.outputs\.([A-Za-z_][A-Za-z0-9_]*)$")
 
 
@@ -73,6 +86,8 @@ def plan(jf: JobFile, request: Request, ctx: command_job.Context, name: Optional
                     aliases[(step, port)] = (step, folder)
     for outer, port in aliases:
         declared.setdefault(outer, []).append(port)
+    values: Values = {(step, out.name): out.type for step, p in parsed.items() if p[0] != "builtin"
+                      for out in _job_of(p).outputs.values() if out.is_value}
     for step, (kind, job) in parsed.items():
         file, where = where_of[step]
         if kind == "builtin":
@@ -84,17 +99,20 @@ def plan(jf: JobFile, request: Request, ctx: command_job.Context, name: Optional
             steps[step] = _parallel_step(file, where, job, declared, pipe, step, files, aliases)
             job = job.command
         else:
-            steps[step] = _step(file, where, job, declared, pipe, step, files, aliases)
+            steps[step] = _step(file, where, job, declared, pipe, step, files, aliases, values)
         for out in (job.outputs.values() if kind != "builtin" else []):
             if out.binding is not None:
                 target = out.binding.split(".", 1)[1] if out.binding.startswith("outputs.") else None
                 if target is None or target not in top_outputs:
                     raise file.error(where + ("outputs", out.name), f"${{{{parent.{out.binding}}}}}: the pipeline "
                                                                   f"has no output '{target or out.binding}'")
-        lines.append(f"  {step}: inputs [{', '.join(f'{k}<-{_shown(v)}' for k, v in steps[step]['inputs'].items())}] "
+        lines.append(f"  {step}: inputs [{', '.join(f'{k}<-{_shown(v, values)}' for k, v in steps[step]['inputs'].items())}] "
                      f"outputs [{', '.join(steps[step]['outputs'])}]"
                      + (" (a sweep: its best trial's outputs)" if kind == "sweep" else ""))
         notes += job.notes if kind != "builtin" else []
+    if values and ctx.dry_run:
+        lines.append("  (a dry run: a value a step returns is not known until that step has run; the step that "
+                     "reads it reads it when it starts)")
     node: Dict[str, Any] = {"steps": steps}
     if settings.get("force_rerun") is not None:
         node["force_rerun"] = bool(settings["force_rerun"])
@@ -216,26 +234,35 @@ def _upstream(jf: JobFile, where: tuple, binding: str, declared: Dict[str, List[
 
 
 def _step(jf: JobFile, where: tuple, job: command_job.CommandJob, declared: Dict[str, List[str]], pipe: str,
-          step: str, files: Dict[str, Dict[str, Any]], aliases: Aliases) -> Dict[str, Any]:
+          step: str, files: Dict[str, Dict[str, Any]], aliases: Aliases, values: Values) -> Dict[str, Any]:
     inputs: Dict[str, Any] = {}
+    read: List[str] = []  # the shell lines that read the values this step's inputs receive
     for inp in job.inputs.values():
         if inp.binding is not None:
             inputs[inp.name] = _upstream(jf, where + ("inputs", inp.name), inp.binding, declared, aliases)
+            if _value_of(inputs[inp.name], values) is not None:
+                read.append(_read_value(jf, where + ("inputs", inp.name), inp, inputs[inp.name], values))
         elif inp.path is not None:
             inputs[inp.name] = _graph_input(inp)
     outputs = [o.name for o in job.outputs.values() if o.path is None]
 
     def output_path(out: Output) -> str:
+        if out.path is None and out.is_value:  # the file its value is written to
+            return f"${{outputs.{out.name}}}/{VALUE_FILE}"
         return out.path if out.path is not None else f"${{outputs.{out.name}}}"
 
     def input_path(inp: Any) -> str:
         if inp.binding is not None and inp.binding.endswith(f".outputs.{ARTIFACTS}"):
             # Azure's `artifacts` output is the job's whole artifact store (./outputs, ./logs): its run folder
             return f"${{inputs.{inp.name}}}/../.."
+        if _value_of(inputs.get(inp.name), values) is not None:
+            return f"{VALUE_MARK}{inp.name}{VALUE_END}"
         return f"${{inputs.{inp.name}}}"
 
-    body = command_job.render_command(job, output_path, input_path, lambda n: f"$AML_PARAMETER_{n}", pipe)
-    command = command_job.wrap(job, body, command_job.prologue(job, standalone_outputs=False))
+    body = _value_references(command_job.render_command(job, output_path, input_path,
+                                                        lambda n: f"$AML_PARAMETER_{n}", pipe))
+    pre = "; ".join(x for x in [command_job.prologue(job, standalone_outputs=False), *read] if x)
+    command = command_job.wrap(job, body, pre)
     values = command_job.config_values(job, command, "empty_code")
     values.pop("inputs", None)  # the pipeline engine names every step's inputs and outputs itself
     option = f"{pipe}__{step}"
@@ -310,14 +337,68 @@ def _pipeline_default_datastore(data: Any) -> Any:
     return put(data)
 
 
+def _value_of(upstream: Any, values: Values) -> Optional[str]:
+    """The primitive type of the step output `upstream` (`STEP.outputs.NAME`), None for data."""
+    if not isinstance(upstream, str) or ".outputs." not in upstream:
+        return None
+    step, output = upstream.split(".outputs.", 1)
+    return values.get((step, output))
+
+
+def _read_value(jf: JobFile, where: tuple, inp: Any, upstream: str, values: Values) -> str:
+    """The shell line that sets $AZURE_ML_INPUT_<name> to the value the upstream step wrote, when this
+    step starts (its own process, after its parents on Slurm); no value there: the step stops in one line."""
+    kind = _value_of(upstream, values)
+    producer, output = upstream.split(".outputs.", 1)
+    if inp.is_data:
+        raise jf.error(where, f"${{{{parent.{inp.binding}}}}} is the {kind} value step {producer} returns, not data: "
+                              f"bind it to an input of type string, integer, number or boolean (this one is "
+                              f"{inp.type})")
+    name, path = inp.name, f'"${{inputs.{inp.name}}}/{VALUE_FILE}"'
+    said = (f"mltrain: input {name} reads the {kind} value of {upstream}, but step {producer} wrote none "
+            f"(no file ${{inputs.{name}}}/{VALUE_FILE}: a primitive output is written to the file "
+            f"$AZURE_ML_OUTPUT_{output} names)")
+    return (f'if [ -f {path} ]; then AZURE_ML_INPUT_{name}="$(cat {path})"; export AZURE_ML_INPUT_{name}; '
+            f"else echo {shlex.quote(said)} >&2; exit 2; fi")
+
+
+def _value_references(body: str) -> str:
+    """Each value input's mark in a rendered command replaced by `$AZURE_ML_INPUT_<name>`, quoted for where
+    it stands: Azure writes the value into the command as text, and mldesigner's commands put it inside
+    single quotes (`word='${{inputs.word}}'`), where a shell variable is not expanded."""
+    out: List[str] = []
+    i, quote = 0, ""
+    while i < len(body):
+        if body.startswith(VALUE_MARK, i):
+            end = body.index(VALUE_END, i + len(VALUE_MARK))
+            var = f"$AZURE_ML_INPUT_{body[i + len(VALUE_MARK):end]}"
+            # unquoted: one word; in '...': closed, the variable in "...", reopened; in "...": ended by ""
+            out.append({"": f'"{var}"', "'": f"'\"{var}\"'", '"': f'{var}""'}[quote])
+            i = end + len(VALUE_END)
+            continue
+        ch = body[i]
+        if ch == "\\" and quote != "'":
+            out.append(body[i:i + 2])
+            i += 2
+            continue
+        if ch in "'\"" and quote in ("", ch):
+            quote = "" if quote else ch
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
 def _graph_input(inp: Any) -> Any:
     """A step's data input as the pipeline engine reads it: its path, and for a web file the address it
     is downloaded from (a dry run's path is not there yet: mltrain.pipelines.graph)."""
     return {"path": inp.path, "url": inp.url} if inp.url is not None else inp.path
 
 
-def _shown(value: Any) -> str:
-    return fetched_when(value["path"], value["url"]) if isinstance(value, dict) else str(value)
+def _shown(value: Any, values: Values) -> str:
+    if isinstance(value, dict):
+        return fetched_when(value["path"], value["url"])
+    kind = _value_of(value, values)
+    return f"{value} (its {kind} value, read when the step starts)" if kind else str(value)
 
 
 def _dedupe(notes: List[str]) -> List[str]:

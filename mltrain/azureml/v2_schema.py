@@ -57,7 +57,7 @@ LITERAL_TYPES = ("string", "integer", "number", "boolean")
 PATH_TYPES = ("uri_file", "uri_folder", "mlflow_model", "custom_model", "mltable", "triton_model")
 INPUT_KEYS = ("type", "path", "mode", "default", "optional", "description", "enum", "min", "max", "value",
               "datastore", "path_on_compute")
-OUTPUT_KEYS = ("type", "path", "mode", "description", "name", "version", "datastore", "path_on_compute")
+OUTPUT_KEYS = ("type", "path", "mode", "description", "name", "version", "datastore", "path_on_compute", "is_control")
 #: As Azure's loader takes them: an input is never mounted writable; an output may be `mount` (its old name).
 INPUT_MODES = ("ro_mount", "download", "direct", "eval_mount", "eval_download")
 OUTPUT_MODES = ("rw_mount", "mount", "upload", "direct")
