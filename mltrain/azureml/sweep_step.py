@@ -6,7 +6,10 @@ hard links where the file system allows, so nothing is duplicated on disk) and t
 is recorded in the step's run directory (`sweep_step.json`) and its log, so downstream steps read the
 best trial's files, as in Azure ML.
 
-Planning (`step_values`) happens when the pipeline file is read; `main` is the step's program.
+Planning (`step_values`) happens when the pipeline file is read; `main` is the step's program. A v1
+HyperDriveStep runs the same program with its HyperDriveConfig's sweep request instead of a sweep job
+file (azureml.pipeline.steps.hyperdrive_step), and its outputs may be one file: the trials' metrics, or
+the best trial's model file.
 """
 from __future__ import annotations
 
@@ -180,6 +183,53 @@ def _run_sweep(argv: List[str], cwd: str, env: Dict[str, str]) -> int:
     return proc.wait()
 
 
+def _v1_sweep(request: Dict[str, Any], inputs: Dict[str, str], run_dir: Path, sweep_dir: Path) -> List[str]:
+    """The command that runs a v1 HyperDriveConfig's sweep: its overrides (the step's inputs filled in, the
+    trials in the pipeline's experiment and runs folder) handed to the Python API's driver as a typed request."""
+    from mltrain.launch.request import override  # startup
+    from mltrain.runs.record import RunRecord  # startup
+
+    experiment = RunRecord.load(run_dir).doc.experiment
+    overrides = [*request["overrides"], *(override(f"++inputs.{k}", v) for k, v in inputs.items()),
+                 override("experiment_name", experiment), override("run.root", str(run_dir.parent)),
+                 override("hydra.sweep.dir", str(sweep_dir))]
+    folder = run_dir / "hyperdrive"
+    folder.mkdir(exist_ok=True)
+    file = folder / "request.json"
+    file.write_text(json.dumps({"overrides": overrides, "folder": str(folder),
+                                "config_dirs": list(request.get("config_dirs") or [])}, indent=2) + "\n")
+    return [sys.executable, "-m", "mltrain.cli.multirun", str(file)]
+
+
+def _trial_metrics(doc: Any) -> Dict[str, Any]:
+    """Every trial's metrics by run id, as HyperDriveStep's metrics output holds them."""
+    from mltrain.runs.metrics import read_metrics, summarize  # heavy
+
+    return {m.run_id: summarize(read_metrics(Path(m.run_dir) / "metrics.jsonl"), None)
+            for m in doc.members if m.run_id and m.run_dir}
+
+
+def _as_file(target: Path, text: str) -> None:
+    """`target` as one file (the pipeline engine made it an empty folder, as every output starts)."""
+    if target.is_dir() and not any(target.iterdir()):
+        target.rmdir()
+    tmp = target.with_name(f".{target.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, target)
+
+
+def _best_file(best_dir: Path, model_file: Optional[str], target: Path) -> bool:
+    """The best trial's `model_file` (a path in its run folder) at `target`: a file as that file, a folder
+    as its files."""
+    source = best_dir / (model_file or "outputs")
+    if not source.exists():
+        return False
+    if source.is_file() and target.is_dir() and not any(target.iterdir()):
+        target.rmdir()
+    _link_tree(source, target)
+    return True
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     import argparse  # startup
 
@@ -192,21 +242,25 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--place", action="append", default=[])
     args = parser.parse_args(argv)
     payload = json.loads(base64.b64decode(args.spec))
-    job = payload["job"]
-    for name, path in _pairs(args.input, "--input").items():
-        job["inputs"][name] = {**job["inputs"][name], "path": path}
+    inputs = _pairs(args.input, "--input")
     outputs = _pairs(args.output, "--output")
     run_dir = Path(os.environ["MLTRAIN_RUN_DIR"])
     run_id = os.environ["MLTRAIN_RUN_ID"]
-    file = run_dir / "sweep_job.yml"
-    file.write_text(json.dumps(job, indent=2) + "\n")  # JSON is YAML
     sweep_dir = run_dir / "sweep"
     env = {k: v for k, v in os.environ.items() if not k.startswith(NOT_PASSED) or k in ("MLTRAIN_HOME",)}
     for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "NODE_RANK", "GROUP_RANK", "MASTER_ADDR",
                  "MASTER_PORT", "TF_CONFIG"):
         env.pop(name, None)
-    argv_sweep = [sys.executable, "-m", "mltrain", "job", "create", "--file", str(file), "--name", f"{run_id}-sweep",
-                  *payload["overrides"], f"hydra.sweep.dir={sweep_dir}"]
+    if "request" in payload:  # a v1 HyperDriveStep: the sweep Experiment.submit(hyperdrive_config) would start
+        argv_sweep = _v1_sweep(payload["request"], inputs, run_dir, sweep_dir)
+    else:
+        job = payload["job"]
+        for name, path in inputs.items():
+            job["inputs"][name] = {**job["inputs"][name], "path": path}
+        file = run_dir / "sweep_job.yml"
+        file.write_text(json.dumps(job, indent=2) + "\n")  # JSON is YAML
+        argv_sweep = [sys.executable, "-m", "mltrain", "job", "create", "--file", str(file), "--name",
+                      f"{run_id}-sweep", *payload["overrides"], f"hydra.sweep.dir={sweep_dir}"]
     earlier = _earlier_sweep(sweep_dir, run_dir.parent)
     if earlier == COMPLETED:
         argv_sweep = []
@@ -225,14 +279,24 @@ def main(argv: Optional[List[str]] = None) -> int:
     if best is None or best.run_dir is None:
         print(f"sweep step: no trial logged {doc.primary_metric}; the step has no best trial", file=sys.stderr)
         return code or 1
+    kinds = payload.get("outputs") or {}
     for name, target in outputs.items():
-        _link_tree(Path(best.run_dir) / "outputs" / name, Path(target))
+        kind = kinds.get(name) or {"kind": "folder"}
+        if kind["kind"] == "metrics":
+            _as_file(Path(target), json.dumps(_trial_metrics(doc), indent=2) + "\n")
+        elif kind["kind"] == "model":
+            if not _best_file(Path(best.run_dir), kind.get("model_file"), Path(target)):
+                print(f"sweep step: the best trial {best.run_id} wrote no {kind.get('model_file')} (the model "
+                      f"file its TrainingOutput names)", file=sys.stderr)
+                return 1
+        else:
+            _link_tree(Path(best.run_dir) / "outputs" / name, Path(target))
     for name, place in _pairs(args.place, "--place").items():
         kind, _, path = place.partition("=")
         _place(Path(outputs[name]), kind, Path(path))
     record = {"best_run_id": best.run_id, "best_run_dir": best.run_dir, "best_value": doc.best_value,
               "best_params": doc.best_params, "primary_metric": doc.primary_metric, "goal": doc.goal,
-              "sweep_dir": str(sweep_dir), "sweep_status": doc.status}
+              "sweep_dir": str(sweep_dir), "sweep_status": doc.status, "names": payload.get("names") or {}}
     (run_dir / RECORD).write_text(json.dumps(record, indent=2) + "\n")
     print(f"sweep step: best trial {best.run_id} ({doc.primary_metric} {doc.best_value}); its outputs are "
           f"this step's: {', '.join(outputs) or 'none'}", flush=True)

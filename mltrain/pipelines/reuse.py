@@ -76,8 +76,8 @@ def outputs_record(run_dir: Path, names: List[str]) -> Dict[str, Dict[str, Any]]
 def intact(run_dir: Path, produced: Dict[str, Dict[str, Any]]) -> Optional[str]:
     """None when every output is still as it was written, else what changed."""
     for name, info in produced.items():
-        folder = run_dir / "outputs" / name
-        if not folder.is_dir():
+        folder = run_dir / "outputs" / name  # a folder, or the one file a step put there (a HyperDriveStep's model)
+        if not folder.exists():
             return f"output {name} of run {run_dir.name} is gone"
         if listing(folder) != info["files"]:
             return f"output {name} of run {run_dir.name} was changed after it was written"

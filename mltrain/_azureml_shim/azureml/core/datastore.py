@@ -147,11 +147,20 @@ class DataReference(RefuseUnknown):
     def _mltrain_path(self) -> str:
         return str(self.datastore.root / self.path_on_datastore)
 
-    def download(self, local_path: str, overwrite: bool = False, show_progress: bool = True) -> str:
-        """The folder's files under local_path/path_on_datastore, as Azure's PortDataReference.download puts them."""
-        target = Path(local_path) / self.path_on_datastore
-        copy_tree(Path(self._mltrain_path()), target, overwrite, show_progress)
-        return str(target)
+    @property
+    def _path_on_datastore(self) -> str:  # read by Azure's HyperDriveStep notebook to open a downloaded file
+        return self.path_on_datastore
+
+    def download(self, local_path: str, overwrite: bool = False, show_progress: bool = True) -> int:
+        """The folder's files (or the one file a step wrote there) under local_path/path_on_datastore, as Azure's
+        PortDataReference.download puts them; how many files were downloaded."""
+        source, target = Path(self._mltrain_path()), Path(local_path) / self.path_on_datastore
+        if source.is_file():
+            count = _copy_files([(source, target)], overwrite)
+            if show_progress:
+                print(f"Downloaded {count} files to {target}")
+            return count
+        return copy_tree(source, target, overwrite, show_progress)
 
     def __str__(self) -> str:
         return self._mltrain_path()

@@ -21,6 +21,10 @@ class PipelineData(RefuseUnknown):
         self.name = str(name)
         self.datastore = datastore
         self.output_mode = output_mode
+        # a HyperDriveStep's output says what it holds (the trials' metrics, the best trial's model file); a
+        # pipeline_output_name is how PipelineRun.get_pipeline_output finds the folder once the pipeline ran
+        self.pipeline_output_name = pipeline_output_name
+        self.training_output = training_output
 
     def as_input(self, input_name: Optional[str] = None) -> Any:
         from azureml.data import PipelineInput
@@ -62,7 +66,8 @@ class StepSequence:
 
 
 class TrainingOutput:
-    """What a HyperDriveStep or AutoMLStep publishes (metrics or the best model): refused with them."""
+    """What a HyperDriveStep's output holds: "Metrics" (every trial's metrics, one JSON file) or "Model" (the best
+    trial's `model_file`, a path in its run folder such as outputs/model/saved_model.pb)."""
 
     def __init__(self, type: str, iteration: Any = None, metric: Any = None, model_file: Any = None) -> None:
         self.type, self.iteration, self.metric, self.model_file = type, iteration, metric, model_file

@@ -70,6 +70,7 @@ class Pipeline:
         text = ("# A v1 pipeline, compiled from " + f"{origin.get('file', '?')}:{origin.get('line', '?')}\n"
                 + yaml.safe_dump(doc, sort_keys=False))
         (conf / "pipeline" / f"{name}.yaml").write_text(text, encoding="utf-8")
+        (conf / OUTPUTS).write_text(json.dumps(_pipeline_outputs(self._steps)), encoding="utf-8")
         run_dir = mltrain_home() / "runs" / run_id
         overrides = (f"pipeline={name}", f"run.id={run_id}")
         try:
@@ -84,6 +85,18 @@ class Pipeline:
 
         unsupported("Pipeline.publish", "keep the pipeline in your repository and submit it again (its steps are "
                                         "reused when nothing changed)")
+
+
+#: {pipeline_output_name: [step key, output name]} of a submitted pipeline, beside its compiled file.
+OUTPUTS = "pipeline_outputs.json"
+
+
+def _pipeline_outputs(steps: List[Any]) -> Dict[str, List[str]]:
+    """The outputs a PipelineData names for the pipeline (`pipeline_output_name`), for get_pipeline_output."""
+    from azureml.pipeline.steps.base import _written_by, step_key
+
+    return {str(d.pipeline_output_name): [step_key(s.name), d.name] for s in steps for d in _written_by(s)
+            if getattr(d, "pipeline_output_name", None)}
 
 
 def _closure(steps: List[Any]) -> List[Any]:
@@ -141,6 +154,24 @@ class PipelineRun(Run):
 
         return [s for s in self.get_steps() if s.name in (name, step_key(name))]
 
+    def get_pipeline_output(self, pipeline_output_name: str) -> Any:
+        """The PortDataReference of an output named with PipelineData(pipeline_output_name=...)."""
+        from mltrain.config.paths import mltrain_home  # submission
+
+        try:
+            named = json.loads((mltrain_home() / "v1_pipelines" / self.id / OUTPUTS).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            named = {}
+        if pipeline_output_name not in named:
+            raise UserErrorException(f"pipeline run {self.id} has no pipeline output '{pipeline_output_name}' "
+                                     f"(outputs: {', '.join(sorted(named)) or 'none'})")
+        step, output = named[pipeline_output_name]
+        entry = self._graph().get("steps", {}).get(step)
+        if entry is None:
+            raise UserErrorException(f"pipeline run {self.id}: step '{step}', which writes '{pipeline_output_name}', "
+                                     "has not started")
+        return StepRun(self.experiment, step, entry).get_output_data(output)
+
     def get_pipeline_runs(self) -> List[PipelineRun]:
         return [self]
 
@@ -158,6 +189,8 @@ class StepRun(Run):
         self.reused_from = entry.get("reused_from")
         self.reuse_reason = entry.get("reason")
         self._entry = entry
+        if self.reused_from and self._dir is not None:  # its files and outputs are the earlier run's, as in Azure
+            self._dir = self._dir.parent / str(self.reused_from)
 
     @property
     def name(self) -> str:

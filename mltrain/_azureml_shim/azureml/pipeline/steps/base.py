@@ -132,6 +132,18 @@ def compile_steps(steps: List[_Step], parameters: Dict[str, Any], default_source
     dirs: Tuple[str, ...] = ()
     for step in steps:
         data = _StepData(step, made_by, parameters)
+        entry: Dict[str, Any]
+        custom = getattr(step, "_entry", None)
+        if custom is not None:  # a HyperDriveStep: its own program, which drives a sweep
+            entry = custom(data)
+            step_dirs = entry.pop("config_dirs")
+            dirs = dirs or step_dirs
+            entry.update(params={}, inputs=data.inputs, outputs=[d.name for d in _written_by(step)],
+                         after=[step_key(s.name) for s in step._after], allow_reuse=step.allow_reuse)
+            if step.version is not None:
+                entry["version"] = str(step.version)
+            out[step_key(step.name)] = entry
+            continue
         for item in step.inputs:
             data.value(item)
         program = step._program()
@@ -150,7 +162,7 @@ def compile_steps(steps: List[_Step], parameters: Dict[str, Any], default_source
         params = {str(k): data.value(v) for k, v in step.params.items()}
         request = _compile.request(job, Experiment(_workspace_of(step), "pipeline", _skip_name_validation=True), {})
         dirs = dirs or tuple(request.config_dirs)
-        entry: Dict[str, Any] = {"overrides": [o for o in request.all_overrides() if not o.startswith("experiment_name=")],
+        entry = {"overrides": [o for o in request.all_overrides() if not o.startswith("experiment_name=")],
                                  "params": params, "inputs": data.inputs,
                                  "outputs": [d.name for d in _written_by(step)],
                                  "after": [step_key(s.name) for s in step._after], "allow_reuse": step.allow_reuse}
@@ -356,15 +368,3 @@ class MpiStep(_Step):
 
         return MpiConfiguration(process_count_per_node=number(self.process_count_per_node),
                                 node_count=number(self.node_count))
-
-
-class HyperDriveStep(_Step):
-    _kind = "HyperDriveStep"
-
-    def __init__(self, name: str, hyperdrive_config: Any, estimator_entry_script_arguments: Any = None,
-                 inputs: Any = None, outputs: Any = None, metrics_output: Any = None, allow_reuse: bool = True,
-                 version: Optional[str] = None) -> None:
-        from azureml.core._bridge import unsupported
-
-        unsupported("HyperDriveStep", "submit the HyperDriveConfig with Experiment.submit, then pass the best run's "
-                                      "outputs (get_best_run_by_primary_metric) to the pipeline")

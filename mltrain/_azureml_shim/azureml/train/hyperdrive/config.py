@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 import time
 import uuid
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
 from azureml.exceptions import UserErrorException
 
@@ -96,13 +96,18 @@ class HyperDriveConfig:
         except MltrainError as exc:
             raise UserErrorException(f"HyperDriveConfig: {exc}") from None
 
-    def _overrides(self, experiment: Any, sweep_dir: str, origin: Dict[str, Any]) -> tuple:
+    def _overrides(self, experiment: Any, sweep_dir: Optional[str], origin: Dict[str, Any],
+                   extra_arguments: Sequence[Any] = ()) -> tuple:
+        """(overrides, config folders) of the sweep; `extra_arguments` follow the trial script's own (a
+        HyperDriveStep's estimator_entry_script_arguments); without `sweep_dir` the caller places the sweep."""
         from azureml.core import _compile
 
         from mltrain.azureml.sweep_job import grammar  # submission
         from mltrain.launch.request import override  # submission
 
         job = self._run_config._job()
+        # a new list: the run config's own arguments stay as the user wrote them, whatever is submitted twice
+        job.arguments = [*job.arguments, *extra_arguments]
         specs = self._sampling.specs()
         for name, spec in specs.items():
             job.arguments += [_flag(name), "${job.params." + _safe(name) + "}"]
@@ -114,7 +119,9 @@ class HyperDriveConfig:
         overrides: List[str] = list(request.all_overrides())
         overrides += [override(f"sweep.{k}", v) for k, v in sweep.items()]
         overrides += [override(f"sweep.early_termination.{k}", v) for k, v in policy.items()]
-        overrides += ["++" + override("sweep.params", space), override("hydra.sweep.dir", sweep_dir)]
+        overrides.append("++" + override("sweep.params", space))
+        if sweep_dir is not None:
+            overrides.append(override("hydra.sweep.dir", sweep_dir))
         return overrides, request.config_dirs
 
     def _submit(self, experiment: Any, tags: Any, origin: Dict[str, Any]) -> Any:
