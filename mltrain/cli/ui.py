@@ -16,12 +16,13 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
 from typing import List, NoReturn, Optional
 
-from mltrain.cli import runs
+from mltrain.cli import pipeline_rest, runs
 from mltrain.errors import MltrainError
 from mltrain.home import mltrain_home
 from mltrain.processes import stop_group, within
@@ -95,9 +96,17 @@ def main(argv: List[str]) -> int:
     parser.add_argument("--port", type=int, default=5000)
     parser.add_argument("--root", help="runs root (default $MLTRAIN_HOME/runs)")
     parser.add_argument("--no-sync", action="store_true", help="skip `mltrain runs sync` before starting")
+    parser.add_argument("--pipelines-port", type=int, help="port of published v1 pipelines' REST endpoints "
+                                                           "(default: --port + 1)")
+    parser.add_argument("--pipelines-only", action="store_true",
+                        help="serve only published pipelines' REST endpoints (no MLflow UI)")
     args = parser.parse_args(argv)
-    if not 0 < args.port < 65536:
-        raise MltrainError(f"--port {args.port}: a port is 1 to 65535")
+    rest_port = args.port + 1 if args.pipelines_port is None else args.pipelines_port
+    for flag, port in (("--port", args.port), ("--pipelines-port", rest_port)):
+        if not 0 < port < 65536:
+            raise MltrainError(f"{flag} {port}: a port is 1 to 65535")
+    if args.pipelines_only:
+        return _pipelines_only(args.host, rest_port)
     problem = server_problem()
     if problem:
         raise MltrainError(problem)
@@ -127,6 +136,7 @@ def main(argv: List[str]) -> int:
     signal.signal(signal.SIGINT, _interrupt)
     signal.signal(signal.SIGTERM, _interrupt)
     _check_port(args.host, args.port)  # again: `runs sync` took a while, another server may have started
+    rest = pipeline_rest.start(args.host, rest_port)
     # MLflow's job runner (scheduled GenAI scoring and trace archival, a consumer process per queue) does
     # nothing for mltrain's runs: switched off, the server is one process and its uvicorn worker.
     env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
@@ -148,6 +158,7 @@ def main(argv: List[str]) -> int:
         # MLflow 3's UI opens on its GenAI views; the switch at its top left says which, and the browser keeps it.
         print(f"MLflow UI on {store.uri()}: {url}  (runs are under \"Model training\" at the top left; "
               f"Ctrl-C stops it; server log {log})", flush=True)
+        print(f"published pipelines' REST endpoints: {pipeline_rest.server_url()}", flush=True)
         server.wait()
         raise MltrainError(f"MLflow's server stopped with exit code {server.returncode} (log: {log})")
     except KeyboardInterrupt:
@@ -155,3 +166,19 @@ def main(argv: List[str]) -> int:
         return 0
     finally:
         _stop(server)
+        pipeline_rest.stop(rest)
+
+
+def _pipelines_only(host: str, port: int) -> int:
+    """Only the published pipelines' REST endpoints, until Ctrl-C (needs no MLflow server)."""
+    signal.signal(signal.SIGINT, _interrupt)
+    signal.signal(signal.SIGTERM, _interrupt)
+    rest = pipeline_rest.start(host, port)
+    print(f"published pipelines' REST endpoints: {pipeline_rest.server_url()}  (Ctrl-C stops it)", flush=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        print("stopping the published pipelines' endpoints", flush=True)
+    finally:
+        pipeline_rest.stop(rest)
+    return 0

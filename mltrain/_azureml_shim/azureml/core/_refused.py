@@ -22,6 +22,6 @@ def module_getattr(module: str, refused: Dict[str, str]) -> Any:
     return __getattr__
 
 
-PUBLISH = ("keep the pipeline in your repository and submit it again (its steps are reused when nothing changed); "
-           "schedule it with cron or your cluster's scheduler")
+SCHEDULE = ("schedule a published pipeline with cron or your cluster's scheduler: `PublishedPipeline.get(ws, id)"
+            ".submit(ws, experiment_name)` in a script, or a POST to its endpoint while `mltrain ui` runs")
 OTHER_COMPUTE = "describe the machine or cluster in .mltrain/compute/NAME.yaml (local or Slurm)"

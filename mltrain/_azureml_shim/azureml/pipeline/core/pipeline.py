@@ -78,13 +78,29 @@ class Pipeline:
                                                      config_dirs=(str(conf), *dirs), name=run_id))
         except MltrainError as exc:
             raise UserErrorException(str(exc)) from None
-        return PipelineRun(experiment, run_id, _run_dir=str(run_dir), _driver=driver)
+        _keep(self, conf)
+        run = PipelineRun(experiment, run_id, _run_dir=str(run_dir), _driver=driver)
+        run._pipeline = self
+        return run
 
-    def publish(self, *args: Any, **kwargs: Any) -> Any:
-        from azureml.core._bridge import unsupported
+    def publish(self, name: Optional[str] = None, description: Optional[str] = None, version: Optional[str] = None,
+                continue_on_step_failure: Optional[bool] = None) -> Any:
+        """A PublishedPipeline: this pipeline kept under a name, its source folders snapshotted now
+        (azureml.pipeline.core.published_pipeline says where and what)."""
+        from azureml.pipeline.core.published_pipeline import publish
 
-        unsupported("Pipeline.publish", "keep the pipeline in your repository and submit it again (its steps are "
-                                        "reused when nothing changed)")
+        return publish(self, name, description, version, continue_on_step_failure)
+
+
+def _keep(pipeline: Pipeline, conf: Path) -> None:
+    """Keep the submitted pipeline beside its compiled file, so that `PipelineRun.publish_pipeline` works
+    on a run found again later by id. A pipeline that cannot be pickled only loses that."""
+    from azureml.pipeline.core.published_pipeline import anchored, save_pipeline
+
+    try:
+        save_pipeline(anchored(pipeline), conf / "pipeline.pkl")
+    except Exception:  # noqa: BLE001 (a record kept for later must never fail the submit that is running)
+        pass
 
 
 #: {pipeline_output_name: [step key, output name]} of a submitted pipeline, beside its compiled file.
@@ -119,8 +135,27 @@ class PipelineRun(Run):
 
     def __init__(self, experiment: Any, run_id: str, _run_dir: Optional[str] = None, _driver: Any = None,
                  **kwargs: Any) -> None:
-        super().__init__(experiment, _run_dir=_run_dir)
+        # PipelineRun(experiment, run_id): Azure's way to find a run started elsewhere (a REST call's "Id")
+        super().__init__(experiment, run_id=None if _run_dir else run_id, _run_dir=_run_dir)
         self._driver = _driver
+        self._pipeline: Any = None  # the Pipeline submitted, when this process submitted it
+
+    def publish_pipeline(self, name: str, description: Optional[str] = None, version: Optional[str] = None,
+                         continue_on_step_failure: Optional[bool] = None, **kwargs: Any) -> Any:
+        """Publish the pipeline this run ran (Azure's publish-from-a-run)."""
+        from azureml.pipeline.core.published_pipeline import load_pipeline
+
+        from mltrain.config.paths import mltrain_home  # submission
+
+        pipeline = self._pipeline
+        if pipeline is None:
+            kept = mltrain_home() / "v1_pipelines" / self.id / "pipeline.pkl"
+            if not kept.is_file():
+                raise UserErrorException(f"PipelineRun.publish_pipeline: run {self.id} kept no pipeline to publish "
+                                         "(it was not submitted by a v1 Pipeline here): publish the Pipeline itself")
+            pipeline = load_pipeline(kept)
+        return pipeline.publish(name=name, description=description, version=version,
+                                continue_on_step_failure=continue_on_step_failure)
 
     def _graph(self) -> Dict[str, Any]:
         data = json.loads((Path(str(self._dir)) / "run.json").read_text(encoding="utf-8"))
