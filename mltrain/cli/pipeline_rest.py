@@ -63,7 +63,8 @@ def target(raw_path: str) -> Optional[Dict[str, Any]]:
     if rest == "Name":
         query = parse_qs(url.query)
         if query.get("name"):
-            return {"kind": "endpoint", "name": query["name"][0], "version": (query.get("pipelineVersion") or [None])[0]}
+            versions = query.get("pipelineVersion") or []
+            return {"kind": "endpoint", "name": query["name"][0], "version": versions[0] if versions else None}
     return None
 
 

@@ -34,7 +34,7 @@ def store(kind: str) -> Path:
     """The folder of published pipelines, endpoints or drafts."""
     from mltrain.config.paths import mltrain_home  # submission
 
-    folder = mltrain_home() / "v1_published" / kind
+    folder = Path(mltrain_home()) / "v1_published" / kind
     folder.mkdir(parents=True, exist_ok=True)
     return folder
 
@@ -88,7 +88,7 @@ def rest_url(what: str) -> str:
     if url is None:
         raise UserErrorException(f"{what}: no server answers published pipelines' REST calls on this machine: start "
                                  "`mltrain ui` (or `mltrain ui --pipelines-only`) and ask again")
-    return url
+    return str(url)
 
 
 def parameters_of(pipeline: Any) -> Dict[str, Any]:
