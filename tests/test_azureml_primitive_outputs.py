@@ -250,3 +250,21 @@ def test_mldesigner_return_values_reach_the_next_step_as_values(home, project):
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     assert value(p.stdout, "STATUS") == "Completed"
     assert "report model.txt 22 True ['A', 'B']" in _log(_steps(home)["report"]), _log(_steps(home)["report"])
+
+
+SLURM = "defaults: [slurm_schema, _self_]\npoll_s: 0.3\n"
+
+
+def test_on_slurm_the_consumer_reads_the_value_when_slurm_starts_it(home, project):
+    """The graph is queued whole before any value exists (the consumer waits on its producer with afterok):
+    the consumer's own rank reads the producer's value file when Slurm starts it."""
+    from slurm_support import require_cluster, sacct_settles
+
+    require_cluster()
+    _project(project, compute=SLURM)
+    r = create(project, timeout=300)
+    assert r.rc == 0, r.out + r.err
+    steps = _steps(home)
+    for name in ("produce", "consume"):
+        assert sacct_settles(steps[name]["slurm"]["job_id"]) == "COMPLETED"
+    assert "consumed count=3 label=two words tag=first" in _log(steps["consume"]), _log(steps["consume"])

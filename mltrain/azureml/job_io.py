@@ -25,10 +25,10 @@ from mltrain.azureml.v2_schema import (
     check_fields,
     one_of,
 )
+from mltrain.azureml.yaml_lines import JobFile
 
 #: The file in a primitive output's folder that holds its value (mldesigner writes `<folder>/output`).
 VALUE_FILE = "output"
-from mltrain.azureml.yaml_lines import JobFile
 
 
 @dataclass
