@@ -167,6 +167,7 @@ COMMANDS = {
     # the Azure ML v1 SDK page: a workspace's config.json and seed 001's control code
     "echo {\"subscription_id\": \"0000\", \"resource_group\": \"rg\", \"workspace_name\": \"birds\"} > config.json": ("run", []),
     "python control.py": ("run", []),
+    "python publish.py": ("run", []),  # the same page's published pipeline and endpoint
     # the Azure ML v2 SDK page (azure-ai-ml through mltrain's client)
     "pip install mltrain[azure]": ("skip", "set-up: the test extra has azure-ai-ml and azure-identity"),
     "MLTRAIN_AZUREML=1 python my_notebook_as_script.py": ("skip", "stands for a script of your own: sdk_job.py on the page is one, run"),
