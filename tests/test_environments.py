@@ -214,3 +214,12 @@ def test_slurm_dry_run_with_curated_gpu_environment_shows_container_and_setup(ho
     r = run_mltrain(*base, "compute.container_runtime=apptainer", cwd=project)
     assert r.rc == 0 and "'apptainer', 'exec', '--nv'" in r.out
     assert "docker://mcr.microsoft.com/azureml/openmpi3.1.2-cuda10.1-cudnn7-ubuntu18.04" in r.out
+
+
+def test_azure_sdk_packages_are_never_installed_the_stand_ins_answer_for_them():
+    # Azure's HyperDriveStep notebook asks for `azureml-sdk` in its register step's environment: installed, its
+    # real azureml.core would shadow the stand-in and Run.get_context() would have no experiment
+    spec = from_config({"name": "register", "conda": {"dependencies": [
+        "python=3.11", {"pip": ["azureml-sdk", "azureml-pipeline-core==1.62.0", "azureml-widgets", "pandas",
+                                "azureml-opendatasets"]}]}})
+    assert spec.installable_packages() == ["pandas", "azureml-opendatasets"]

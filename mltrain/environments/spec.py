@@ -23,8 +23,11 @@ from mltrain.errors import ConfigError, MltrainError
 
 RESERVED_PREFIX = "AzureML"
 #: Azure ML's own client packages: mltrain's azureml.core stand-in, MLflow tracking and built-in
-#: components stand in for them, so a built environment never installs them.
-AZURE_CLIENT = re.compile(r"^(azureml-(core|mlflow|defaults|telemetry|train-core|restclients-hyperdrive|dataprep|"
+#: components stand in for them, so a built environment never installs them. `azureml-sdk` (the v1 SDK's
+#: umbrella: core, pipeline, train) too: installed, its azureml.core would shadow the stand-in in the ranks,
+#: and `Run.get_context()` would be the real SDK's offline run (no experiment, no logged metrics).
+AZURE_CLIENT = re.compile(r"^(azureml-(sdk|core|mlflow|defaults|telemetry|train|train-core|train-[a-z-]+|pipeline|"
+                          r"pipeline-[a-z-]+|widgets|restclients-hyperdrive|dataprep|"
                           r"dataset-runtime|inference-server-http|designer-[a-z-]+|contrib-[a-z-]+)|azure-ai-ml|"
                           r"azure-ml-component|azure-ml|azure-monitor-opentelemetry-exporter)"
                           r"(?![A-Za-z0-9_.-]*[A-Za-z0-9])", re.I)
