@@ -268,3 +268,18 @@ def test_on_slurm_the_consumer_reads_the_value_when_slurm_starts_it(home, projec
     for name in ("produce", "consume"):
         assert sacct_settles(steps[name]["slurm"]["job_id"]) == "COMPLETED"
     assert "consumed count=3 label=two words tag=first" in _log(steps["consume"]), _log(steps["consume"])
+
+
+def test_a_step_output_with_its_own_path_is_read_by_a_later_step(home, project):
+    """Notebook 1b sets a step's output to `Output(type="uri_folder", path=...)` and a later step reads it:
+    the step writes its own folder (passed on, seen by reuse) and the path links to it."""
+    _project(project)
+    text = (project / "pipe" / "pipeline.yml").read_text().replace(
+        "      rows: ${{parent.inputs.rows}}\n",
+        "      rows: ${{parent.inputs.rows}}\n    outputs:\n      table:\n        type: uri_folder\n"
+        "        path: ./custom/table\n")
+    write(project, "pipe/pipeline.yml", text)
+    r = create(project)
+    assert r.rc == 0, r.out + r.err
+    assert "consumed count=3 label=two words tag=first" in _log(_steps(home)["consume"])
+    assert (project / "pipe" / "custom" / "table" / "rows.txt").read_text().split() == ["a", "b", "c"]

@@ -88,6 +88,7 @@ def plan(jf: JobFile, request: Request, ctx: command_job.Context, name: Optional
         declared.setdefault(outer, []).append(port)
     values: Values = {(step, out.name): out.type for step, p in parsed.items() if p[0] != "builtin"
                       for out in _job_of(p).outputs.values() if out.is_value}
+    _read_outputs_with_paths(parsed)
     for step, (kind, job) in parsed.items():
         file, where = where_of[step]
         if kind == "builtin":
@@ -175,6 +176,26 @@ def _pipeline_output_paths(job: command_job.CommandJob, top: Dict[str, Output], 
             else:
                 out.link, out.binding = top[name].path, None
                 out.type = top[name].type if sweep else out.type  # a bound step output takes the pipeline's type
+
+
+def _read_outputs_with_paths(parsed: Dict[str, Tuple[str, Any]]) -> None:
+    """A step's folder output with a `path` of its own that a later step reads (Azure's notebook 1b sets
+    `node.outputs.x = Output(path="azureml://datastores/...")` and binds it): the step writes its own
+    output folder, which the engine passes on and reuse sees, and the path links to it, as for a pipeline
+    output with a path (_pipeline_output_paths)."""
+    read = set()
+    for kind, job in parsed.values():
+        inputs = job["inputs"].values() if kind == "builtin" else _job_of((kind, job)).inputs.values()
+        for inp in inputs:
+            match = PARENT_JOB_OUTPUT.match(inp.binding or "")
+            if match:
+                read.add(match.groups())
+    for step, (kind, job) in parsed.items():
+        if kind != "command":
+            continue
+        for out in job.outputs.values():
+            if (step, out.name) in read and out.path is not None and out.type != "uri_file" and not out.is_value:
+                out.link, out.path = out.path, None
 
 
 def _unknown_settings(settings: Dict[str, Any]) -> List[str]:
