@@ -30,9 +30,15 @@ open("outputs/model/model.txt", "w").write(str(a.learning_rate))
 
 REGISTER = """\
 import argparse, os
+from shutil import copy2
+from azureml.core import Model, Run
 p = argparse.ArgumentParser(); p.add_argument("--saved-model", dest="saved_model"); a = p.parse_args()
 os.makedirs("outputs", exist_ok=True)
 open("outputs/seen.txt", "w").write(open(a.saved_model).read())
+os.makedirs("./model/", exist_ok=True)
+copy2(a.saved_model, "./model/")
+ws = Run.get_context().experiment.workspace  # as Azure's register_model.py finds its workspace
+Model.register(workspace=ws, model_name="hd-best", model_path="./model/")
 """
 
 PIPELINE = """\
@@ -82,6 +88,8 @@ print("BEST", best.id, json.dumps(hd_step_run.get_hyperparameters()[best.id]))
 reg = pipeline_run.find_step_run('register_model_step01')[0]
 reg.download_file('outputs/seen.txt', 'seen.txt')
 print("SEEN", open('seen.txt').read())
+from azureml.core import Model
+print("MODEL", Model(ws, name='hd-best').version)
 """
 
 
@@ -109,6 +117,8 @@ def test_hyperdrive_step_sweeps_inside_a_pipeline_and_hands_on_its_metrics_and_b
     assert best_id in metrics and json.loads(best_params) == {"--learning_rate": 0.3}
     # the later step read the best trial's model file, as a file
     assert lines["SEEN"] == "SEEN 0.3"
+    # and registered it from inside its run, in the notebook's workspace (once: the second run reused the step)
+    assert "MODEL 1" in out.stdout.splitlines()
 
 
 def test_hyperdrive_step_refusals_are_one_line(project, home):

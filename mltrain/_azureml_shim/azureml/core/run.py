@@ -23,6 +23,25 @@ from mltrain import script_metrics as _metrics
 TERMINAL = ("Completed", "Failed", "Canceled")
 
 
+def _rank_experiment(run_dir: Path) -> Any:
+    """The experiment a job's script runs in (`Run.get_context().experiment.workspace`, as Azure's scripts
+    register models): the run's own, in the workspace whose config.json is in the script's folder or above
+    it (the source folder is the workspace folder in Azure's examples), else this machine's workspace."""
+    from azureml.core.experiment import Experiment
+    from azureml.core.workspace import Workspace
+    from azureml.exceptions import UserErrorException
+
+    try:
+        name = str(json.loads((run_dir / "run.json").read_text(encoding="utf-8")).get("experiment") or "mltrain")
+    except (OSError, ValueError):
+        name = "mltrain"
+    try:
+        workspace = Workspace.from_config()
+    except UserErrorException:
+        workspace = Workspace()
+    return Experiment(workspace, name, _skip_name_validation=True)
+
+
 class Run(RefuseUnknown):
     """A run of an experiment: `Run(experiment, run_id)`, `Run.get_context()`, or what submit returns."""
 
@@ -58,6 +77,7 @@ class Run(RefuseUnknown):
         run._dir = Path(run_dir)
         run.id = os.environ.get("MLTRAIN_RUN_ID", run._dir.name)
         run._in_rank = True
+        run.experiment = _rank_experiment(run._dir)
         return run
 
     _in_rank = False
