@@ -411,6 +411,22 @@ def prepare(notebook: Path, root: Path) -> tuple[Path, Path, list[str], list[str
     return ws, home, names, notes
 
 
+def _rest_server(env: dict, home: Path) -> subprocess.Popen:
+    """`mltrain ui --pipelines-only` for a notebook that posts to a published pipeline's endpoint, as a user
+    of those notebooks keeps Azure's service (here: mltrain's REST server) answering; on a free port."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen([sys.executable, "-m", "mltrain", "ui", "--pipelines-only", "--pipelines-port",
+                               str(port)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 60
+    while time.time() < deadline and not (home / "pipelines_rest.json").exists() and server.poll() is None:
+        time.sleep(0.1)
+    return server
+
+
 def run_notebook(notebook: Path, root: Path, timeout: int, probe: bool = False) -> dict:
     ws, home, names, notes = prepare(notebook, root)
     cells = extract(notebook, probe)
@@ -424,6 +440,9 @@ def run_notebook(notebook: Path, root: Path, timeout: int, probe: bool = False) 
         env[variable] = value
         notes.append(f"{variable}={value} set ({why})")
     start = time.time()
+    rest = _rest_server(env, home) if any(".endpoint" in c["source"] for c in runnable) else None
+    if rest is not None:
+        notes.append("`mltrain ui --pipelines-only` serves the published pipelines' REST endpoints (Azure's service)")
     with open(ws / "_control.log", "w") as log:
         try:
             proc = subprocess.run([sys.executable, "control.py"], cwd=ws, env=env, stdout=log,
@@ -431,6 +450,10 @@ def run_notebook(notebook: Path, root: Path, timeout: int, probe: bool = False) 
             rc = proc.returncode
         except subprocess.TimeoutExpired:
             rc = "timeout"
+        finally:
+            if rest is not None:
+                rest.terminate()
+                rest.wait(timeout=30)
     outcome = json.loads(results.read_text()) if results.exists() else []
     return {"notebook": notebook.relative_to(notebook.parents[2]).as_posix() if len(notebook.parents) > 2
             else notebook.name, "stem": notebook.stem, "clusters": names, "notes": notes, "rc": rc,
