@@ -7,6 +7,7 @@ import signal
 import subprocess
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from support import leftovers, mltrain_exe, only_run, run_mltrain, runs
@@ -222,4 +223,17 @@ def test_azure_sdk_packages_are_never_installed_the_stand_ins_answer_for_them():
     spec = from_config({"name": "register", "conda": {"dependencies": [
         "python=3.11", {"pip": ["azureml-sdk", "azureml-pipeline-core==1.62.0", "azureml-widgets", "pandas",
                                 "azureml-opendatasets"]}]}})
-    assert spec.installable_packages() == ["pandas", "azureml-opendatasets"]
+    assert spec.installable_packages() == ["pandas", "azureml-opendatasets", "setuptools<81"]
+
+
+def test_a_conda_file_environment_has_pkg_resources_as_a_conda_environment_does(home, project):
+    # conda's pip brings setuptools: Azure's environments from conda files have pkg_resources, which older
+    # packages import (mldesigner 0.1.0b17, in Azure's notebook 1b); a venv on this interpreter had none
+    (project / "uses_pkg_resources.py").write_text("import pkg_resources\nprint('PKG', pkg_resources.__name__)\n")
+    r = run_mltrain("job=script", "job.script=uses_pkg_resources.py", "environment.name=old-packages",
+                    "environment.python.user_managed=false",
+                    "environment.conda={dependencies:['python=3.11',pip,{pip:['six==1.16.0']}]}", cwd=project, timeout=300)
+    assert r.rc == 0, r.out + r.err
+    assert "PKG pkg_resources" in (Path(runs(home)[-1]["dir"]) / "logs" / "rank_0.log").read_text()
+    mine = from_config({"name": "mine", "conda": {"dependencies": ["python=3.11", {"pip": ["setuptools==80.9.0"]}]}})
+    assert mine.installable_packages() == ["setuptools==80.9.0"]  # a conda file's own setuptools is kept

@@ -31,6 +31,11 @@ AZURE_CLIENT = re.compile(r"^(azureml-(sdk|core|mlflow|defaults|telemetry|train|
                           r"dataset-runtime|inference-server-http|designer-[a-z-]+|contrib-[a-z-]+)|azure-ai-ml|"
                           r"azure-ml-component|azure-ml|azure-monitor-opentelemetry-exporter)"
                           r"(?![A-Za-z0-9_.-]*[A-Za-z0-9])", re.I)
+#: What a conda environment has that a venv does not: conda's pip depends on setuptools, so every environment
+#: Azure builds from a conda file has one, with pkg_resources, which older packages still import (mldesigner
+#: 0.1.0b17 in Azure's notebook 1b). This interpreter's own setuptools (seen through the parent .pth) may be
+#: one without it (81 and later); a conda file that names setuptools keeps its own.
+CONDA_SETUPTOOLS = "setuptools<81"
 SPEC_FILE = "azureml_environment.json"
 CONDA_FILE = "conda_dependencies.yml"
 
@@ -64,7 +69,10 @@ class EnvironmentSpec:
         """The pip requirements a built environment installs: the conda spec's own packages as PyPI's, then
         the pip packages, all but Azure's client packages."""
         wanted = [pip for _, pip in self.conda_from_pypi()] + self.python_packages()
-        return [p for p in wanted if not AZURE_CLIENT.match(p.strip())]
+        out = [p for p in wanted if not AZURE_CLIENT.match(p.strip())]
+        if self.conda and not any(_requirement_name(p) == "setuptools" for p in out):
+            out.append(CONDA_SETUPTOOLS)
+        return out
 
     def conda_packages(self) -> List[str]:
         """The conda spec's own packages (not python, pip or its pip section)."""
@@ -87,6 +95,8 @@ class EnvironmentSpec:
         from_conda = sorted(pip for _, pip in self.conda_from_pypi())
         if from_conda:  # (left out when empty: the keys of environments built before stay theirs)
             content["conda"] = from_conda
+        if CONDA_SETUPTOOLS in self.installable_packages():  # built before it was added: built again, once
+            content["setuptools"] = CONDA_SETUPTOOLS
         return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
 
     # ------------------------------------------------------------------ derived specs
@@ -193,3 +203,8 @@ def _python_from_conda(conda: Optional[Dict[str, Any]]) -> Optional[str]:
 
 def current_python() -> str:
     return f"{sys.version_info.major}.{sys.version_info.minor}.{sys.version_info.micro}"
+
+
+def _requirement_name(text: str) -> str:
+    """A pip requirement's project name, normalised (`SetupTools>=60` -> setuptools)."""
+    return re.split(r"[\s<>=!~\[;@]", text.strip(), maxsplit=1)[0].lower().replace("_", "-")
