@@ -54,6 +54,7 @@ COMPUTE = re.compile(r"""(?:compute\w*|cluster\w*|target\w*)\s*=\s*["']([A-Za-z]
 DATASTORES = {  # URI prefix -> folder under the run's local-data/ (the data Azure's repository holds)
     "wasbs://datasets@azuremlexamples.blob.core.windows.net/": "example-data",
     "https://azuremlexamples.blob.core.windows.net/datasets/": "example-data",
+    "wasbs://demo@dprepdata.blob.core.windows.net/": "dprep-demo",  # Titanic.csv: the same titanic file
     "azureml://datastores/workspaceblobstore/paths/data/": "data",
     "azureml://datastores/workspaceblobstore/paths/": "outputs",
 }
@@ -195,6 +196,8 @@ def prepare(notebook: Path, root: Path, work: Path) -> tuple[Path, Path, list[st
     titanic = root / "cli/jobs/spark/data/titanic.csv"
     if titanic.exists() and not (data / "data" / "titanic.csv").exists():
         shutil.copyfile(titanic, data / "data" / "titanic.csv")
+    if titanic.exists() and not (data / "dprep-demo" / "Titanic.csv").exists():
+        shutil.copyfile(titanic, data / "dprep-demo" / "Titanic.csv")
     (conf / "datastores.yaml").write_text("".join(f"{k}: {data / v}\n" for k, v in DATASTORES.items()))
     return folder, home, names
 
