@@ -2,7 +2,13 @@
 (`(datastore, 'folder')`, `datastore.path('folder')`) or URLs mapped in `.mltrain/datastores.yaml`;
 `as_download()`, `as_mount()` and `as_named_input(name)` give the script the folder's local path, as
 Azure gives it the mounted or downloaded one. `register` keeps the dataset as the workspace's
-`.mltrain/data/NAME.yaml` (the data asset file v2 job files read)."""
+`.mltrain/data/NAME.yaml` (the data asset file v2 job files read).
+
+A dataset a pipeline step consumes (`DatasetConsumptionConfig(name, dataset or PipelineParameter)`,
+`as_named_input(name)`) is a step input named `name`, and its definition (kind, files, how a table is read,
+how the step gets it) is the step parameter `mltrain_dataset_<name>`: part of the step's reuse key, as Azure
+keys on a dataset's definition, and what `Run.get_context().input_datasets` rebuilds the dataset from in the
+step (`input_datasets` below)."""
 from __future__ import annotations
 
 import os
@@ -50,7 +56,10 @@ def _mapped(uri: str) -> Optional[str]:
 
 
 class DatasetConsumptionConfig:
-    def __init__(self, name: str, dataset: FileDataset, mode: str = "direct", path_on_compute: Optional[str] = None):
+    """How a step consumes a dataset (or a PipelineParameter whose value is one): `direct` (the dataset object
+    in `input_datasets`), `mount` or `download` (its local path there)."""
+
+    def __init__(self, name: str, dataset: Any, mode: str = "direct", path_on_compute: Optional[str] = None):
         self.name, self.dataset, self.mode, self.path_on_compute = name, dataset, mode, path_on_compute
 
     def _mltrain_path(self) -> str:
@@ -68,12 +77,17 @@ class FileDataset(RefuseUnknown):
         self._paths = paths
         self.name: Optional[str] = None
         self.version: Optional[int] = None
-        self.id = None
+        self.id: Optional[str] = None  # given when a pipeline submit consumes it (Azure saves it then)
 
     def _mltrain_path(self) -> str:
         if len(self._paths) == 1:
             return self._paths[0]
         return os.path.commonpath(self._paths)
+
+    def _mltrain_definition(self) -> Dict[str, Any]:
+        """The dataset as a step sees it: its files relative to its input folder (`_mltrain_path`)."""
+        root = self._mltrain_path()
+        return {"type": "file", "paths": [os.path.relpath(p, root) for p in self._paths]}
 
     def to_path(self) -> List[str]:
         files: List[str] = []
@@ -195,3 +209,93 @@ class Dataset:
         dataset = FileDataset([_local(str(data.get("path", "")))])
         dataset.name = name
         return dataset
+
+    @staticmethod
+    def get_by_id(workspace: Any, id: str) -> Any:
+        """A dataset a pipeline submit saved (Azure saves every dataset it submits, giving it its `id`)."""
+        import json
+
+        from mltrain.config.paths import mltrain_home  # submission
+
+        file = mltrain_home() / SAVED / f"{id}.json"
+        if not str(id).startswith("dataset-") or not file.is_file():
+            raise UserErrorException(f"Dataset id '{id}' is not known here: a dataset gets an id when a pipeline "
+                                     "submit consumes it (dataset.id)")
+        spec = json.loads(file.read_text(encoding="utf-8"))
+        return _rebuilt(spec, spec["paths"])
+
+
+#: The step parameter holding a consumed dataset's definition: `mltrain_dataset_<input name>`.
+DEFINITION_PARAM = "mltrain_dataset_"
+
+
+def consumed(mode: str, dataset: Any) -> str:
+    """The JSON text of `DEFINITION_PARAM<name>`: the dataset's definition and how the step gets it."""
+    import json
+
+    return json.dumps({"mode": mode, **dataset._mltrain_definition()}, sort_keys=True)
+
+
+class UnknownInputDataset(UserErrorException, KeyError):
+    """`input_datasets[name]` for a name the step was not given: one line, still a KeyError to `except`."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class InputDatasets(Dict[str, Any]):
+    def __missing__(self, name: str) -> Any:
+        given = ", ".join(f"'{n}'" for n in sorted(self)) or "none"
+        raise UnknownInputDataset(f"Run.input_datasets has no '{name}': this step's datasets are {given} (the names "
+                                  "given to DatasetConsumptionConfig(name, ...) or as_named_input(name))")
+
+
+def input_datasets(environ: Any) -> InputDatasets:
+    """A step's datasets by consumption name, as Azure gives them: the TabularDataset or FileDataset itself
+    (direct), or the local path of a mounted or downloaded one. Each is rebuilt from its definition
+    (AML_PARAMETER_mltrain_dataset_<name>) at its input folder (AZUREML_DATAREFERENCE_<name>)."""
+    import json
+
+    prefix = "AML_PARAMETER_" + DEFINITION_PARAM
+    out = InputDatasets()
+    for key, text in sorted(environ.items()):
+        name = key[len(prefix):]
+        root = environ.get("AZUREML_DATAREFERENCE_" + name) if key.startswith(prefix) else None
+        if root is None:
+            continue
+        spec = json.loads(text)
+        paths = [os.path.normpath(os.path.join(root, p)) for p in spec["paths"]]
+        out[name] = root if spec["mode"] in ("mount", "download") else _rebuilt(spec, paths)
+    return out
+
+
+def _rebuilt(spec: Dict[str, Any], paths: List[str]) -> Any:
+    from azureml.data.tabular_dataset import TabularDataset
+
+    if spec["type"] == "tabular":
+        return TabularDataset(paths, bool(spec["parquet"]), str(spec["separator"]), bool(spec["header"]))
+    return FileDataset(paths)
+
+
+#: Where a submit keeps the datasets it consumed, by id (under mltrain's home): `Dataset.get_by_id` reads them.
+SAVED = "v1_datasets"
+
+
+def save(dataset: Any) -> None:
+    """Give a dataset a pipeline submit consumes its id, as Azure saves it: the digest of its definition
+    (its files by absolute path), kept so that `Dataset.get_by_id` (and a REST call naming it) finds it."""
+    import hashlib
+    import json
+
+    from mltrain.atomic import atomic_write  # submission
+    from mltrain.config.paths import mltrain_home  # submission
+
+    spec = {**dataset._mltrain_definition(), "paths": [os.path.abspath(p) for p in dataset._paths]}
+    text = json.dumps(spec, sort_keys=True)
+    dataset_id = "dataset-" + hashlib.sha256(text.encode()).hexdigest()[:32]
+    file = mltrain_home() / SAVED / f"{dataset_id}.json"
+    if not file.is_file():
+        file.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(file, text)
+    if dataset.id is None:
+        dataset.id = dataset_id

@@ -82,6 +82,14 @@ class Run(RefuseUnknown):
 
     _in_rank = False
 
+    @property
+    def input_datasets(self) -> Dict[str, Any]:
+        """The step's datasets by the name it consumes them under (DatasetConsumptionConfig, as_named_input):
+        a TabularDataset or FileDataset, or the local path of a mounted or downloaded one."""
+        from azureml.core.dataset import input_datasets
+
+        return input_datasets(os.environ)
+
     def _log(self, record: Dict[str, Any]) -> None:
         if self._in_rank or self._dir is None:
             getattr(_metrics, record.pop("_fn"))(**record)

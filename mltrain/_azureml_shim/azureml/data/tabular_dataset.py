@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import glob
 import os
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional
 
 from azureml.core._refuse_unknown import RefuseUnknown
 from azureml.exceptions import UserErrorException
@@ -15,7 +15,7 @@ class TabularDatasetConsumption:
     """`dataset.as_named_input(name)`: what a step lists in `inputs`."""
 
     def __init__(self, name: str, dataset: TabularDataset) -> None:
-        self.name, self.dataset = name, dataset
+        self.name, self.dataset, self.mode = name, dataset, "direct"
 
     def _mltrain_path(self) -> str:
         return self.dataset._mltrain_path()
@@ -26,12 +26,18 @@ class TabularDataset(RefuseUnknown):
         self._paths, self._parquet, self._separator, self._header = paths, parquet, separator, header
         self.name: Optional[str] = None
         self.version: Optional[int] = None
-        self.id = None
+        self.id: Optional[str] = None  # given when a pipeline submit consumes it (Azure saves it then)
 
     def _mltrain_path(self) -> str:
         """The folder (or file) a job reads: a pattern's folder, whose tables are the dataset's."""
         paths = [_static_part(p) for p in self._paths]
         return paths[0] if len(paths) == 1 else os.path.commonpath(paths)
+
+    def _mltrain_definition(self) -> Dict[str, Any]:
+        """The dataset as a step sees it: its files (patterns) relative to its input folder, and how they are read."""
+        root = self._mltrain_path()
+        return {"type": "tabular", "paths": [os.path.relpath(p, root) for p in self._paths], "parquet": self._parquet,
+                "separator": self._separator, "header": self._header}
 
     def _files(self) -> List[str]:
         suffixes = (".parquet",) if self._parquet else (".csv", ".tsv", ".txt")

@@ -160,6 +160,7 @@ def compile_steps(steps: List[_Step], parameters: Dict[str, Any], default_source
         if program.get("parallel") is not None:  # a ParallelRunStep: its dataset and output are the job's
             job.parallel = _parallel_fields(step, program["parallel"], data)
         params = {str(k): data.value(v) for k, v in step.params.items()}
+        params.update(data.datasets)  # the consumed datasets' definitions: in the reuse key, read by input_datasets
         request = _compile.request(job, Experiment(_workspace_of(step), "pipeline", _skip_name_validation=True), {})
         dirs = dirs or tuple(request.config_dirs)
         entry = {"overrides": [o for o in request.all_overrides() if not o.startswith("experiment_name=")],
@@ -203,23 +204,45 @@ def _unbound(item: Any) -> Any:
     return item
 
 
+def _is_consumption(item: Any) -> bool:
+    from azureml.core.dataset import DatasetConsumptionConfig
+    from azureml.data.tabular_dataset import TabularDatasetConsumption
+
+    return isinstance(item, (DatasetConsumptionConfig, TabularDatasetConsumption))
+
+
+def _is_dataset(value: Any) -> bool:
+    from azureml.core.dataset import FileDataset
+    from azureml.data.tabular_dataset import TabularDataset
+
+    return isinstance(value, (FileDataset, TabularDataset))
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return f"{type(value).__name__} {text if len(text) <= 60 else text[:57] + '...'}"
+
+
 class _StepData:
     """One step's data: what its arguments and params become, and the inputs they make it read."""
 
     def __init__(self, step: _Step, made_by: Dict[int, Tuple[str, str]], parameters: Dict[str, Any]) -> None:
         self.step, self.made_by, self.parameters = step, made_by, parameters
         self.inputs: Dict[str, Any] = {}
+        self.datasets: Dict[str, str] = {}  # {mltrain_dataset_<input name>: the consumed dataset's definition}
 
     def value(self, item: Any) -> Any:
         from azureml.data import PipelineInput
         from azureml.pipeline.core.graph import PipelineParameter
 
+        if _is_consumption(item):
+            return self._consumed(item)
         item = _unbound(item)
         if isinstance(item, PipelineParameter):
-            chosen = self.parameters.get(item.name, item.default_value)
+            chosen = self._chosen(item)
             if getattr(chosen, "_mltrain_path", None) is None:
                 return chosen
-            self.inputs[item.name] = chosen._mltrain_path()  # a DataPath chosen at submit time
+            self.inputs[item.name] = chosen._mltrain_path()  # a DataPath (or dataset) chosen at submit time
             return "${inputs." + item.name + "}"
         data = item.output if isinstance(item, PipelineInput) else item
         if _is_output(data):
@@ -232,6 +255,33 @@ class _StepData:
             self.inputs[str(name)] = path()
             return "${inputs." + str(name) + "}"
         return item
+
+    def _consumed(self, item: Any) -> str:
+        """A dataset consumed under a name (DatasetConsumptionConfig, as_named_input), or a PipelineParameter's
+        dataset chosen at submit time: the step input `name`, and the dataset's definition as its parameter."""
+        from azureml.core.dataset import DEFINITION_PARAM, consumed, save
+        from azureml.pipeline.core.graph import PipelineParameter
+
+        dataset = item.dataset
+        if isinstance(dataset, PipelineParameter):
+            dataset = self._chosen(dataset)
+            if not _is_dataset(dataset):
+                raise UserErrorException(f"DatasetConsumptionConfig('{item.name}', PipelineParameter "
+                                         f"'{item.dataset.name}'): the parameter's value must be a Dataset.Tabular or "
+                                         f"Dataset.File dataset, not {_shown(dataset)}")
+        save(dataset)  # Azure saves a dataset it submits: dataset.id, for Dataset.get_by_id and REST calls
+        self.inputs[str(item.name)] = dataset._mltrain_path()
+        self.datasets[DEFINITION_PARAM + str(item.name)] = consumed(str(item.mode), dataset)
+        return "${inputs." + str(item.name) + "}"
+
+    def _chosen(self, param: Any) -> Any:
+        """A PipelineParameter's value for this submit; a dataset parameter takes a dataset of the same kind."""
+        chosen = self.parameters.get(param.name, param.default_value)
+        default = param.default_value
+        if _is_dataset(default) and type(chosen) is not type(default):
+            raise UserErrorException(f"pipeline_parameters['{param.name}'] must be a {type(default).__name__} (as its "
+                                     f"default is), not {_shown(chosen)}")
+        return chosen
 
     def _input(self, data: Any, item: Any) -> str:
         from azureml.data import PipelineInput
