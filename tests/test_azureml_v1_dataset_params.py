@@ -144,3 +144,51 @@ def test_an_unknown_input_datasets_name_in_the_step_is_one_line(project, home):
     assert last == ("azureml.core.dataset.UnknownInputDataset: Run.input_datasets has no 'tabular_dataset': this "
                     "step's datasets are 'iris' (the names given to DatasetConsumptionConfig(name, ...) or "
                     "as_named_input(name))"), last
+
+
+REST = PIPELINE.split("def submit")[0] + """\
+import requests
+from azureml.pipeline.core import PipelineRun
+iris_file_ds = Dataset.File.from_files('https://example.org/demo/iris.csv')
+iris_tabular_ds = Dataset.Tabular.from_delimited_files('https://example.org/demo/iris.csv')
+first = experiment.submit(pipeline, pipeline_parameters={'file_ds_param': iris_file_ds,
+                                                         'tabular_ds_param': iris_tabular_ds})
+first.wait_for_completion()  # the datasets a submit consumed are saved: they have ids
+published_pipeline = pipeline.publish(name="Dataset_Pipeline", description="datasets as parameters")
+response = requests.post(published_pipeline.endpoint, headers={"Authorization": "Bearer x"},
+                         json={"ExperimentName": "MyRestPipeline", "RunSource": "SDK",
+                               "DataSetDefinitionValueAssignments": {
+                                   "file_ds_param": {"SavedDataSetReference": {"Id": iris_file_ds.id}},
+                                   "tabular_ds_param": {"SavedDataSetReference": {"Id": iris_tabular_ds.id}}}})
+response.raise_for_status()
+run = PipelineRun(ws.experiments["MyRestPipeline"], response.json()["Id"])
+run.wait_for_completion()
+step = run.find_step_run('train_step')[0]
+print("REST", run.get_status(), step.reused, open(step._dir / "logs" / "rank_0.log").read().replace(chr(10), " | "))
+"""
+
+
+def test_a_rest_call_chooses_saved_datasets_by_id_as_azures_notebook_posts_them(project, home):
+    import os
+    import signal
+    import socket
+    import subprocess
+    import sys
+
+    ws = _workspace(project)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen([sys.executable, "-m", "mltrain", "ui", "--pipelines-only", "--pipelines-port", str(port)],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                              env=dict(os.environ))
+    try:
+        assert f"http://127.0.0.1:{port}" in server.stdout.readline()
+        out = control(ws, REST, timeout=400)
+    finally:
+        os.killpg(server.pid, signal.SIGINT)
+        server.wait(timeout=30)
+    line = next(x for x in out.stdout.splitlines() if x.startswith("REST "))
+    # the published pipeline ran on the iris datasets the call named (its defaults are titanic's)
+    assert line.startswith("REST Completed "), line
+    assert "FILE sepal_length,sepal_width,species" in line and "TABLE TabularDataset (2, 3)" in line, line

@@ -14,6 +14,7 @@ from typing import Any, Dict
 
 
 def _submit(call: Dict[str, Any]) -> Dict[str, Any]:
+    from azureml.core.dataset import Dataset
     from azureml.core.datastore import Datastore
     from azureml.core.experiment import Experiment
     from azureml.core.workspace import Workspace
@@ -44,6 +45,12 @@ def _submit(call: Dict[str, Any]) -> Dict[str, Any]:
     for name, where in dict(body.get("DataPathAssignments") or {}).items():  # Azure's DataPath parameters
         parameters[name] = DataPath(Datastore(workspace, where.get("DataStoreName") or Datastore.DEFAULT),
                                     where.get("RelativePath"))
+    for name, where in dict(body.get("DataSetDefinitionValueAssignments") or {}).items():  # Azure's dataset parameters
+        reference = dict(where or {}).get("SavedDataSetReference") or {}
+        if not reference.get("Id"):
+            raise UserErrorException(f'DataSetDefinitionValueAssignments["{name}"] must be {{"SavedDataSetReference": '
+                                     '{"Id": dataset id}}')
+        parameters[name] = Dataset.get_by_id(workspace, reference["Id"])
     run = published._submit(Experiment(workspace, str(body["ExperimentName"])), body.get("Tags"),
                             {"front_end": "azureml-v1-rest"}, pipeline_parameters=parameters)
     return {"Id": run.id, "ExperimentName": body["ExperimentName"], "PipelineId": published.id,
