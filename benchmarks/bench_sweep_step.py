@@ -7,9 +7,10 @@ package layer where that pip install was done once beforehand. Alternating, on t
 
 The environment is built by a first, untimed mltrain run (reported: Azure pulls its image once too);
 every timed run then finds it built, and runs with `pipeline.force_rerun=true` so no step is reused.
-Reports per mode the median wall time and, for mltrain, from the run records' phases: the trials' own
-Running seconds (sum, longest), their Preparing seconds, the sweep step's seconds before its first trial
-and after its last, the score step, and the largest gap between a trial ending and the next starting.
+Reports per mode the median wall time and CPU seconds (of the processes started, reaped) and, for
+mltrain, from the run records' phases: the trials' own Running seconds (sum, longest), their Preparing
+seconds, the sweep step's seconds before its first trial and after its last, the score step, and the
+largest gap between a trial ending and the next starting.
 
 Usage: .venv/bin/python benchmarks/bench_sweep_step.py ROOT [--repeats 2] [--trials 20] [--concurrent 10]
        where ROOT holds sdk/python/jobs/pipelines/1c_pipeline_with_hyperparameter_sweep, e.g.
@@ -21,6 +22,7 @@ import argparse
 import json
 import os
 import random
+import resource
 import shutil
 import statistics
 import subprocess
@@ -80,15 +82,21 @@ def prepare(root: Path, work: Path, trials: int, concurrent: int) -> Path:
     return folder
 
 
+def cpu_s() -> float:
+    """CPU seconds of this process's reaped descendants (a pipeline's steps and trials, a Pool's commands)."""
+    use = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return use.ru_utime + use.ru_stime
+
+
 def mltrain_run(folder: Path, home: Path) -> dict:
     env = {**os.environ, "MLTRAIN_HOME": str(home), "MLTRAIN_AZUREML": "1"}
     before = {p.name for p in (home / "runs").iterdir()} if (home / "runs").is_dir() else set()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), cpu_s()
     subprocess.run([str(BIN / "mltrain"), "job", "create", "--file", "pipeline.yml", "pipeline.force_rerun=true",
                     "run.console=none"], cwd=folder, env=env, check=True, stdout=subprocess.DEVNULL)
-    wall = time.perf_counter() - start
+    wall, cpu = time.perf_counter() - start, cpu_s() - cpu
     new = [p for p in (home / "runs").iterdir() if p.name not in before and not p.name.startswith("_")]
-    return {"wall_s": wall, **phases(new)}
+    return {"wall_s": wall, "cpu_s": cpu, **phases(new)}
 
 
 def phases(runs: list) -> dict:
@@ -109,17 +117,17 @@ def phases(runs: list) -> dict:
             "interpreter": env.get("interpreter"), "materialized": env.get("materialized")}
 
 
-def _trial(args: tuple) -> float:
+def _trial(args: tuple) -> tuple:
     layer, folder, out, params = args
     argv = " ".join(f"--{k} {v}" for k, v in params.items())
     command = (f"pip install 'mlflow<2.19' -q && python train.py --data {folder.parent / 'iris.csv'} {argv} "
                f"--model_output {out}/model_output --test_data {out}/test_data")
     (out / "test_data").mkdir(parents=True)
     env = {**os.environ, "PATH": f"{layer}/bin:{os.environ['PATH']}", "MLFLOW_TRACKING_URI": f"file://{out}/mlruns"}
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), cpu_s()
     subprocess.run(["/bin/sh", "-c", command], cwd=folder / "train-src", env=env, check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.perf_counter() - start
+    return time.perf_counter() - start, cpu_s() - cpu
 
 
 def baseline_layer(interpreter: str, work: Path) -> tuple:
@@ -148,7 +156,8 @@ def pool_run(layer: Path, folder: Path, work: Path, trials: int, concurrent: int
     start = time.perf_counter()
     with Pool(concurrent) as pool:
         each = pool.map(_trial, jobs)
-    return {"wall_s": time.perf_counter() - start, "trial_sum_s": sum(each), "trial_max_s": max(each)}
+    return {"wall_s": time.perf_counter() - start, "cpu_s": sum(c for _, c in each),
+            "trial_sum_s": sum(w for w, _ in each), "trial_max_s": max(w for w, _ in each)}
 
 
 def main() -> None:
@@ -179,6 +188,8 @@ def main() -> None:
     print(f"\n{a.trials} trials, {a.concurrent} at a time, {os.cpu_count()} cores, median of {a.repeats}")
     print(f"{'':<44} {'mltrain':>8} {'Pool':>8}")
     print(f"{'wall s (the pipeline / a Pool of the commands)':<44} {m:>8.1f} {b:>8.1f}   ratio {m / b:.2f}")
+    c, d = med("mltrain", "cpu_s"), med("pool", "cpu_s")
+    print(f"{'CPU s (all processes)':<44} {c:>8.1f} {d:>8.1f}   ratio {c / d:.2f}")
     print(f"{'trials: sum of own seconds':<44} {med('mltrain', 'trial_running_sum_s'):>8.1f} {med('pool', 'trial_sum_s'):>8.1f}")
     print(f"{'trials: longest':<44} {med('mltrain', 'trial_running_max_s'):>8.1f} {med('pool', 'trial_max_s'):>8.1f}")
     for key, what in (("trial_preparing_sum_s", "trials: sum Preparing"), ("step_before_first_s", "sweep step before first trial"),

@@ -80,13 +80,26 @@ def make_store(store: str, experiment: str, run_id: str) -> None:
         shutil.rmtree(building, ignore_errors=True)
 
 
+def _note(run_dir: str) -> Dict[str, Any]:
+    """What the layer's maker noted for this run: in the run's folder where the layer is shared by the
+    trials of a sweep (pip_layer.RUN_NOTE), else in the layer."""
+    try:
+        with open(os.path.join(run_dir, "pip-layer.json")) as f:
+            note = json.load(f)
+        if os.path.realpath(note["layer"]) == os.path.realpath(sys.prefix):
+            return note
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    with open(os.path.join(sys.prefix, "mltrain-layer.json")) as f:
+        return json.load(f)
+
+
 def switch() -> None:
     run_dir, run_id = os.environ.get("MLTRAIN_RUN_DIR"), os.environ.get("MLFLOW_RUN_ID")
     if not run_dir or not run_id:
         return
     try:
-        with open(os.path.join(sys.prefix, "mltrain-layer.json")) as f:
-            layer = json.load(f)
+        layer = _note(run_dir)
         if not layer.get("tracking_uri") or os.environ.get("MLFLOW_TRACKING_URI") != layer["tracking_uri"]:
             return
         version = own_mlflow(os.path.dirname(os.path.abspath(__file__)))

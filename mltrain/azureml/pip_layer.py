@@ -14,20 +14,43 @@ A job that installs an MLflow of its own logs to a file store of the run's inste
 database, which only mltrain's MLflow version can open: `_mltrain_layer_site.py` (layer_site.py, run
 at each start of the layer's Python by a .pth line) switches MLFLOW_TRACKING_URI, with what it needs
 to know noted in the layer's mltrain-layer.json.
+
+The trials of one sweep share one layer (`SWEEP_DIR/pip-layers/KEY`), made once, when every pip call in
+their command is a plain `pip install` of the same text (KEY: the job environment's interpreter and those
+calls): each trial's `pip install` would resolve the same packages into a fresh layer of its own, which
+for Azure's sweep example (`pip install 'mlflow<2.19'`: MLflow and pyarrow, 240 MB) cost every trial
+seconds of CPU a user's own loop pays once. The first trial installs, the others find the packages
+installed; the layer's `pip` holds a lock on the layer while it runs, so trials that start together
+install one at a time. A call with a shell variable in it (a trial's own parameter), `python -m pip`,
+an editable or forced reinstall, or `pip uninstall` keeps a layer per trial. Each trial's own MLflow
+note (its tracking URI, its file store) is then `RUN_DIR/pip-layer.json`.
 """
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
+import re
+import shlex
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Optional
 
 from mltrain.runs import mlflow_run, script_store
 
-PIP_SCRIPT = "#!{python}\nimport sys\nfrom pip._internal.cli.main import main\nsys.exit(main())\n"
+#: The layer's `pip`: one pip at a time in the layer (ranks or trials that start together).
+PIP_SCRIPT = ("#!{python}\nimport fcntl, sys\nfrom pip._internal.cli.main import main\n"
+              "with open({lock!r}, 'w') as lock:\n    fcntl.flock(lock, fcntl.LOCK_EX)\n    code = main()\n"
+              "sys.exit(code)\n")
+#: Each trial's own MLflow note, in its run folder, where its layer is shared (read by layer_site).
+RUN_NOTE = "pip-layer.json"
+#: A pip call in a command: `pip`/`pip3` (the layer's) or `python -m pip`, up to the next shell operator.
+PIP_CALL = re.compile(r"(?:^|[\s;&|(])((?:pip3?|\S*python3?\s+-m\s+pip)(?:\s[^;&|()\n]*)?)(?=[;&|()\n]|$)")
+#: What keeps a layer per trial: a variable or substitution, an editable or forced (re)install.
+NOT_SHARED = re.compile(r"[$`]|(?:^|\s)(?:-e|--editable|-I|--ignore-installed|--force-reinstall)(?:\s|=|$)")
 #: Run by site.py at each start of the layer's Python (after _mltrain_job_environment.pth: by name).
 SITE_HOOK = "import _mltrain_layer_site; _mltrain_layer_site.switch()\n"
 
@@ -41,31 +64,62 @@ def _tracking(run_dir: Path) -> dict[str, object]:
             "file_store": str(run_dir / script_store.FILE_STORE), "experiment": script_store.EXPERIMENT}
 
 
+def _shared(run_dir: Path, interpreter: str) -> Optional[Path]:
+    """The layer the trials of this run's sweep share, or None (not a trial, or its pip calls may differ)."""
+    try:
+        doc = json.loads((run_dir / "run.json").read_text())
+    except (OSError, ValueError):
+        return None
+    sweep, command = (doc.get("sweep") or {}).get("dir"), doc.get("command") or []
+    if not sweep or not command:
+        return None
+    calls = [c.strip() for c in PIP_CALL.findall(command[-1])]
+    for call in calls:
+        try:
+            words = shlex.split(call)
+        except ValueError:  # a quote this pattern cut in two: not a call to judge
+            return None
+        if words[0] not in ("pip", "pip3") or words[1:2] != ["install"] or NOT_SHARED.search(call):
+            return None
+    if not calls:
+        return None
+    key = hashlib.sha256("\0".join([interpreter, *calls]).encode()).hexdigest()[:16]
+    return Path(sweep) / "pip-layers" / key
+
+
+def _build(layer: Path, interpreter: str, note: dict) -> None:
+    paths = json.loads(subprocess.run([interpreter, "-c", "import sys, json; print(json.dumps(sys.path))"],
+                                      capture_output=True, text=True, check=True).stdout)
+    shutil.rmtree(layer, ignore_errors=True)  # a build that died half way
+    subprocess.run([interpreter, "-m", "venv", "--without-pip", str(layer)], check=True, capture_output=True)
+    site = subprocess.run([str(layer / "bin" / "python"), "-c",
+                           "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    # after the layer's own packages: everything the job environment's interpreter imports from
+    keep = [p for p in paths if p and os.path.isdir(p) and "site-packages" in p]
+    (Path(site) / "_mltrain_job_environment.pth").write_text("\n".join(keep) + "\n")
+    shutil.copyfile(Path(__file__).with_name("layer_site.py"), Path(site) / "_mltrain_layer_site.py")
+    (Path(site) / "_mltrain_layer_site.pth").write_text(SITE_HOOK)
+    for name in ("pip", "pip3"):
+        script = layer / "bin" / name
+        script.write_text(PIP_SCRIPT.format(python=layer / "bin" / "python", lock=str(layer / ".pip.lock")))
+        script.chmod(0o755)
+    (layer / "mltrain-layer.json").write_text(json.dumps({"interpreter": interpreter, "paths": keep, **note}))
+
+
 def make(run_dir: Path, interpreter: str) -> Path:
-    layer = run_dir / "pip-layer"
+    shared = _shared(run_dir, interpreter)
+    layer = shared or run_dir / "pip-layer"
     ready = layer / "mltrain-layer.json"
-    if ready.is_file():
-        return layer
-    with open(run_dir / ".pip-layer.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if ready.is_file():
-            return layer
-        paths = json.loads(subprocess.run([interpreter, "-c", "import sys, json; print(json.dumps(sys.path))"],
-                                          capture_output=True, text=True, check=True).stdout)
-        subprocess.run([interpreter, "-m", "venv", "--without-pip", str(layer)], check=True, capture_output=True)
-        site = subprocess.run([str(layer / "bin" / "python"), "-c",
-                               "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                              capture_output=True, text=True, check=True).stdout.strip()
-        # after the layer's own packages: everything the job environment's interpreter imports from
-        keep = [p for p in paths if p and os.path.isdir(p) and "site-packages" in p]
-        (Path(site) / "_mltrain_job_environment.pth").write_text("\n".join(keep) + "\n")
-        shutil.copyfile(Path(__file__).with_name("layer_site.py"), Path(site) / "_mltrain_layer_site.py")
-        (Path(site) / "_mltrain_layer_site.pth").write_text(SITE_HOOK)
-        for name in ("pip", "pip3"):
-            script = layer / "bin" / name
-            script.write_text(PIP_SCRIPT.format(python=layer / "bin" / "python"))
-            script.chmod(0o755)
-        ready.write_text(json.dumps({"interpreter": interpreter, "paths": keep, **_tracking(run_dir)}))
+    if not ready.is_file():
+        layer.parent.mkdir(parents=True, exist_ok=True)
+        lock_file = layer.parent / f".{layer.name}.lock" if shared else run_dir / ".pip-layer.lock"
+        with open(lock_file, "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not ready.is_file():
+                _build(layer, interpreter, {"shared": True} if shared else _tracking(run_dir))
+    if shared:
+        (run_dir / RUN_NOTE).write_text(json.dumps({"layer": str(layer), **_tracking(run_dir)}))
     return layer
 
 
