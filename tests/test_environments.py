@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import http.server
+import json
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -237,3 +239,28 @@ def test_a_conda_file_environment_has_pkg_resources_as_a_conda_environment_does(
     assert "PKG pkg_resources" in (Path(runs(home)[-1]["dir"]) / "logs" / "rank_0.log").read_text()
     mine = from_config({"name": "mine", "conda": {"dependencies": ["python=3.11", {"pip": ["setuptools==80.9.0"]}]}})
     assert mine.installable_packages() == ["setuptools==80.9.0"]  # a conda file's own setuptools is kept
+
+
+@pytest.mark.slow
+@pytest.mark.network
+def test_pins_with_no_wheel_for_this_python_move_to_the_nearest_release_that_has_one(home, project):
+    # Azure's scikit-learn HyperDrive notebook pins what its image's Python 3.8 installs: scikit-learn 0.24.2 and
+    # scipy 1.7.1 have no wheel for this Python, and pip's build of them from source fails (its python=3.8 is the
+    # image's: the v2 environment here has an Azure image, whose Python is not this one's to pin)
+    found = subprocess.run([sys.executable, "-m", "pip", "index", "versions", "scipy"], capture_output=True, text=True,
+                           timeout=60)
+    if found.returncode != 0:
+        pytest.skip("pip's index cannot be reached here")
+    (project / "sk.py").write_text("import sklearn, scipy\nprint('VERSIONS', sklearn.__version__, scipy.__version__)\n")
+    r = run_mltrain("job=script", "job.script=sk.py", "environment.name=sklearn-env",
+                    "environment.python.user_managed=false",
+                    "environment.conda={dependencies:['scikit-learn=0.24.2','scipy=1.7.1',{pip:[six]}]}",
+                    cwd=project, timeout=600)
+    assert r.rc == 0, r.out + r.err
+    run = runs(home)[-1]
+    launcher = (Path(run["dir"]) / "logs" / "launcher.log").read_text()
+    assert ("pins with no wheel for Python 3.11 moved to the nearest release that has one: "
+            "scikit-learn==0.24.2.* -> scikit-learn==1.1.3, scipy==1.7.1.* -> scipy==1.9.2") in launcher, launcher
+    assert "VERSIONS 1.1.3 1.9.2" in (Path(run["dir"]) / "logs" / "rank_0.log").read_text()
+    recorded = json.loads((Path(run["dir"]) / "run.json").read_text())["environment"]["moved_pins"]
+    assert recorded == {"scikit-learn==0.24.2.*": "scikit-learn==1.1.3", "scipy==1.7.1.*": "scipy==1.9.2"}

@@ -26,6 +26,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 from packaging.requirements import InvalidRequirement, Requirement
 
 from mltrain.config.paths import mltrain_home
+from mltrain.environments import nearest_pins
 from mltrain.environments.catalog import CURATED, TORCH_MAX_PYTHON
 from mltrain.environments.spec import EnvironmentSpec, current_python
 from mltrain.errors import ConfigError, MltrainError
@@ -143,7 +144,7 @@ def build(spec: EnvironmentSpec, log: Callable[[str], None],
         for note in build_notes(spec):
             log(f"environment {spec.name}: {note}")
         try:
-            _build_into(spec, target, stop)
+            _build_into(spec, target, stop, log)
         except BuildStopped:
             shutil.rmtree(target, ignore_errors=True)
             raise
@@ -176,7 +177,8 @@ def _run_stoppable(cmd: List[str], stop: Optional[threading.Event]) -> subproces
                 raise BuildStopped("the environment build was stopped") from None
 
 
-def _build_into(spec: EnvironmentSpec, target: Path, stop: Optional[threading.Event] = None) -> None:
+def _build_into(spec: EnvironmentSpec, target: Path, stop: Optional[threading.Event] = None,
+                log: Callable[[str], None] = lambda line: None) -> None:
     def run(cmd: List[str]) -> subprocess.CompletedProcess:
         return _run_stoppable(cmd, stop)
 
@@ -188,13 +190,28 @@ def _build_into(spec: EnvironmentSpec, target: Path, stop: Optional[threading.Ev
     # This interpreter's packages come after the environment's own (mltrain and torch stay importable).
     (site / "_mltrain_parent.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     packages = spec.installable_packages()
-    if packages:
-        pip = run([sys.executable, "-m", "pip", "--python", str(target / "bin" / "python"), "install",
-                   "--no-input", "--disable-pip-version-check", "-q", *packages])
-        if pip.returncode != 0:
-            tail = (pip.stderr or pip.stdout).strip().splitlines()[-3:]
-            raise MltrainError(f"building environment {spec.name} failed: pip install {' '.join(packages)}: "
-                               + " | ".join(tail))
+    if not packages:
+        return
+
+    def install(wanted: List[str]) -> subprocess.CompletedProcess:
+        return run([sys.executable, "-m", "pip", "--python", str(target / "bin" / "python"), "install",
+                    "--no-input", "--disable-pip-version-check", "-q", *wanted])
+
+    pip = install(packages)
+    if pip.returncode != 0:
+        # pins written for another Python (Azure's image): the nearest releases with a wheel for this one
+        moved = nearest_pins.moves(packages, current_python().rsplit(".", 1)[0])
+        if moved:
+            log(f"environment {spec.name}: pins with no wheel for Python {current_python().rsplit('.', 1)[0]} moved "
+                "to the nearest release that has one: " + ", ".join(f"{a} -> {b}" for a, b in moved.items()))
+            packages = [moved.get(p, p) for p in packages]
+            pip = install(packages)
+            if pip.returncode == 0:
+                (target / nearest_pins.MOVED_FILE).write_text(json.dumps(moved, indent=1))
+    if pip.returncode != 0:
+        tail = (pip.stderr or pip.stdout).strip().splitlines()[-3:]
+        raise MltrainError(f"building environment {spec.name} failed: pip install {' '.join(packages)}: "
+                           + " | ".join(tail))
 
 
 def materialize(spec: EnvironmentSpec, containerized: bool, check_mode: str,
@@ -213,7 +230,7 @@ def materialize(spec: EnvironmentSpec, containerized: bool, check_mode: str,
         return info
     _, built = build(spec, log, stop)
     info["materialized"] = "built" if built else "reused"
-    moved = moved_pins(spec)
+    moved = {**moved_pins(spec), **_moved_when_built(spec)}
     if moved:
         info["moved_pins"] = moved
     if spec.conda_from_pypi():
@@ -225,6 +242,14 @@ def moved_pins(spec: EnvironmentSpec) -> Dict[str, str]:
     """A curated environment's pins moved from Azure's (no wheel on this Python) -> the ones installed."""
     entry = CURATED.get(spec.name) or {}
     return dict(entry.get("moved") or {}) if spec.conda == entry.get("conda") else {}
+
+
+def _moved_when_built(spec: EnvironmentSpec) -> Dict[str, str]:
+    """The pins its build moved for want of a wheel (nearest_pins), as the environment recorded them."""
+    try:
+        return dict(json.loads((env_dir(spec) / nearest_pins.MOVED_FILE).read_text()))
+    except (OSError, ValueError):
+        return {}
 
 
 def build_notes(spec: EnvironmentSpec) -> List[str]:
