@@ -219,6 +219,35 @@ def test_a_pipeline_parallel_node_scores_the_files_an_earlier_step_wrote(home, t
         [f"n{i:02d}.txt,{i * i}" for i in range(12)]
 
 
+def test_a_pipeline_parallel_node_appends_its_rows_to_a_uri_file_output(home, tmp_path):
+    # Azure's cli/jobs/pipelines/iris-batch-prediction-using-parallel: the node's output is a uri_file, the rows
+    # are that file (the pipeline engine makes every step output as a folder before the step runs)
+    job = tmp_path / "pipe"
+    (job / "data").mkdir(parents=True)
+    for i in range(4):
+        (job / "data" / f"n{i}.txt").write_text(str(i))
+    (job / "score").mkdir()
+    (job / "score" / "echo.py").write_text("import os\ndef run(mini_batch):\n"
+                                           "    return [f'{os.path.basename(p)}:{open(p).read()}' for p in mini_batch]\n")
+    (job / "pipeline.yml").write_text(textwrap.dedent("""\
+        type: pipeline
+        jobs:
+          score:
+            type: parallel
+            inputs: {data: {type: uri_folder, path: ./data}}
+            outputs: {job_output_file: {type: uri_file, mode: rw_mount}}
+            input_data: ${{inputs.data}}
+            mini_batch_size: "2"
+            task: {type: run_function, code: ./score, entry_script: echo.py,
+                   append_row_to: "${{outputs.job_output_file}}"}
+        """))
+    r = run_mltrain("job", "create", "--file", "pipeline.yml", cwd=job, timeout=180)
+    assert r.rc == 0, r.out + r.err
+    score = next(x for x in runs(home) if x["dir"].endswith(".score"))
+    assert (Path(score["dir"]) / "outputs" / "job_output_file").read_text().splitlines() == [f"n{i}.txt:{i}"
+                                                                                            for i in range(4)]
+
+
 def test_bad_parallel_jobs_get_one_line_each_before_any_worker_starts(home, project, tmp_path):
     data = _files(tmp_path / "data", 3)
     (project / "norun.py").write_text("def init():\n    pass\n")

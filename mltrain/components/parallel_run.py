@@ -129,6 +129,8 @@ def _finish(cfg: Any, queue: Queue, run_dir: Path, started: float) -> None:
     if cfg.job.output_action == "append_row":
         out = _output_file(cfg, run_dir)
         out.parent.mkdir(parents=True, exist_ok=True)
+        if out.is_dir() and not any(out.iterdir()):  # a pipeline step's uri_file output: made as a folder, is a file
+            out.rmdir()
         lines: List[str] = []
         for index in done:
             lines += queue.done(index)["rows"]
