@@ -264,3 +264,15 @@ def test_pins_with_no_wheel_for_this_python_move_to_the_nearest_release_that_has
     assert "VERSIONS 1.1.3 1.9.2" in (Path(run["dir"]) / "logs" / "rank_0.log").read_text()
     recorded = json.loads((Path(run["dir"]) / "run.json").read_text())["environment"]["moved_pins"]
     assert recorded == {"scikit-learn==0.24.2.*": "scikit-learn==1.1.3", "scipy==1.7.1.*": "scipy==1.9.2"}
+
+
+@pytest.mark.network
+def test_which_pins_move_compatible_releases_too_and_wheels_of_any_python_stay():
+    from mltrain.environments import nearest_pins
+
+    if not nearest_pins.wheel_versions("scipy", "3.11"):
+        pytest.skip("pip's index cannot be reached here")
+    # Azure's parallel examples pin scikit-learn~=0.20.0 (no release in that range has a wheel for Python 3.11);
+    # cloudpickle 1.1.1 is a py2.py3 wheel and tensorflow 2.12.0 has a 3.11 wheel: both stay
+    assert nearest_pins.moves(["scikit-learn~=0.20.0", "cloudpickle==1.1.1", "tensorflow==2.12.0", "pandas"],
+                              "3.11") == {"scikit-learn~=0.20.0": "scikit-learn==1.1.3"}

@@ -3,8 +3,8 @@
 A conda file or requirements list written for Azure's image pins what that image's Python installs
 (`python=3.8`, `scikit-learn=0.24.2`, `scipy=1.7.1` in Azure's scikit-learn HyperDrive notebook). mltrain
 builds a virtual environment on its own interpreter (3.11 here), where such a release has no wheel and pip
-tries to compile it from source, and fails. After a build fails, each exact pin (`==X`, `==X.*`) whose
-release has no wheel for this Python is moved to the first later release that has one (pip's own index
+tries to compile it from source, and fails. After a build fails, each pin (`==X`, `==X.*`, `~=X`) that no
+release with a wheel for this Python satisfies is moved to the first later release that has one (pip's own index
 listing, `pip index versions --only-binary=:all:`, says which), and the build is tried once more; the moves
 are said once and recorded with the environment (`moved_pins.json`), as the curated environments' are.
 A pin whose project has no wheel at all (a source-only package) is left as written: it may build.
@@ -22,11 +22,11 @@ from packaging.version import InvalidVersion, Version
 
 #: Where the environment records the pins it moved (read back into run.json).
 MOVED_FILE = "moved_pins.json"
-_EXACT = re.compile(r"^==\s*([0-9][0-9A-Za-z.+!-]*?)(\.\*)?$")
+_EXACT = re.compile(r"^(?:==|~=)\s*([0-9][0-9A-Za-z.+!-]*?)(\.\*)?$")
 
 
 def exact_version(requirement: str) -> Optional[Version]:
-    """The release an exact pin names (`x==1.2`, `x==1.2.*`), else None."""
+    """The release a pin names (`x==1.2`, `x==1.2.*`, a compatible release `x~=0.20.0`), else None."""
     try:
         req = Requirement(requirement)
     except InvalidRequirement:
@@ -64,18 +64,14 @@ def nearest(requirement: str, python: str) -> Optional[str]:
     pinned = exact_version(requirement)
     if pinned is None:
         return None
-    name = Requirement(requirement).name
+    req = Requirement(requirement)
+    name = req.name
     available = wheel_versions(name, python)
-    if not available or any(v == pinned or _series(v, pinned) for v in available):
+    if not available or any(req.specifier.contains(v, prereleases=True) for v in available):
         return None
     later = sorted(v for v in available if v > pinned)
     chosen = later[0] if later else max(available)
     return f"{name}=={chosen}"
-
-
-def _series(version: Version, pinned: Version) -> bool:
-    """`version` satisfies a `==pinned.*` pin written as conda writes it (scipy=1.7 is any 1.7.x)."""
-    return version.release[:len(pinned.release)] == pinned.release
 
 
 def moves(packages: List[str], python: str) -> Dict[str, str]:
