@@ -240,12 +240,21 @@ CAUSES: Dict[str, str] = {
     "basics/hello-iris-literal.yml":
         "a download: the script reads the https URL itself (a literal string input) with pandas; this machine "
         "has no DNS (not mltrain's: the URL is no data input mltrain could map)",
-    "pipelines/nyc-taxi/pipeline.yml":
-        "the job's own code: prep.py calls `DataFrame.append`, removed in pandas 2.0; Azure's sklearn-1.5 image "
-        "installs pandas unpinned too (2.x), so it fails there the same way",
-    "pipelines-with-components/nyc_taxi_data_regression/pipeline.yml":
-        "the job's own code: prep.py calls `DataFrame.append`, removed in pandas 2.0; Azure's sklearn-1.5 image "
-        "installs pandas unpinned too (2.x), so it fails there the same way",
+    "parallel/1a_oj_sales_prediction/pipeline.yml":
+        "a pin that no longer works on this Python: its conda file pins cloudpickle 1.1.1 (2019), which builds "
+        "code objects with Python 3.7's arguments; Python 3.11 refuses them (`code() argument 13 must be str`)",
+    "parallel/2a_iris_batch_prediction/pipeline.yml":
+        "a pin that no longer works on this Python: its conda file pins cloudpickle 1.1.1 (2019), which builds "
+        "code objects with Python 3.7's arguments; Python 3.11 refuses them (`code() argument 13 must be str`); "
+        "its scikit-learn~=0.20.0 has no wheel for Python 3.11 and moves to 1.1.3",
+    "pipelines/iris-batch-prediction-using-parallel/pipeline.yml":
+        "a pin with no wheel for this Python, moved: scikit-learn 0.23.2 -> 1.1.3 builds, and the model the "
+        "scoring script loads was pickled by scikit-learn 0.2x (its modules are gone in 1.1)",
+    "parallel/3a_mnist_batch_identification/pipeline.yml":
+        "a download: its prepare_data step fetches MNIST from the web itself; no DNS here",
+    "pipelines/mnist-batch-identification-using-parallel/pipeline.yml":
+        "a download: its prepare_data step fetches MNIST from the web itself (no DNS here), so the parallel step "
+        "finds no files and says so in one line",
     "single-step/pytorch/iris/job.yml":
         "a package version: its requirements.txt asks for `mlflow` unpinned, which is satisfied by the MLflow this "
         "machine's environments see (3.17.2, mltrain's own), whose `mlflow.pytorch.save_model` needs an "
