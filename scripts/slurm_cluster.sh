@@ -62,7 +62,9 @@ stop() {
 }
 
 install_packages() {
-  local pkgs=(slurm-wlm munge libpmix2 slurmdbd mariadb-server-core mariadb-client-core) missing=()
+  # libpmix-dev: Slurm's mpi/pmix plugin opens the unversioned libpmix.so, which only the -dev package ships;
+  # without it (a machine with no Open MPI development files) every srun fails "can not load PMIx library"
+  local pkgs=(slurm-wlm munge libpmix2 libpmix-dev slurmdbd mariadb-server-core mariadb-client-core) missing=()
   for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$' || missing+=("$p")
   done
