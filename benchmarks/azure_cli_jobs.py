@@ -265,11 +265,15 @@ CAUSES: Dict[str, str] = {
         "a download: its get_data step's own command `wget https://azuremlexamples.blob.core.windows.net/datasets/"
         "cifar-10-python.tar.gz` (a URL in a command, no input mltrain could map); no DNS here",
     "pipelines-with-components/image_classification_with_densenet/pipeline.yml":
-        "a package pip cannot get: the train step's conda file pins torch==1.8.1 (no wheel for this Python 3.11: "
-        "ResolutionImpossible). Until 2026-11-26 its init_transformation step was also refused by mltrain's "
-        "stand-in of Azure's designer module for `--center-crop 224`, the pipeline's value, outside the "
-        "component's True/False enum; python-fire, which Azure's module uses, passes it on. Fixed since: 224 is "
-        "taken as true",
+        "a package from a service this machine cannot reach: the train step's conda file asks for "
+        "nvidia-dali-cuda100 from NVIDIA's own index (`--extra-index-url https://developer.download.nvidia.com/"
+        "compute/redist/`; no DNS here), and pip cannot build it from PyPI's placeholder. Since 2026-11-28 its "
+        "pins with no wheel for Python 3.11 move (torch 1.8.1 -> 1.13.0, torchvision 0.9.1 -> 0.15.1, numpy "
+        "1.19.5 -> 1.23.2, pandas 1.2.1 -> 1.5.0, pillow, watchdog); before, torch==1.8.1 itself was "
+        "ResolutionImpossible. Past DALI, pip would meet the next stop: each pin moves to its own nearest release, "
+        "and torchvision 0.15.1 asks for torch 2.0.0, not 1.13.0 (mltrain does not move pins as a set). "
+        "Its 5 earlier steps complete (init_transformation's `--center-crop 224`, refused by mltrain's "
+        "designer stand-in until 2026-11-26, is taken as true since)",
     "single-step/tensorflow/mnist/job.yml":
         "a download: `tf.keras.datasets.mnist.load_data()` fetches MNIST from storage.googleapis.com; no DNS here",
     "single-step/pytorch/word-language-model/job.yml":
