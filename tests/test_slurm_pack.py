@@ -44,6 +44,8 @@ def test_a_packed_dry_run_shows_the_workers_and_how_members_are_dealt(home, tmp_
     r = run_mltrain("-m", "job=command", "job.command=true", *PACKED, "+job.params.i=1,2", "--dry-run", cwd=tmp_path)
     assert r.rc == 0, r.err
     assert "packed (compute.pack=3)" in r.out and "a worker's sbatch script:" in r.out and "#SBATCH" in r.out
+    # the workers start in the driver's folder (Slurm's --chdir), where members they make read relative paths
+    assert f"#SBATCH --chdir={tmp_path}" in r.out, r.out
     assert runs(home) == []
 
 

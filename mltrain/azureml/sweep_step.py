@@ -22,7 +22,7 @@ import subprocess
 import sys
 from pathlib import Path
 from types import FrameType
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from mltrain.azureml import command_job, sweep_job
 from mltrain.azureml.references import asset_name, config_dirs
@@ -104,14 +104,14 @@ def _config_home(jf: JobFile) -> str:
 # ------------------------------------------------------------------------------------ the step's program
 
 
-def _pairs(values: List[str], flag: str) -> Dict[str, str]:
-    out = {}
-    for item in values:
-        name, sep, path = item.partition("=")
-        if not sep:
-            raise SystemExit(f"mltrain: error: {flag} {item!r} is not NAME=PATH")
-        out[name] = path
-    return out
+def _pair(item: str) -> Tuple[str, str]:
+    """argparse's type of --input, --output and --place: a refused one is argparse's own one line and exit 2."""
+    import argparse  # startup
+
+    name, sep, path = item.partition("=")
+    if not sep:
+        raise argparse.ArgumentTypeError(f"{item!r} is not NAME=PATH")
+    return name, path
 
 
 def _link_tree(source: Path, target: Path) -> None:
@@ -237,13 +237,13 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     parser = argparse.ArgumentParser(prog="mltrain.azureml.sweep_step")
     parser.add_argument("spec")
-    parser.add_argument("--input", action="append", default=[])
-    parser.add_argument("--output", action="append", default=[])
-    parser.add_argument("--place", action="append", default=[])
+    parser.add_argument("--input", action="append", default=[], type=_pair)
+    parser.add_argument("--output", action="append", default=[], type=_pair)
+    parser.add_argument("--place", action="append", default=[], type=_pair)
     args = parser.parse_args(argv)
     payload = json.loads(base64.b64decode(args.spec))
-    inputs = _pairs(args.input, "--input")
-    outputs = _pairs(args.output, "--output")
+    inputs: Dict[str, str] = dict(args.input)
+    outputs: Dict[str, str] = dict(args.output)
     run_dir = Path(os.environ["MLTRAIN_RUN_DIR"])
     run_id = os.environ["MLTRAIN_RUN_ID"]
     sweep_dir = run_dir / "sweep"
@@ -291,7 +291,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                 return 1
         else:
             _link_tree(Path(best.run_dir) / "outputs" / name, Path(target))
-    for name, place in _pairs(args.place, "--place").items():
+    for name, place in dict(args.place).items():
         kind, _, path = place.partition("=")
         _place(Path(outputs[name]), kind, Path(path))
     record = {"best_run_id": best.run_id, "best_run_dir": best.run_dir, "best_value": doc.best_value,

@@ -27,8 +27,6 @@ def main(argv: List[str]) -> int:
         f"{endpoint['name']}/{deployment['name']}", int(deployment["request_timeout_ms"])))
     os.environ.update({"MLTRAIN_ENDPOINT_DIR": str(endpoint_dir), "MLTRAIN_DEPLOYMENT": deployment["name"],
                        "MLTRAIN_PRIVATE_PORT": str(deployment["port"])})
-    if deployment.get("code_dir"):
-        os.chdir(deployment["code_dir"])  # Azure runs the scoring script from its folder
     host = endpoint["host"]
     wrap = (lambda h: f"[{h}]") if ":" in host else (lambda h: h)
     binds = [f"{wrap(host)}:{endpoint['port']}", f"127.0.0.1:{deployment['port']}"]

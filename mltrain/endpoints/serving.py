@@ -382,9 +382,10 @@ def _start(record: DeploymentRecord, endpoint: EndpointRecord, folder: Path) -> 
     path = [str(inference_server.layer_dir()), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep)), shim]
     env["PYTHONPATH"] = os.pathsep.join(path)
     env["PYTHONUNBUFFERED"] = "1"
+    cwd = record.code_dir or str(folder)  # Azure runs the scoring script from its folder
     with open(folder / LOG_FILE, "ab") as out:
-        return subprocess.Popen([record.interpreter, "-m", SERVE_MODULE, str(folder)], stdout=out,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=str(folder),
+        return subprocess.Popen([record.interpreter, "-m", SERVE_MODULE, str(folder.resolve())], stdout=out,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=cwd,
                                 start_new_session=True)
 
 

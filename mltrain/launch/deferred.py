@@ -111,13 +111,13 @@ class MemberMaker:
     first_run_dir: str
     first_snapshot: str
     queue: str
-    cwd: str  # the driver's: relative paths in the members' configs are read from there, as it read them
+    # Relative paths in the members' configs are read from the worker's folder, which is the driver's: Slurm
+    # starts every worker of the queue there (mltrain.backends.slurm.pack.DRIVER_CWD). No os.chdir here: a
+    # worker's GPU slots are threads, and one slot's change of folder would move the others'.
 
     def __call__(self, spec: Dict[str, Any], entry: str) -> str:
         index = int(spec["index"])
         setup_globals()  # Hydra's resolvers (`now`, `hydra`), as in the driver
-        here = os.getcwd()
-        os.chdir(self.cwd)
         try:
             cfg = compose_value_member(self.bases, [str(o) for o in spec["overrides"]], index)
             job = freeze_member(cfg, self.runs_root, sweep_index=index, shapes=self.shapes, run_id=str(spec["run_id"]))
@@ -126,8 +126,6 @@ class MemberMaker:
             if refused is None:  # a defect, not the member's config: the worker reports it
                 raise
             return self._refused(spec, entry, str(refused))
-        finally:
-            os.chdir(here)
         if job.snapshot_source:  # the source as the driver saw it: a copy of the first member's snapshot
             job = dataclasses.replace(job, snapshot_source=self.first_snapshot)
         console = Console(prefix=f"[#{index}] ")
@@ -174,8 +172,7 @@ def launch(cfg: DictConfig, job: FrozenJob, job_overrides: Sequence[Sequence[str
              "overrides": list(job_overrides[0])}]
     if status == QUEUED and where is not None:
         queue = where[0]
-        maker = MemberMaker(master_bases(bases, str(job.sweep_dir)), shapes, runs_root, job.run_dir, job.cwd, str(queue),
-                            os.getcwd())
+        maker = MemberMaker(master_bases(bases, str(job.sweep_dir)), shapes, runs_root, job.run_dir, job.cwd, str(queue))
         specs = [json.dumps({"index": initial_job_idx + i, "run_id": ids[i], "overrides": list(job_overrides[i])})
                  for i in range(1, len(job_overrides))]
         pack_driver.defer(queue, specs, pickle.dumps(maker))

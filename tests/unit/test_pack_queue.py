@@ -48,3 +48,19 @@ def test_a_named_member_is_taken_only_if_still_queued(tmp_path):
     assert claim(tmp_path, "w1") == (names[0], "/runs/a")
     assert claim(tmp_path, "canceller", names[0]) is None  # a worker has it: its worker stops it
     assert claim(tmp_path, "canceller", names[1]) == (names[1], "/runs/b")
+
+
+def test_the_workers_of_a_queue_start_where_its_first_driver_ran_also_when_a_later_one_submits(tmp_path, monkeypatch):
+    from mltrain.backends.slurm.pack import worker_submission
+
+    queue, first, later = tmp_path / "queue", tmp_path / "project", tmp_path / "elsewhere"
+    for folder in (queue, first, later):
+        folder.mkdir()
+    params = {"timeout_min": 5, "slurm_additional_parameters": {"qos": "normal"}}
+    monkeypatch.chdir(later)  # a dry run records nothing: its plan shows the folder it was run in
+    assert worker_submission(queue, params, record=False)["slurm_additional_parameters"]["chdir"] == str(later)
+    monkeypatch.chdir(first)  # the sweep's driver submits the first workers
+    assert worker_submission(queue, params)["slurm_additional_parameters"] == {"qos": "normal", "chdir": str(first)}
+    monkeypatch.chdir(later)  # `runs resume` from another folder submits more workers of the same queue
+    assert worker_submission(queue, params)["slurm_additional_parameters"]["chdir"] == str(first)
+    assert params["slurm_additional_parameters"] == {"qos": "normal"}  # the plan's own parameters are not changed

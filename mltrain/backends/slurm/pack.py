@@ -48,6 +48,11 @@ DEFERRED_ERRORS = "deferred_errors.log"
 STOPPED = "stopped"
 #: Written when no more members will come (the workers then leave as soon as the queue is empty).
 CLOSED = "closed"
+#: The folder the queue's first driver ran in: every worker of the queue starts there (Slurm's --chdir), so a
+#: member its worker makes (mltrain.launch.deferred) reads relative paths as its driver read them, also when
+#: a later driver (`runs resume` from elsewhere) submits the workers. Set by Slurm, not by os.chdir in the
+#: worker, whose GPU slots are threads sharing one working directory.
+DRIVER_CWD = "driver_cwd"
 
 
 def pack_part(pack_dir: Path, entry: str) -> Dict[str, Any]:
@@ -63,6 +68,24 @@ def packed_in(record: RunRecord) -> Optional[Tuple[Path, str]]:
 def _dirs(pack_dir: Path) -> None:
     for sub in ("todo", "claimed", "done", "workers"):
         (pack_dir / sub).mkdir(parents=True, exist_ok=True)
+
+
+def driver_cwd(pack_dir: Path, record: bool = True) -> str:
+    """The folder the queue's workers start in (DRIVER_CWD): the first driver's, recorded once (`record`: a
+    dry run records nothing)."""
+    path = pack_dir / DRIVER_CWD
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        if record:
+            path.write_text(os.getcwd(), encoding="utf-8")
+        return os.getcwd()
+
+
+def worker_submission(pack_dir: Path, params: Dict[str, Any], record: bool = True) -> Dict[str, Any]:
+    """submitit's parameters of the queue's workers: `params` started in the driver's folder (DRIVER_CWD)."""
+    extra = {**(params.get("slurm_additional_parameters") or {}), "chdir": driver_cwd(pack_dir, record)}
+    return {**params, "slurm_additional_parameters": extra}
 
 
 def entry_names(count: int) -> List[str]:
@@ -292,7 +315,8 @@ class Pool:
     def _submit(self, count: int) -> None:
         from mltrain.backends.slurm.submission import make_executor  # heavy
 
-        executor = make_executor(self.params, self.pack_dir / "submitit", self.max_requeues)
+        executor = make_executor(worker_submission(self.pack_dir, self.params), self.pack_dir / "submitit",
+                                 self.max_requeues)
         with executor.batch():
             jobs = [executor.submit(PackWorker(str(self.pack_dir), int(self.params["timeout_min"]), self.slots))
                     for _ in range(count)]

@@ -30,6 +30,7 @@ from mltrain.backends.slurm.pack import (
     packed_in,
     pool_for,
     release,
+    worker_submission,
 )
 from mltrain.backends.slurm.run_part import NAME
 from mltrain.backends.slurm.submission import sbatch_script
@@ -98,7 +99,7 @@ def queue_of(plan: Plan) -> Path:
 def describe(plan: Plan) -> List[str]:
     c = compute_as(plan.job.compute, SlurmComputeConf)
     where = queue_of(plan)
-    params = worker_params(plan)
+    params = worker_submission(where, worker_params(plan), record=False)
     script = sbatch_script(params, where / "submitit", c.max_requeues)
     slots: List[str] = []
     if c.pack_slots > 1:
