@@ -20,20 +20,34 @@ UNIT_TIMEOUT_S = 30
 NEEDS = {"require_cluster": "slurm", "require_mpi": "mpi", "require_horovod": "horovod", "require_ui": "ui"}
 
 
-def _sources(item) -> str:
-    parts = []
-    for fn in [getattr(item, "function", None)] + [
-            d.func for defs in item._fixtureinfo.name2fixturedefs.values() for d in defs]:
+_SOURCE: dict = {}  # a function's source, read once: collection asked inspect for each test's fixtures again
+
+
+def _source(fn) -> str:
+    if fn not in _SOURCE:
         try:
-            parts.append(inspect.getsource(fn))
+            _SOURCE[fn] = inspect.getsource(fn)
         except (OSError, TypeError):
-            continue
-    return "\n".join(parts)
+            _SOURCE[fn] = ""
+    return _SOURCE[fn]
+
+
+def _sources(item) -> str:
+    return "\n".join(_source(fn) for fn in [getattr(item, "function", None)] + [
+        d.func for defs in item._fixtureinfo.name2fixturedefs.values() for d in defs])
+
+
+#: Tests measured slow in the quick loop (`-m "not slow"`), besides those marked in their module: written by
+#: scripts/slow_tests.py from a `--durations=0` run, so the quick loop stays about two minutes (issue 50).
+SLOW = {line.strip() for line in (Path(__file__).parent / "slow_tests.txt").read_text(encoding="utf-8").splitlines()
+        if line.strip() and not line.startswith("#")}
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the xdist_group marks set here (--dist loadgroup)
 def pytest_collection_modifyitems(config, items):
     for item in items:
+        if item.nodeid.split("[")[0] in SLOW:
+            item.add_marker(pytest.mark.slow)
         if "unit" in Path(str(item.fspath)).parts:
             item.add_marker(pytest.mark.timeout(UNIT_TIMEOUT_S))
             continue

@@ -62,7 +62,7 @@ COMMANDS = {
     ".venv/bin/mltrain": ("run", SAMPLE),
     "bash scripts/test.sh": ("skip", TESTS),
     ".venv/bin/pytest -q tests/unit": ("skip", TESTS),
-    ".venv/bin/pytest -q -m not slow": ("skip", TESTS),
+    ".venv/bin/pytest -q -m not slow -n 2 --dist loadgroup": ("skip", TESTS),
     "mltrain": ("run", SHORT),
     "mltrain job=script job.source_directory=./my-proj job.script=train.py job.arguments=[--lr,0.1]": ("run", []),
     "mltrain -m trainer.learning_rate=0.1,0.01": ("run", SHORT),
