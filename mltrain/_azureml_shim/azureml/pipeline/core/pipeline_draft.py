@@ -11,26 +11,18 @@ import uuid
 from typing import Any, Dict, List, Optional
 
 from azureml.exceptions import UserErrorException
-from azureml.pipeline.core.published_pipeline import anchored, load_pipeline, read_json, save_pipeline, store, write_json
+from azureml.pipeline.core.published_pipeline import (
+    Recorded,
+    anchored,
+    load_pipeline,
+    read_json,
+    save_pipeline,
+    store,
+    write_json,
+)
 
 
-class PipelineDraft:
-    def __init__(self, workspace: Any, _record: Dict[str, Any], **kwargs: Any) -> None:
-        self._workspace = workspace
-        self._record = _record
-
-    @property
-    def id(self) -> str:
-        return str(self._record["id"])
-
-    @property
-    def name(self) -> str:
-        return str(self._record["name"])
-
-    @property
-    def description(self) -> Optional[str]:
-        return self._record.get("description")
-
+class PipelineDraft(Recorded):
     @property
     def experiment_name(self) -> Optional[str]:
         return self._record.get("experiment_name")

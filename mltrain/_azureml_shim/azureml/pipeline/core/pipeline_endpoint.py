@@ -10,7 +10,15 @@ import uuid
 from typing import Any, Dict, List, Optional
 
 from azureml.exceptions import UserErrorException
-from azureml.pipeline.core.published_pipeline import ENDPOINT_PATH, PublishedPipeline, read_json, rest_url, store, write_json
+from azureml.pipeline.core.published_pipeline import (
+    ENDPOINT_PATH,
+    PublishedPipeline,
+    Recorded,
+    read_json,
+    rest_url,
+    store,
+    write_json,
+)
 
 
 class PipelineIdVersion:
@@ -39,23 +47,7 @@ def _published(workspace: Any, pipeline: Any, name: str, description: Optional[s
                              f"{type(pipeline).__name__}")
 
 
-class PipelineEndpoint:
-    def __init__(self, workspace: Any, _record: Dict[str, Any], **kwargs: Any) -> None:
-        self._workspace = workspace
-        self._record = _record
-
-    @property
-    def id(self) -> str:
-        return str(self._record["id"])
-
-    @property
-    def name(self) -> str:
-        return str(self._record["name"])
-
-    @property
-    def description(self) -> Optional[str]:
-        return self._record.get("description")
-
+class PipelineEndpoint(Recorded):
     @property
     def status(self) -> str:
         return str(self._record["status"])

@@ -139,14 +139,14 @@ def publish(pipeline: Any, name: Optional[str], description: Optional[str], vers
     return PublishedPipeline(pipeline.workspace, record)
 
 
-class PublishedPipeline:
-    """A pipeline published under a name: submit it again with new `pipeline_parameters`, here or by REST."""
+class Recorded:
+    """An object kept as a JSON record under $MLTRAIN_HOME/v1_published (a published pipeline, an endpoint, a
+    draft): Azure's constructor shape and the fields all three show."""
 
     def __init__(self, workspace: Any, _record: Dict[str, Any], **kwargs: Any) -> None:
         self._workspace = workspace
         self._record = _record
 
-    # ------------------------------------------------------------------ what Azure shows
     @property
     def id(self) -> str:
         return str(self._record["id"])
@@ -159,6 +159,11 @@ class PublishedPipeline:
     def description(self) -> Optional[str]:
         return self._record.get("description")
 
+
+class PublishedPipeline(Recorded):
+    """A pipeline published under a name: submit it again with new `pipeline_parameters`, here or by REST."""
+
+    # ------------------------------------------------------------------ what Azure shows
     @property
     def version(self) -> Optional[str]:
         return self._record.get("version")
