@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 from support import leftovers, mltrain_exe, only_run, run_mltrain, runs
 
 from mltrain.environments import CURATED, from_config, load
@@ -251,19 +252,60 @@ def test_pins_with_no_wheel_for_this_python_move_to_the_nearest_release_that_has
                            timeout=60)
     if found.returncode != 0:
         pytest.skip("pip's index cannot be reached here")
-    (project / "sk.py").write_text("import sklearn, scipy\nprint('VERSIONS', sklearn.__version__, scipy.__version__)\n")
+    # Its unpinned scikit-learn-intelex (conda's package; PyPI's of the same name) is the notebook's trial's first
+    # import: its newest release (2026.2) asks for scikit-learn >= 1.0 but imports what only 1.2 and later have
+    (project / "sk.py").write_text("from sklearnex import patch_sklearn\npatch_sklearn()\nimport sklearnex, sklearn, scipy\n"
+                                   "print('VERSIONS', sklearn.__version__, scipy.__version__)\n"
+                                   "from importlib.metadata import version\n"
+                                   "print('SKLEARNEX', version('scikit-learn-intelex'))\n")
     r = run_mltrain("job=script", "job.script=sk.py", "environment.name=sklearn-env",
                     "environment.python.user_managed=false",
-                    "environment.conda={dependencies:['scikit-learn=0.24.2','scipy=1.7.1',{pip:[six]}]}",
-                    cwd=project, timeout=600)
+                    "environment.conda={dependencies:['scikit-learn=0.24.2','scikit-learn-intelex','scipy=1.7.1',"
+                    "{pip:[six]}]}",
+                    cwd=project, timeout=900)
     assert r.rc == 0, r.out + r.err
     run = runs(home)[-1]
     launcher = (Path(run["dir"]) / "logs" / "launcher.log").read_text()
+    assert ("unpinned packages whose newest releases do not import beside the others bounded: "
+            "scikit-learn-intelex -> scikit-learn-intelex<2026.2") in launcher, launcher
     assert ("pins with no wheel for Python 3.11 moved to the nearest release that has one: "
             "scikit-learn==0.24.2.* -> scikit-learn==1.1.3, scipy==1.7.1.* -> scipy==1.9.2") in launcher, launcher
-    assert "VERSIONS 1.1.3 1.9.2" in (Path(run["dir"]) / "logs" / "rank_0.log").read_text()
+    rank = (Path(run["dir"]) / "logs" / "rank_0.log").read_text()
+    assert "VERSIONS 1.1.3 1.9.2" in rank, rank
+    assert "Extension for Scikit-learn* enabled" in rank, rank  # patch_sklearn()'s own line
+    assert Version(rank.split("SKLEARNEX ")[1].split()[0]) < Version("2026.2"), rank
     recorded = json.loads((Path(run["dir"]) / "run.json").read_text())["environment"]["moved_pins"]
-    assert recorded == {"scikit-learn==0.24.2.*": "scikit-learn==1.1.3", "scipy==1.7.1.*": "scipy==1.9.2"}
+    assert recorded == {"scikit-learn==0.24.2.*": "scikit-learn==1.1.3", "scipy==1.7.1.*": "scipy==1.9.2",
+                        "scikit-learn-intelex": "scikit-learn-intelex<2026.2"}
+
+
+def test_an_unpinned_package_is_bounded_only_beside_an_older_release_than_its_newest_imports_with():
+    from mltrain.environments import nearest_pins
+
+    def bounded(*packages):
+        return nearest_pins.bounds(list(packages))
+
+    sklearnex = {"scikit-learn-intelex": "scikit-learn-intelex<2026.2"}
+    assert bounded("scikit-learn==0.24.2.*", "scikit-learn-intelex", "scipy==1.7.1.*") == sklearnex
+    assert bounded("scikit-learn~=1.5.0", "scikit-learn-intelex") == sklearnex
+    assert bounded("scikit-learn<1.2", "scikit-learn-intelex") == sklearnex
+    assert bounded("scikit-learn==1.1.3", "Scikit_Learn_Intelex") == {"Scikit_Learn_Intelex":
+                                                                      "Scikit_Learn_Intelex<2026.2"}
+    # a scikit-learn that may be 1.6 or later, none at all, or a scikit-learn-intelex with its own pin: as written
+    for packages in (["scikit-learn", "scikit-learn-intelex"], ["scikit-learn>=1.0", "scikit-learn-intelex"],
+                     ["scikit-learn==1.6.1", "scikit-learn-intelex"], ["scikit-learn~=1.5", "scikit-learn-intelex"],
+                     ["scikit-learn-intelex"], ["scikit-learn==1.1.3", "scikit-learn-intelex>=2024"]):
+        assert bounded(*packages) == {}, packages
+
+
+def test_a_bound_is_part_of_what_the_environment_is(monkeypatch):
+    # an environment built before the bound existed (with the newest release) is not reused for the same file
+    from mltrain.environments import nearest_pins
+
+    spec = from_config({"name": "e", "conda": {"dependencies": ["scikit-learn=1.1.3", "scikit-learn-intelex"]}})
+    bounded_key = spec.cache_key()
+    monkeypatch.setattr(nearest_pins, "BESIDE_OLDER", {})
+    assert spec.cache_key() != bounded_key
 
 
 @pytest.mark.network

@@ -197,6 +197,11 @@ def _build_into(spec: EnvironmentSpec, target: Path, stop: Optional[threading.Ev
         return run([sys.executable, "-m", "pip", "--python", str(target / "bin" / "python"), "install",
                     "--no-input", "--disable-pip-version-check", "-q", *wanted])
 
+    recorded = nearest_pins.bounds(packages)
+    if recorded:
+        log(f"environment {spec.name}: unpinned packages whose newest releases do not import beside the others "
+            "bounded: " + ", ".join(f"{a} -> {b}" for a, b in recorded.items()))
+        packages = [recorded.get(p, p) for p in packages]
     pip = install(packages)
     if pip.returncode != 0:
         # pins written for another Python (Azure's image): the nearest releases with a wheel for this one
@@ -206,8 +211,9 @@ def _build_into(spec: EnvironmentSpec, target: Path, stop: Optional[threading.Ev
                 "to the nearest release that has one: " + ", ".join(f"{a} -> {b}" for a, b in moved.items()))
             packages = [moved.get(p, p) for p in packages]
             pip = install(packages)
-            if pip.returncode == 0:
-                (target / nearest_pins.MOVED_FILE).write_text(json.dumps(moved, indent=1))
+            recorded.update(moved)
+    if pip.returncode == 0 and recorded:
+        (target / nearest_pins.MOVED_FILE).write_text(json.dumps(recorded, indent=1))
     if pip.returncode != 0:
         tail = (pip.stderr or pip.stdout).strip().splitlines()[-3:]
         raise MltrainError(f"building environment {spec.name} failed: pip install {' '.join(packages)}: "
@@ -245,7 +251,8 @@ def moved_pins(spec: EnvironmentSpec) -> Dict[str, str]:
 
 
 def _moved_when_built(spec: EnvironmentSpec) -> Dict[str, str]:
-    """The pins its build moved for want of a wheel (nearest_pins), as the environment recorded them."""
+    """The pins its build moved for want of a wheel and the unpinned packages it bounded (nearest_pins), as the
+    environment recorded them."""
     try:
         return dict(json.loads((env_dir(spec) / nearest_pins.MOVED_FILE).read_text()))
     except (OSError, ValueError):

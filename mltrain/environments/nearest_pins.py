@@ -8,6 +8,10 @@ release with a wheel for this Python satisfies is moved to the first later relea
 listing, `pip index versions --only-binary=:all:`, says which), and the build is tried once more; the moves
 are said once and recorded with the environment (`moved_pins.json`), as the curated environments' are.
 A pin whose project has no wheel at all (a source-only package) is left as written: it may build.
+
+An unpinned package whose newest release no longer imports beside an older release of another package it says it
+accepts (its metadata is wrong, and pip believes it) gets the bound of the newest release that does, before the
+first build (`bounds`); said and recorded as the moved pins are.
 """
 from __future__ import annotations
 
@@ -15,13 +19,22 @@ import re
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
 #: Where the environment records the pins it moved (read back into run.json).
 MOVED_FILE = "moved_pins.json"
+#: {unpinned package: (the package its newest releases need a newer release of than they declare, the first
+#: release of that package they import beside, the bound the unpinned one gets when the environment's own
+#: requirement of that package admits no release from there on)}.
+#: scikit-learn-intelex 2026.2.0 asks for scikit-learn >= 1.0 and imports `sklearn.utils._array_api` (1.2) and
+#: `validate_data` (1.6); 2024.7.0 to 2026.1.0 import and patch beside scikit-learn 1.1.3 and 1.5 (measured
+#: 2026-11-28 on Python 3.11; Azure's scikit-learn HyperDrive notebook, whose 0.24.2 pin moves to 1.1.3).
+BESIDE_OLDER: Dict[str, Tuple[str, str, str]] = {
+    "scikit-learn-intelex": ("scikit-learn", "1.6", "<2026.2"),
+}
 _EXACT = re.compile(r"^(?:==|~=)\s*([0-9][0-9A-Za-z.+!-]*?)(\.\*)?$")
 
 
@@ -80,3 +93,42 @@ def moves(packages: List[str], python: str) -> Dict[str, str]:
     with ThreadPoolExecutor(max_workers=4) as pool:
         found = dict(zip(exact, pool.map(lambda p: nearest(p, python), exact)))
     return {old: new for old, new in found.items() if new is not None}
+
+
+def bounds(packages: List[str]) -> Dict[str, str]:
+    """{unpinned requirement as written: the bounded one to install} for the packages of BESIDE_OLDER whose
+    newest releases do not import beside the release of the other package these requirements allow."""
+    parsed: Dict[str, Requirement] = {}
+    for p in packages:
+        try:
+            req = Requirement(p)
+        except InvalidRequirement:
+            continue
+        parsed.setdefault(canonical(req.name), req)
+    out = {}
+    for p in packages:
+        try:
+            req = Requirement(p)
+        except InvalidRequirement:
+            continue
+        rule = BESIDE_OLDER.get(canonical(req.name))
+        if rule is None or len(req.specifier) or req.url:
+            continue
+        other, first, bound = rule
+        theirs = parsed.get(other)
+        if theirs is not None and len(theirs.specifier) and not _admits_from(theirs, Version(first)):
+            out[p] = f"{p.strip()}{bound}"
+    return out
+
+
+def canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _admits_from(req: Requirement, first: Version) -> bool:
+    """Whether the requirement allows some release `first` or later: probed at `first`, the minor releases after
+    it, the release it pins (`==1.6.1`) and a far later one."""
+    pinned = exact_version(str(req))
+    probes = [first, *(Version(f"{first.major}.{first.minor + k}") for k in range(1, 30)),
+              Version(f"{first.major + 1000}")] + ([pinned] if pinned is not None and pinned >= first else [])
+    return any(req.specifier.contains(v, prereleases=True) for v in probes)

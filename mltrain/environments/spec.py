@@ -18,6 +18,7 @@ import yaml
 
 from mltrain.atomic import atomic_write
 from mltrain.environments import conda as conda_map
+from mltrain.environments import nearest_pins
 from mltrain.environments.catalog import CURATED
 from mltrain.errors import ConfigError, MltrainError
 
@@ -95,8 +96,12 @@ class EnvironmentSpec:
         from_conda = sorted(pip for _, pip in self.conda_from_pypi())
         if from_conda:  # (left out when empty: the keys of environments built before stay theirs)
             content["conda"] = from_conda
-        if CONDA_SETUPTOOLS in self.installable_packages():  # built before it was added: built again, once
+        installs = self.installable_packages()
+        if CONDA_SETUPTOOLS in installs:  # built before it was added: built again, once
             content["setuptools"] = CONDA_SETUPTOOLS
+        bounded = nearest_pins.bounds(installs)
+        if bounded:  # likewise: one built with the unbounded newest release is not reused
+            content["bounded"] = sorted(bounded.values())
         return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
 
     # ------------------------------------------------------------------ derived specs
