@@ -105,7 +105,7 @@ class Run:
     def log_path(self, rank: Optional[int] = 0) -> Path:
         """A rank's log (rank 0 by default), or with rank=None the launcher's own."""
         record = RunRecord.load(self.run_dir)
-        return backend_of(record).log_path(record, rank)
+        return record.log_path(None if record.is_pipeline else rank)  # a pipeline's own run has one log
 
     def logs(self, rank: Optional[int] = 0) -> str:
         path = self.log_path(rank)

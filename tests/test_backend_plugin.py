@@ -26,8 +26,9 @@ class PocketComputeConf(LocalComputeConf):
 class PocketBackend(LocalBackend):
     name = "pocket"
 
-    def job_env(self, compute):
-        return {**super().job_env(compute), "POCKET_LABEL": compute.label}
+    def wrap_ranks(self, compute, environment, run_dir):
+        prefix, env = super().wrap_ranks(compute, environment, run_dir)
+        return prefix, {**env, "POCKET_LABEL": compute.label}
 '''
 
 ENTRY_POINTS = """\

@@ -318,3 +318,61 @@ def test_which_pins_move_compatible_releases_too_and_wheels_of_any_python_stay()
     # cloudpickle 1.1.1 is a py2.py3 wheel and tensorflow 2.12.0 has a 3.11 wheel: both stay
     assert nearest_pins.moves(["scikit-learn~=0.20.0", "cloudpickle==1.1.1", "tensorflow==2.12.0", "pandas"],
                               "3.11") == {"scikit-learn~=0.20.0": "scikit-learn==1.1.3"}
+
+
+@pytest.mark.slow
+@pytest.mark.network
+def test_parent_packages_its_own_pins_break_are_given_releases_that_fit(home, project):
+    # The ranks see mltrain's interpreter's packages after the environment's own. This one's pandas (3.x) asks for
+    # numpy >= 2 and its C extension is built against it: beside an environment's numpy 1.26 it does not import
+    # ("C extension: None not built"), as in Azure's scikit-learn HyperDrive notebook, whose scipy pin holds
+    # numpy below 1.26 and whose trial imports pandas through mlflow's autologging
+    from importlib.metadata import requires
+
+    from packaging.requirements import Requirement
+
+    numpy_req = next(Requirement(r) for r in requires("pandas") or [] if Requirement(r).name == "numpy")
+    assert not numpy_req.specifier.contains("1.26.4"), "this test needs a pandas that numpy 1.26 breaks"
+    found = subprocess.run([sys.executable, "-m", "pip", "index", "versions", "numpy"], capture_output=True,
+                           text=True, timeout=60)
+    if found.returncode != 0:
+        pytest.skip("pip's index cannot be reached here")
+    (project / "pd.py").write_text("import numpy, pandas\nprint('VERSIONS', numpy.__version__, pandas.__version__)\n"
+                                   "print('FROM', pandas.__file__)\n")
+    r = run_mltrain("job=script", "job.script=pd.py", "environment.name=old-numpy",
+                    "environment.python.user_managed=false",
+                    "environment.conda={dependencies:[{pip:['numpy==1.26.4']}]}", cwd=project, timeout=900)
+    assert r.rc == 0, r.out + r.err
+    run = runs(home)[-1]
+    launcher = (Path(run["dir"]) / "logs" / "launcher.log").read_text()
+    assert "packages seen from mltrain's interpreter that this environment's own pins break were given releases " \
+           "that fit: " in launcher, launcher
+    assert "pandas (numpy>=" in launcher, launcher
+    rank = (Path(run["dir"]) / "logs" / "rank_0.log").read_text()
+    numpy_version, pandas_version = rank.split("VERSIONS ")[1].split()[:2]
+    assert numpy_version == "1.26.4" and numpy_req.specifier.contains(numpy_version) is False, rank
+    assert str(home) in rank.split("FROM ")[1], rank  # the environment's own pandas, not the parent's
+    recorded = json.loads((Path(run["dir"]) / "run.json").read_text())["environment"]["parent_fit"]
+    assert recorded["pandas"] == pandas_version
+
+
+@pytest.mark.slow
+@pytest.mark.network
+@pytest.mark.tracking  # the script's mlflow.log_metric reaches the run through the MLflow mirror
+def test_an_environment_with_an_mlflow_of_its_own_logs_to_its_run(home, project):
+    # Azure's scikit-learn HyperDrive notebook's conda file pins mlflow-skinny 2.3.2: another MLflow than
+    # mltrain's cannot open the run's database (a newer schema), so its processes log to the run's file store
+    found = subprocess.run([sys.executable, "-m", "pip", "index", "versions", "mlflow-skinny"], capture_output=True,
+                           text=True, timeout=60)
+    if found.returncode != 0 or " 2.18.0," not in found.stdout:
+        pytest.skip("pip's index does not serve mlflow-skinny 2.18.0 here (no network?)")
+    (project / "log.py").write_text("import mlflow\nprint('mlflow', mlflow.__version__)\nmlflow.log_metric('acc', 0.9)\n")
+    r = run_mltrain("job=script", "job.script=log.py", "environment.name=own-mlflow",
+                    "environment.python.user_managed=false",
+                    "environment.conda={dependencies:[{pip:['mlflow-skinny==2.18.0']}]}", cwd=project, timeout=900)
+    run = runs(home)[-1]
+    rank = (Path(run["dir"]) / "logs" / "rank_0.log").read_text()
+    assert r.rc == 0, r.out + r.err + rank
+    assert "mlflow 2.18.0" in rank, rank
+    assert (Path(run["dir"]) / "mlruns").is_dir()
+    assert "acc: 0.9" in run_mltrain("runs", "show", run["id"], cwd=project).out

@@ -8,6 +8,7 @@ import time
 from typing import List
 
 from mltrain import backends
+from mltrain.backends.handover import Followed
 from mltrain.backends.local.backend import LocalBackend
 from mltrain.launch.orchestrate import create_run
 from mltrain.launch.request import JobRequest, freeze_request
@@ -81,7 +82,7 @@ class _Counting(LocalBackend):
 def test_a_followed_run_is_looked_at_once_per_poll_interval(home, project):
     job, record = _run("true")
     backend = _Counting()
-    followed = backend.follow(record)
+    followed = Followed(backend, record)
     deadline = time.monotonic() + 1.6
     while time.monotonic() < deadline:  # asked every 10 ms, as a busy wait loop might
         assert not followed.describe().ended

@@ -12,7 +12,7 @@ where it satisfies them (a fresh environment from the same index resolves the sa
 
 A job that installs an MLflow of its own logs to a file store of the run's instead of the run's MLflow
 database, which only mltrain's MLflow version can open: `_mltrain_layer_site.py` (layer_site.py, run
-at each start of the layer's Python by a .pth line) switches MLFLOW_TRACKING_URI, with what it needs
+at each start of the layer's Python by a .pth line; mltrain.runs.layer_site) switches MLFLOW_TRACKING_URI, with what it needs
 to know noted in the layer's mltrain-layer.json.
 
 The trials of one sweep share one layer (`SWEEP_DIR/pip-layers/KEY`), made once, when every pip call in
@@ -39,7 +39,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from mltrain.runs import mlflow_run, script_store
+from mltrain.runs import layer_site, mlflow_run, script_store
 
 #: The layer's `pip`: one pip at a time in the layer (ranks or trials that start together).
 PIP_SCRIPT = ("#!{python}\nimport fcntl, sys\nfrom pip._internal.cli.main import main\n"
@@ -51,8 +51,6 @@ RUN_NOTE = "pip-layer.json"
 PIP_CALL = re.compile(r"(?:^|[\s;&|(])((?:pip3?|\S*python3?\s+-m\s+pip)(?:\s[^;&|()\n]*)?)(?=[;&|()\n]|$)")
 #: What keeps a layer per trial: a variable or substitution, an editable or forced (re)install.
 NOT_SHARED = re.compile(r"[$`]|(?:^|\s)(?:-e|--editable|-I|--ignore-installed|--force-reinstall)(?:\s|=|$)")
-#: Run by site.py at each start of the layer's Python (after _mltrain_job_environment.pth: by name).
-SITE_HOOK = "import _mltrain_layer_site; _mltrain_layer_site.switch()\n"
 
 
 def _tracking(run_dir: Path) -> dict[str, object]:
@@ -98,13 +96,13 @@ def _build(layer: Path, interpreter: str, note: dict) -> None:
     # after the layer's own packages: everything the job environment's interpreter imports from
     keep = [p for p in paths if p and os.path.isdir(p) and "site-packages" in p]
     (Path(site) / "_mltrain_job_environment.pth").write_text("\n".join(keep) + "\n")
-    shutil.copyfile(Path(__file__).with_name("layer_site.py"), Path(site) / "_mltrain_layer_site.py")
-    (Path(site) / "_mltrain_layer_site.pth").write_text(SITE_HOOK)
+    shutil.copyfile(layer_site.__file__, Path(site) / "_mltrain_layer_site.py")
+    (Path(site) / "_mltrain_layer_site.pth").write_text(layer_site.SITE_HOOK)
     for name in ("pip", "pip3"):
         script = layer / "bin" / name
         script.write_text(PIP_SCRIPT.format(python=layer / "bin" / "python", lock=str(layer / ".pip.lock")))
         script.chmod(0o755)
-    (layer / "mltrain-layer.json").write_text(json.dumps({"interpreter": interpreter, "paths": keep, **note}))
+    (layer / layer_site.NOTE).write_text(json.dumps({"interpreter": interpreter, "paths": keep, **note}))
 
 
 def make(run_dir: Path, interpreter: str) -> Path:

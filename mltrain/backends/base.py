@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Dict, List, Optional, Sequence, Tuple
 
-from mltrain.backends.handover import Followed, Submission, Supervised
+from mltrain.backends.handover import Submission, Supervised
 from mltrain.errors import ConfigError, MltrainError
 from mltrain.processes import pid_alive
+from mltrain.runs import mlflow_run
 from mltrain.runs.console import Console, RunLog
 from mltrain.runs.lifecycle import finish
 from mltrain.runs.record import RunRecord
@@ -60,33 +61,17 @@ class Backend(ABC):
     wait_poll_s: ClassVar[float] = 0.1
 
     # ------------------------------------------------------------------ freezing
+    @abstractmethod
     def check(self, cfg: Any) -> Optional[str]:
         """Refuse what this backend cannot run (ConfigError); returns the ranks' process-group
-        backend (gloo | nccl), or None for a single process."""
-        dist = cfg.distribution
-        if dist.kind == "none":
-            return None
-        gpus = self.gpus_per_node(cfg)
-        backend = str(dist.backend)
-        if backend == "auto":
-            backend = "nccl" if gpus > 0 else "gloo"
-        if backend == "nccl" and gpus == 0:
-            raise ConfigError("distribution.backend", f"nccl needs GPUs and {self.no_gpus_reason}", ("gloo", "auto"))
-        return backend
+        backend (gloo | nccl), or None for a single process (`process_group` says which, from the GPUs
+        each node of the job will have)."""
 
-    no_gpus_reason: ClassVar[str] = "none is visible here"
-
-    @abstractmethod
-    def gpus_per_node(self, cfg: Any) -> int:
-        """GPUs each node of the job will have."""
-
-    def job_env(self, compute: ComputeConf) -> Dict[str, str]:
-        """Variables this backend adds for every rank of a job."""
-        return {}
-
-    def argv_prefix(self, compute: ComputeConf, environment: Dict[str, Any], run_dir: str) -> List[str]:
-        """A wrapper every rank program runs under (a container runtime)."""
-        return []
+    def wrap_ranks(self, compute: ComputeConf, environment: Dict[str, Any],
+                   run_dir: str) -> Tuple[List[str], Dict[str, str]]:
+        """What every rank of a job runs under on this backend: a command prefix (a container runtime) and
+        variables (a device mask)."""
+        return [], {}
 
     def validate(self, job: FrozenJob) -> None:  # noqa: B027 - an optional hook: most backends need none
         """Refuse a frozen job this backend would only fail on at submission (ConfigError)."""
@@ -117,11 +102,6 @@ class Backend(ABC):
         driven by this process (launch(), in a thread of its own) until it ends."""
         return Supervised(self, plan, record, console)
 
-    def follow(self, record: RunRecord) -> Submission:
-        """A run of this backend that goes on without this process (its driver was killed): followed
-        through refresh() and stopped through cancel()."""
-        return Followed(self, record)
-
     # ------------------------------------------------------------------ the run handle's view
     @abstractmethod
     def refresh(self, records: List[RunRecord]) -> None:
@@ -130,10 +110,6 @@ class Backend(ABC):
     @abstractmethod
     def cancel(self, record: RunRecord) -> None:
         """Stop every rank of a run that has not ended; it ends Canceled."""
-
-    def log_path(self, record: RunRecord, rank: Optional[int] = None) -> Path:
-        """Where a rank's log (or, with None, the launcher's) is; every backend writes them into the run."""
-        return record.log_path(rank)
 
     def locate(self, record: RunRecord) -> Optional[str]:
         """Where the run is in the scheduler's own terms ("Slurm job 12"), for `runs show`; None when
@@ -156,6 +132,20 @@ class Backend(ABC):
         return None
 
 
+def process_group(cfg: Any, gpus: int, no_gpus_reason: str) -> Optional[str]:
+    """The ranks' process-group backend (gloo | nccl; None for a single process) for a job whose nodes each
+    have `gpus` GPUs: `auto` is nccl with GPUs, and nccl without any is refused."""
+    dist = cfg.distribution
+    if dist.kind == "none":
+        return None
+    backend = str(dist.backend)
+    if backend == "auto":
+        backend = "nccl" if gpus > 0 else "gloo"
+    if backend == "nccl" and gpus == 0:
+        raise ConfigError("distribution.backend", f"nccl needs GPUs and {no_gpus_reason}", ("gloo", "auto"))
+    return backend
+
+
 def prepare_environment(job: FrozenJob, record: RunRecord, log: RunLog,
                         cancel: Optional[threading.Event] = None) -> Optional[threading.Thread]:
     """Build or reuse the run's environment (Preparing); a thread records the exact packages that run.
@@ -170,6 +160,9 @@ def prepare_environment(job: FrozenJob, record: RunRecord, log: RunLog,
     spec = EnvironmentSpec(**job.environment["spec"])
     info = materialize.materialize(spec, job.environment["containerized"], job.environment.get("check", "error"),
                                    lambda text: log.info(text, show=True), cancel)
+    built = info.get("materialized") in ("built", "reused")
+    if built and mlflow_run.hook_environment(Path(info["interpreter"]).parents[1]):
+        info["mlflow"] = "its own MLflow logs to the run's file store (mlruns)"
     record.update(environment=info)
     if not job.environment["containerized"]:
         # Listing the interpreter's packages takes a moment: it overlaps with the ranks' start.

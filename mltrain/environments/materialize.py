@@ -26,7 +26,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 from packaging.requirements import InvalidRequirement, Requirement
 
 from mltrain.config.paths import mltrain_home
-from mltrain.environments import nearest_pins
+from mltrain.environments import nearest_pins, parent_fit
 from mltrain.environments.catalog import CURATED, TORCH_MAX_PYTHON
 from mltrain.environments.spec import EnvironmentSpec, current_python
 from mltrain.errors import ConfigError, MltrainError
@@ -218,6 +218,9 @@ def _build_into(spec: EnvironmentSpec, target: Path, stop: Optional[threading.Ev
         tail = (pip.stderr or pip.stdout).strip().splitlines()[-3:]
         raise MltrainError(f"building environment {spec.name} failed: pip install {' '.join(packages)}: "
                            + " | ".join(tail))
+    given = parent_fit.fit(str(target / "bin" / "python"), site, lambda wanted: install(list(wanted)), log, spec.name)
+    if given:
+        (target / parent_fit.FIT_FILE).write_text(json.dumps(given, indent=1))
 
 
 def materialize(spec: EnvironmentSpec, containerized: bool, check_mode: str,
@@ -241,6 +244,10 @@ def materialize(spec: EnvironmentSpec, containerized: bool, check_mode: str,
         info["moved_pins"] = moved
     if spec.conda_from_pypi():
         info["conda_from_pypi"] = dict(spec.conda_from_pypi())
+    try:
+        info["parent_fit"] = json.loads((env_dir(spec) / parent_fit.FIT_FILE).read_text())
+    except (OSError, ValueError):
+        pass
     return info
 
 

@@ -183,7 +183,8 @@ def _freeze_mltrain(cfg, overrides, sweep_dir, sweep_index, given_id: Optional[s
         raise ConfigError("run.id", f"a run already exists at {run_dir}; run directories are never reused")
     program = programs.rank_program(cfg, run_dir)
     compute = compute_from_dict(OmegaConf.to_container(cfg.compute))
-    argv = backend.argv_prefix(compute, environment, run_dir) + program.argv
+    prefix, backend_env = backend.wrap_ranks(compute, environment, run_dir)
+    argv = prefix + program.argv
     env = _interpreter_env(cfg, environment)
     env.update({str(k): str(v) for k, v in cfg.environment.environment_variables.items()})
     env.update(_params_env(cfg.job.get("params") or {}))
@@ -191,7 +192,7 @@ def _freeze_mltrain(cfg, overrides, sweep_dir, sweep_index, given_id: Optional[s
     env["MLTRAIN_DIST_TIMEOUT_S"] = str(cfg.distribution.timeout_s)
     env["MLTRAIN_PYTHON"] = sys.executable  # mltrain's own interpreter (Run.register_model calls its CLI)
     env.update(mlflow_run.rank_env(run_dir))  # scripts' mlflow.log_metric lands in this run
-    env.update(backend.job_env(compute))
+    env.update(backend_env)
     env.update({k: v for k, v in hangs.hang_env(process_group, run_dir).items() if k not in env and k not in os.environ})
     if program.snapshot_source is not None:  # the user's own program: a script or a command
         hooks = [_RANK_SITE] if cfg.distribution.close_process_group and cfg.distribution.kind != "none" else []

@@ -8,7 +8,6 @@ module needs no backend and the backends need no knowledge of pipelines.
 """
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Callable, List, Optional
 
 from mltrain.backends.base import driver_alive, stop_driver
@@ -46,9 +45,6 @@ class PipelineView:
             elif step.status not in TERMINAL:
                 self._backend_of(step).cancel(step)
         precord.sync(record)
-
-    def log_path(self, record: RunRecord, rank: Optional[int] = None) -> Path:
-        return record.log_path(None)
 
     def locate(self, record: RunRecord) -> Optional[str]:
         return None  # its steps each say where they are

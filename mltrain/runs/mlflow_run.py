@@ -28,7 +28,7 @@ from typing import Dict, Iterable, Iterator, List, Optional
 from mltrain.atomic import atomic_write
 from mltrain.home import mltrain_home
 from mltrain.processes import pid_alive
-from mltrain.runs import script_store
+from mltrain.runs import layer_site, script_store
 from mltrain.runs.console import Console
 
 SWITCH = "MLTRAIN_TRACKING"           # off: no mirror, no per-run database
@@ -53,6 +53,28 @@ def template_version() -> str:
         return version("mlflow-skinny")
     except PackageNotFoundError:
         return version("mlflow")
+
+
+def hook_environment(prefix: Path) -> bool:
+    """Make a built environment's processes log to their run's file store when it has an MLflow of its own
+    (another version than mltrain's cannot open the run's database: mltrain.runs.script_store says why):
+    layer_site, run at each start of its interpreter, as in a job's package layer. Idempotent; True when
+    the environment is hooked."""
+    sites = list(prefix.glob("lib/python*/site-packages"))
+    if not enabled() or len(sites) != 1:
+        return False
+    site = sites[0]
+    own = layer_site.own_mlflow(str(site))
+    if own is None or own == template_version():
+        return False
+    hook = site / "_mltrain_layer_site.pth"
+    if not hook.is_file():
+        atomic_write(prefix / layer_site.NOTE, json.dumps({
+            "per_run": True, "run_db": RUN_DB, "mlflow": template_version(),
+            "file_store_name": script_store.FILE_STORE, "experiment": script_store.EXPERIMENT}))
+        atomic_write(site / "_mltrain_layer_site.py", Path(layer_site.__file__).read_text())
+        atomic_write(hook, layer_site.SITE_HOOK)  # last: the hook runs only once the rest is in place
+    return True
 
 
 @functools.cache  # its path is fixed per process as it always was (tests clear it with XDG_CACHE_HOME)

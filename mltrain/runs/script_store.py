@@ -5,7 +5,7 @@ MLflow version of its own (`pip install 'mlflow<2.19'` in an Azure command, mltr
 cannot open that database: its schema is the one mltrain's MLflow made (an Alembic revision the older
 version does not know), and the older version's SQL store may not even import against the SQLAlchemy
 it finds. Such a job's processes log instead to a file store in the run folder, `<run>/mlruns`, under
-the same run id (mltrain.azureml.layer_site makes it). The file store is a folder of plain files whose
+the same run id (mltrain.runs.layer_site makes it). The file store is a folder of plain files whose
 layout every MLflow client from 1.x to 3.x reads and writes alike, needs no schema migration and no
 SQLAlchemy, and is read here with nothing but the file system; the mirror folds it into the run as it
 folds the database (mltrain.tracking.mirroring), and a sweep follows its primary metric in it.

@@ -31,6 +31,7 @@ from typing import Any, Iterator, List, Optional
 
 from mltrain import backends
 from mltrain.atomic import atomic_write
+from mltrain.backends.handover import Followed
 from mltrain.config.memory_nodes import current_nodes, write_nodes
 from mltrain.config.paths import extra_config_dirs, request_config_dirs
 from mltrain.errors import MltrainError
@@ -293,7 +294,7 @@ class Resumed(Controller):
         """A member still running without its driver (a Slurm job): watched until it ends, canceled
         through its backend when the policy or the sweep says so."""
         member.console.status(f"{record.status}: followed again")
-        member.submission = backends.backend_of(record).follow(record)
+        member.submission = Followed(backends.backend_of(record), record)
 
 
 class _Told:

@@ -35,8 +35,9 @@ def test_mpi_uses_srun_pmi_and_pyxis_gets_the_image_and_mounts():
 
 def test_apptainer_wraps_the_rank_program_instead():
     compute = SlurmComputeConf(container_runtime="apptainer", gpus_per_node=1)
-    prefix = get("slurm").argv_prefix(compute, {"containerized": True, "spec": {"base_image": "img:1"}}, "/runs/r1")
+    prefix, env = get("slurm").wrap_ranks(compute, {"containerized": True, "spec": {"base_image": "img:1"}}, "/runs/r1")
     assert prefix[:3] == ["apptainer", "exec", "--nv"] and prefix[-1] == "docker://img:1"
+    assert env == {}
 
 
 def test_submitit_parameters_in_submitit_own_spelling_with_or_without_the_slurm_prefix():
@@ -91,9 +92,13 @@ def test_gpus_per_task_and_gpu_bind_reach_sbatch_and_srun():
 
 def test_gpus_per_node_counts_per_task_gpus_so_nccl_is_allowed():
     backend = get("slurm")
-    assert backend.gpus_per_node(_gpu_cfg(per_node=2, gpus_per_task=2)) == 4
-    assert backend.gpus_per_node(_gpu_cfg(per_node=2, gpus_per_node=3)) == 3
-    assert backend.gpus_per_node(_gpu_cfg(per_node=2)) == 0
+    assert backend.check(_gpu_cfg(per_node=2, gpus_per_task=2)) == "nccl"  # auto: 4 GPUs per node
+    assert backend.check(_gpu_cfg(per_node=2, gpus_per_node=3)) == "nccl"
+    assert backend.check(_gpu_cfg(per_node=2)) == "gloo"
+    nccl = _gpu_cfg(per_node=2)
+    nccl.distribution.backend = "nccl"
+    with pytest.raises(ConfigError, match="nccl needs GPUs and compute.gpus_per_node is 0"):
+        backend.check(nccl)
 
 
 @pytest.mark.parametrize("compute, per_node, expected", [

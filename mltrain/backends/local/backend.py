@@ -10,7 +10,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from mltrain.backends.base import (
     PORT,
@@ -20,6 +20,7 @@ from mltrain.backends.base import (
     failure_text,
     lose_orphan,
     prepare_environment,
+    process_group,
     stop_driver,
 )
 from mltrain.backends.handover import cancel_reason
@@ -67,7 +68,7 @@ class LocalBackend(Backend):
         devices = machine_devices()
         check_declared(devices)
         self._check_gpu_request(cfg, devices)
-        return super().check(cfg)
+        return process_group(cfg, self._gpus_per_node(cfg), "none is visible here")
 
     @staticmethod
     def _check_gpu_request(cfg: Any, devices: List[str]) -> None:
@@ -89,14 +90,16 @@ class LocalBackend(Backend):
             per_node = f" per node x {nodes} nodes" if nodes > 1 else ""
             raise ConfigError("compute.gpus", f"{asked} asked{per_node}; {have}", [f"0-{len(devices) // nodes}", "null"])
 
-    def gpus_per_node(self, cfg: Any) -> int:
+    @staticmethod
+    def _gpus_per_node(cfg: Any) -> int:
         per_task = cfg.compute.get("gpus_per_task")
         cap = cfg.compute.get("gpus") if per_task is None else int(per_task) * int(cfg.distribution.process_count_per_node)
         return visible_gpus() if cap is None else min(int(cap), visible_gpus())
 
-    def job_env(self, compute: ComputeConf) -> Dict[str, str]:
+    def wrap_ranks(self, compute: ComputeConf, environment: Dict[str, Any],
+                   run_dir: str) -> Tuple[List[str], Dict[str, str]]:
         # compute.gpus=0 hides every device; the others are taken from the machine's pool when the run starts
-        return {"CUDA_VISIBLE_DEVICES": ""} if compute_as(compute, LocalComputeConf).gpus == 0 else {}
+        return [], {"CUDA_VISIBLE_DEVICES": ""} if compute_as(compute, LocalComputeConf).gpus == 0 else {}
 
     # ------------------------------------------------------------------ submission
     def concurrency(self, compute: Any) -> Optional[int]:
@@ -155,7 +158,7 @@ class LocalBackend(Backend):
                         log.info(f"{RUNNING} ({layout}, {self.name}{gpus})", show=True)
                         if job.node_count > 1:
                             log.info(SIMULATED.format(nodes=job.node_count), show=True)
-                        outcome = self.supervise(plan, record, log, console, cancel, lease)
+                        outcome = self._supervise(plan, record, log, console, cancel, lease)
         except Exception as exc:  # a failure here must still leave a final status
             if cancel.is_set():  # the build stopped, or its pip was stopped by the same Ctrl-C: not a failure
                 outcome = Outcome(CANCELED, error=f"{cancel_reason(cancel)} (while preparing: {failure_text(exc)})")
@@ -182,7 +185,7 @@ class LocalBackend(Backend):
         lease.request = request
         return lease
 
-    def supervise(self, plan: Plan, record: RunRecord, log: RunLog, console: Console,
+    def _supervise(self, plan: Plan, record: RunRecord, log: RunLog, console: Console,
                   cancel: threading.Event, lease: DeviceLease) -> Outcome:
         devices = split(lease.devices, plan.job, lease.request.per_rank) if lease.request and lease.devices else None
         with claim_port() as port, ExitStack() as held:

@@ -43,7 +43,7 @@ class MpiBackend(LocalBackend):
                            "mpirun: " + " ".join(argv)],
                     details={"mpirun": argv, "mpirun_env": env})
 
-    def supervise(self, plan: Plan, record: RunRecord, log: RunLog, console: Console,
+    def _supervise(self, plan: Plan, record: RunRecord, log: RunLog, console: Console,
                   cancel: threading.Event, lease: DeviceLease) -> Outcome:
         with claim_port() as port:
             argv, env = with_port(plan.details["mpirun"], plan.details["mpirun_env"], port.port)

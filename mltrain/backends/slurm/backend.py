@@ -6,9 +6,17 @@ import shutil
 import threading
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Set
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
-from mltrain.backends.base import Backend, Plan, driver_alive, failure_text, lose_orphan, stop_driver
+from mltrain.backends.base import (
+    Backend,
+    Plan,
+    driver_alive,
+    failure_text,
+    lose_orphan,
+    process_group,
+    stop_driver,
+)
 from mltrain.backends.slurm import accounting, driver, gpu_binding, pack, pack_driver
 from mltrain.backends.slurm.compute import SlurmComputeConf
 from mltrain.backends.slurm.containers import container_flags
@@ -34,7 +42,6 @@ class SlurmBackend(Backend):
     name = "slurm"
     containers = True
     wait_poll_s = 0.5
-    no_gpus_reason = "compute.gpus_per_node is 0"
 
     def __init__(self) -> None:
         self._checked: Set[str] = set()  # executor parameter sets submitit has already accepted
@@ -45,14 +52,13 @@ class SlurmBackend(Backend):
         if max_nodes is not None and cfg.distribution.node_count > max_nodes:
             raise ConfigError("distribution.node_count",
                               f"{cfg.distribution.node_count} exceeds compute.max_nodes={max_nodes}")
-        return super().check(cfg)
+        gpus = gpu_binding.per_node(cfg.compute.gpus_per_node, cfg.compute.get("gpus_per_task"),
+                                    cfg.distribution.process_count_per_node)
+        return process_group(cfg, gpus, "compute.gpus_per_node is 0")
 
-    def gpus_per_node(self, cfg: Any) -> int:
-        return gpu_binding.per_node(cfg.compute.gpus_per_node, cfg.compute.get("gpus_per_task"),
-                             cfg.distribution.process_count_per_node)
-
-    def argv_prefix(self, compute: ComputeConf, environment: Dict[str, Any], run_dir: str) -> List[str]:
-        return container_flags(compute_as(compute, SlurmComputeConf), environment, run_dir)[1]
+    def wrap_ranks(self, compute: ComputeConf, environment: Dict[str, Any],
+                   run_dir: str) -> Tuple[List[str], Dict[str, str]]:
+        return container_flags(compute_as(compute, SlurmComputeConf), environment, run_dir)[1], {}
 
     def validate(self, job: FrozenJob) -> None:
         """submitit's own check of the executor parameters (it names the valid ones), before anything

@@ -1,5 +1,7 @@
 """Run at the start of every Python process of a job's package layer (mltrain.azureml.pip_layer copies
-this file into the layer as `_mltrain_layer_site.py`, with a .pth line that calls switch()). Standard
+this file into the layer as `_mltrain_layer_site.py`, with a .pth line that calls switch()), and of a built
+environment with an MLflow of its own (a conda file's `mlflow-skinny==2.3.2`: mltrain.runs.mlflow_run's
+hook_environment, whose note is one for every run: each process finds its run from its variables). Standard
 library only: the layer's interpreter may be any job environment's, where mltrain is not importable.
 
 When the job has pip-installed an MLflow of its own into the layer (Azure's sweep example installs
@@ -25,6 +27,11 @@ from typing import Any, Dict, Optional
 
 #: The distributions that bring the `mlflow` module, in the order mltrain reads its own version.
 DISTRIBUTIONS = ("mlflow_skinny", "mlflow")
+#: The .pth line that runs switch() at each start of the interpreter (after _mltrain_job_environment.pth and
+#: _mltrain_parent.pth: .pth files are read by name).
+SITE_HOOK = "import _mltrain_layer_site; _mltrain_layer_site.switch()\n"
+#: The note of a built environment (in its prefix), the same for every run: paths are the run's own.
+NOTE = "mltrain-layer.json"
 #: MLflow's RunStatus.RUNNING and SourceType.LOCAL, as its file store writes them.
 RUNNING, LOCAL = 1, 4
 
@@ -82,16 +89,16 @@ def make_store(store: str, experiment: str, run_id: str) -> None:
 
 def _note(run_dir: str) -> Dict[str, Any]:
     """What the layer's maker noted for this run: in the run's folder where the layer is shared by the
-    trials of a sweep (pip_layer.RUN_NOTE), else in the layer."""
+    trials of a sweep (pip_layer.RUN_NOTE), else in the layer (or the built environment)."""
     try:
         with open(os.path.join(run_dir, "pip-layer.json")) as f:
             note = json.load(f)
         if os.path.realpath(note["layer"]) == os.path.realpath(sys.prefix):
-            return note
+            return dict(note)
     except (OSError, ValueError, KeyError, TypeError):
         pass
-    with open(os.path.join(sys.prefix, "mltrain-layer.json")) as f:
-        return json.load(f)
+    with open(os.path.join(sys.prefix, NOTE)) as f:
+        return dict(json.load(f))
 
 
 def switch() -> None:
@@ -100,6 +107,9 @@ def switch() -> None:
         return
     try:
         layer = _note(run_dir)
+        if layer.get("per_run"):  # a built environment's: the run's database and file store, by the run's folder
+            layer = {**layer, "tracking_uri": "sqlite:///" + os.path.join(run_dir, layer["run_db"]),
+                     "file_store": os.path.join(run_dir, layer["file_store_name"])}
         if not layer.get("tracking_uri") or os.environ.get("MLFLOW_TRACKING_URI") != layer["tracking_uri"]:
             return
         version = own_mlflow(os.path.dirname(os.path.abspath(__file__)))
