@@ -77,7 +77,9 @@ sweep_job.set_limits(max_total_trials=4, max_concurrent_trials=2, timeout=600)
 returned = ml_client.create_or_update(sweep_job)
 print("NAME", returned.name, returned.status)
 ml_client.jobs.stream(returned.name)
-print("FINAL", ml_client.jobs.get(returned.name).status)
+done = ml_client.jobs.get(returned.name)
+print("FINAL", done.status)
+print("BEST", done.properties["best_child_run_id"], done.properties["score"])  # Azure's notebooks read these
 """
 
 PIPELINE = """\
@@ -174,6 +176,9 @@ def check_sweep(home: Path, project: Path) -> dict:
     assert any(m["best"] is not None for m in members), members
     completed = [m for m in members if m["status"] == "Completed"]
     assert completed, members
+    best, score = value(p.stdout, "BEST").split()
+    assert best == doc["best_run_id"] and float(score) == doc["best_value"] == max(
+        m["best"] for m in members if m["best"] is not None), (p.stdout[-500:], members)
     # the trials' output, streamed (a random sweep of 4 may draw no "good" trial: the line of one that ran)
     assert any(f"trial {m['params']['job.params.quality']} " in p.stdout for m in completed), p.stdout[-2000:]
     return doc
@@ -400,6 +405,13 @@ second = ml_client.models.create_or_update(Model(path="./pipe/src", type=AssetTy
 print("MODELS", first.version, second.version, ml_client.models.get("tiny", version="1").name,
       sorted(m.name for m in ml_client.models.list()))
 ml_client.models.download("tiny", version="2", download_path="./model-copy")
+# a job's MLflow artifact as a model (Azure's HyperDrive notebooks: the best trial's log_model)
+logged = ml_client.jobs.create_or_update(command(
+    command="python -c 'import mlflow; mlflow.log_text(\\"weights\\", \\"clf/MLmodel\\")'"))
+ml_client.jobs.stream(logged.name)
+from_job = ml_client.models.create_or_update(Model(
+    path=f"azureml://jobs/{logged.name}/outputs/artifacts/paths/clf/", type=AssetTypes.CUSTOM_MODEL, name="from-job"))
+ml_client.models.download("from-job", version=from_job.version, download_path="./job-model")
 
 prep = ml_client.components.create_or_update(load_component(source="./pipe/prep.yml"))
 print("COMPONENT", prep.name, ml_client.components.get("prep").command.split()[1])
@@ -415,6 +427,7 @@ print("CANCELED", ml_client.jobs.get(slow.name).status)
 """
 
 
+@pytest.mark.tracking  # a job's mlflow.log_text is one of its artifacts only where runs are tracked
 def test_assets_and_cancel(home, project):
     sdk_project(project)
     write(project, "assets.py", ASSETS)
@@ -423,6 +436,7 @@ def test_assets_and_cancel(home, project):
     assert value(p.stdout, "DATA") == "raw-text 1 True" and "abc" in p.stdout  # the job read the data asset
     assert value(p.stdout, "MODELS") == "1 2 tiny ['tiny']"
     assert (project / "model-copy" / "tiny" / "step.py").is_file()
+    assert (project / "job-model" / "from-job" / "MLmodel").read_text() == "weights"
     assert value(p.stdout, "COMPONENT") == "prep step.py"
     assert (project / ".mltrain" / "components" / "prep.yml").is_file()
     assert value(p.stdout, "ENVIRONMENT") == "AzureML-sklearn-1.5" and "ENVIRONMENT missing" in p.stdout

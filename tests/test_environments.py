@@ -376,3 +376,20 @@ def test_an_environment_with_an_mlflow_of_its_own_logs_to_its_run(home, project)
     assert "mlflow 2.18.0" in rank, rank
     assert (Path(run["dir"]) / "mlruns").is_dir()
     assert "acc: 0.9" in run_mltrain("runs", "show", run["id"], cwd=project).out
+
+
+@pytest.mark.slow
+def test_a_conda_files_environment_keeps_one_distutils_when_pip_is_imported(home, project):
+    # mlflow 2.3.2's log_model (Azure's scikit-learn HyperDrive notebook): distutils.dir_util taken, then pip
+    # imported (its requirement inference), then copy_tree. Under setuptools' distutils shim, importing pip
+    # swaps in the standard library's distutils and copy_tree fails on `distutils._modified`
+    (project / "copytree.py").write_text("from distutils import dir_util\nimport pip\nimport os\n"
+                                     "os.makedirs('a/b', exist_ok=True)\nopen('a/b/f', 'w').write('x')\n"
+                                     "dir_util.copy_tree('a', 'c')\nprint('COPIED', os.path.exists('c/b/f'))\n")
+    r = run_mltrain("job=script", "job.script=copytree.py", "environment.name=conda-file",
+                    "environment.python.user_managed=false",
+                    "environment.conda={dependencies:[{pip:['setuptools==80.9.0']}]}", cwd=project, timeout=600)
+    run = runs(home)[-1]
+    rank = (Path(run["dir"]) / "logs" / "rank_0.log").read_text()
+    assert r.rc == 0, r.out + r.err + rank
+    assert "COPIED True" in rank, rank

@@ -49,6 +49,26 @@ def test_an_mlflow_script_under_two_ranks_lands_in_its_run(home, project, tmp_pa
     assert "loss:" in shown  # mltrain's own commands read metrics.jsonl, which now holds them
 
 
+def test_what_a_script_logs_as_an_artifact_is_its_runs_own(home, project, tmp_path, monkeypatch):
+    # The database every run copies is made once per machine; its artifact locations were those of the folder
+    # it was made in: every later run's mlflow.log_artifact landed in that one folder (another project's)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    elsewhere = tmp_path / "made-here"
+    elsewhere.mkdir()
+    (elsewhere / "first.py").write_text("print('first')\n")
+    assert run_mltrain("job=script", "job.script=first.py", "run.id=first", cwd=elsewhere).rc == 0
+    (project / "art.py").write_text("import os, mlflow\nmlflow.log_text(os.environ['MLTRAIN_RUN_ID'], 'm/who.txt')\n")
+    for run_id in ("a1", "a2"):
+        r = run_mltrain("job=script", "job.script=art.py", f"run.id={run_id}", cwd=project)
+        assert r.rc == 0, r.out + r.err
+    for run_id in ("a1", "a2"):
+        assert (home / "runs" / run_id / "artifacts" / "m" / "who.txt").read_text() == run_id
+        data = mirrored(home / "runs" / run_id)
+        mirrored_file = Path(client(home).get_run(data["mlflow"]["run_id"]).info.artifact_uri.replace("file://", ""))
+        assert (mirrored_file / "m" / "who.txt").read_text() == run_id  # what `mltrain ui` shows
+    assert not list(elsewhere.rglob("who.txt"))
+
+
 def test_the_mirror_writes_back_its_mark_only_never_a_status_the_run_has_moved_on_from(home, project):
     """The mirror runs in a process of its own, from run.json as it read it, for seconds (MLflow's import
     alone). Once it wrote that copy back whole: a detached Slurm run mirrored while Queued, then seen to

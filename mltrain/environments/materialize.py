@@ -185,10 +185,10 @@ def _build_into(spec: EnvironmentSpec, target: Path, stop: Optional[threading.Ev
     made = run([sys.executable, "-m", "venv", "--without-pip", str(target)])
     if made.returncode != 0:
         raise MltrainError(f"could not create a virtual environment: {made.stderr.strip()[-500:]}")
-    site = Path(run([str(target / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"])
+    site = Path(run([str(target / "bin" / "python"), "-I", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"])
                 .stdout.strip())
     # This interpreter's packages come after the environment's own (mltrain and torch stay importable).
-    (site / "_mltrain_parent.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    (site / "_mltrain_parent.pth").write_text(sysconfig.get_paths()["purelib"] + "\n" + _distutils_line(spec))
     packages = spec.installable_packages()
     if not packages:
         return
@@ -221,6 +221,21 @@ def _build_into(spec: EnvironmentSpec, target: Path, stop: Optional[threading.Ev
     given = parent_fit.fit(str(target / "bin" / "python"), site, lambda wanted: install(list(wanted)), log, spec.name)
     if given:
         (target / parent_fit.FIT_FILE).write_text(json.dumps(given, indent=1))
+
+
+#: Read by setuptools' distutils-precedence.pth, which comes after `_mltrain_parent.pth` (.pth files are read by name).
+STDLIB_DISTUTILS = 'import os; os.environ.setdefault("SETUPTOOLS_USE_DISTUTILS", "stdlib")\n'
+
+
+def _distutils_line(spec: EnvironmentSpec) -> str:
+    """A conda file's environment gets setuptools (spec.CONDA_SETUPTOOLS), whose distutils shim (local, the
+    default since setuptools 60) is dropped for the standard library's as soon as pip is imported (before
+    Python 3.12). A module taken from the shim before then and used after mixes the two: mlflow 2.3.2's
+    `distutils.dir_util.copy_tree` (log_model, after its requirement inference imports pip) fails on
+    `distutils._modified`, which only the shim has (Azure's scikit-learn HyperDrive notebook). Its processes
+    use the standard library's distutils from the start, as setuptools did before 60; the user's own
+    setting wins. Python 3.12 has no distutils of its own: nothing to choose."""
+    return STDLIB_DISTUTILS if spec.conda and sys.version_info < (3, 12) else ""
 
 
 def materialize(spec: EnvironmentSpec, containerized: bool, check_mode: str,

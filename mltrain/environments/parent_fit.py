@@ -26,7 +26,8 @@ FIT_FILE = "parent_fit.json"
 #: Parent packages never installed again into an environment (see above).
 KEPT = {"mltrain", "torch", "torchvision", "torchaudio", "triton"}
 
-#: Run by the environment's own interpreter: {parent package: its requirements the environment's own break}.
+#: Run by the environment's own interpreter (isolated, -I: a project's own `copy.py` in the folder mltrain was
+#: started in is not imported instead of the standard library's): {parent package: its requirements the environment's own break}.
 _FIND = r"""
 import json, os, re, sys
 from importlib.metadata import distributions
@@ -80,7 +81,7 @@ def canonical(name: str) -> str:
 
 def broken_parents(python: str, own_site: Path) -> Dict[str, List[str]]:
     """{parent package: its requirements that the environment's own packages do not satisfy}."""
-    out = subprocess.run([python, "-c", _FIND, str(own_site)], capture_output=True, text=True, timeout=120)
+    out = subprocess.run([python, "-I", "-c", _FIND, str(own_site)], capture_output=True, text=True, timeout=120)
     if out.returncode != 0:
         return {}
     return dict(json.loads(out.stdout or "{}"))
@@ -124,13 +125,13 @@ def _own_pins(python: str, own_site: Path) -> str:
     code = ("import sys; from importlib.metadata import distributions; "
             "print('\\n'.join(sorted({d.metadata['Name'] + '==' + d.version for d in distributions(path=[sys.argv[1]]) "
             "if d.metadata['Name']})))")
-    return subprocess.run([python, "-c", code, str(own_site)], capture_output=True, text=True, timeout=120,
+    return subprocess.run([python, "-I", "-c", code, str(own_site)], capture_output=True, text=True, timeout=120,
                           check=True).stdout
 
 
 def _versions(python: str, own_site: Path, names: List[str]) -> Dict[str, str]:
     code = ("import sys, json; from importlib.metadata import distributions; "
             "print(json.dumps({d.metadata['Name']: d.version for d in distributions(path=[sys.argv[1]])}))")
-    out = subprocess.run([python, "-c", code, str(own_site)], capture_output=True, text=True, timeout=120)
+    out = subprocess.run([python, "-I", "-c", code, str(own_site)], capture_output=True, text=True, timeout=120)
     found = {canonical(k): v for k, v in json.loads(out.stdout or "{}").items()}
     return {n: found[canonical(n)] for n in names if canonical(n) in found}

@@ -99,8 +99,8 @@ class EnvironmentSpec:
         installs = self.installable_packages()
         if CONDA_SETUPTOOLS in installs:  # built before it was added: built again, once
             content["setuptools"] = CONDA_SETUPTOOLS
-        if installs:  # built before parent packages its pins break were given releases that fit: built again
-            content["parent_fit"] = 1
+        if installs:  # built before parent packages its pins break were given releases that fit, and before a
+            content["build"] = 2  # conda file's environment chose the standard library's distutils: built again
         bounded = nearest_pins.bounds(installs)
         if bounded:  # likewise: one built with the unbounded newest release is not reused
             content["bounded"] = sorted(bounded.values())

@@ -33,6 +33,8 @@ from mltrain.runs.console import Console
 
 SWITCH = "MLTRAIN_TRACKING"           # off: no mirror, no per-run database
 RUN_DB = "mlflow.db"
+#: The run's scripts' MLflow artifacts (mlflow.log_artifact, log_model) logged to its database.
+ARTIFACTS = "artifacts"
 #: The template run's id, the same in every run's database (MLflow accepts any id of word characters).
 RUN_ID = "0" * 24 + "6d6c7472"
 #: What mirrors runs into the shared store: a program the command waits for, never imported here.
@@ -120,6 +122,23 @@ def seed_run_db(run_dir: Path, env: Dict[str, str]) -> None:
     if not (template_dir() / "template.json").is_file() and not _prepare_template():
         return
     shutil.copyfile(template_dir() / "template.db", run_dir / RUN_DB)
+    # The template's artifact locations are those of the folder it was made in (MLflow's ./mlruns, made
+    # absolute): each run's own are its `artifacts/` folder, or every run's mlflow.log_artifact would land in
+    # one folder of whichever project made the template.
+    con = sqlite3.connect(run_dir / RUN_DB)
+    try:
+        with con:
+            con.execute("UPDATE experiments SET artifact_location = ? WHERE experiment_id = 0",
+                        (str(run_dir / ARTIFACTS),))
+            con.execute("UPDATE runs SET artifact_uri = ? WHERE run_uuid = ?", (str(run_dir / ARTIFACTS), RUN_ID))
+    finally:
+        con.close()
+
+
+def artifact_folders(run_dir: Path) -> List[Path]:
+    """Where a run's scripts' MLflow artifacts are: its database's (`artifacts/`), then a file store's (a job
+    with an MLflow of its own, mltrain.runs.script_store)."""
+    return [run_dir / ARTIFACTS, script_store.run_folder(run_dir, RUN_ID) / "artifacts"]
 
 
 def _prepare_template() -> bool:

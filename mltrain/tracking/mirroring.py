@@ -26,7 +26,7 @@ from mltrain.errors import one_line
 from mltrain.pipelines.reuse import flatten
 from mltrain.runs import script_store
 from mltrain.runs.metrics import MetricsWriter
-from mltrain.runs.mlflow_run import RUN_DB, RUN_ID, ensure_template
+from mltrain.runs.mlflow_run import RUN_DB, RUN_ID, artifact_folders, ensure_template
 from mltrain.runs.record import RunRecord
 from mltrain.spec.records import MlflowMark
 from mltrain.sweeps.results import SWEEP_FILE
@@ -169,8 +169,8 @@ def _mirror_one(writer: Writer, record: RunRecord) -> Tuple[str, MlflowMark]:
 
 
 def _artifacts(writer: Writer, record: RunRecord, run_id: str, upload: bool) -> None:
-    """The run's logs/ (rank 0's, the other ranks' and the launcher's) and outputs/ as the MLflow run's
-    artifacts, each file up to ARTIFACT_LIMIT; larger ones stay only in the run folder (tag mltrain.run_dir).
+    """The run's logs/ (rank 0's, the other ranks' and the launcher's), outputs/ and its scripts' own MLflow
+    artifacts as the MLflow run's artifacts, each file up to ARTIFACT_LIMIT; larger ones stay only in the run folder (tag mltrain.run_dir).
     On an artifact store on this machine a file is a hard link: nothing is copied, and a log that grows
     while the run goes on grows there too. Symbolic links would not do: MLflow's server refuses to list
     a path that leads out of the run's artifact folder. On another filesystem it is copied; to a
@@ -179,12 +179,15 @@ def _artifacts(writer: Writer, record: RunRecord, run_id: str, upload: bool) -> 
     local = uri.scheme in ("", "file")
     if not local and not upload:
         return
-    for name in ("logs", "outputs"):
-        folder = record.dir / name
+    # logs/ and outputs/ under their names; what the scripts logged to MLflow (log_artifact, log_model) as
+    # they logged it
+    folders = [(record.dir / "logs", record.dir), (record.dir / "outputs", record.dir),
+               *((f, f) for f in artifact_folders(record.dir))]
+    for folder, base in folders:
         for path in sorted(folder.rglob("*")) if folder.is_dir() else []:
             if not path.is_file() or path.stat().st_size > ARTIFACT_LIMIT:
                 continue
-            where = path.relative_to(record.dir)
+            where = path.relative_to(base)
             if not local:
                 writer.log_artifact(run_id, str(path), where.parent.as_posix())
                 continue

@@ -17,6 +17,7 @@ from mltrain.azureml.sdk_v2 import azure_ai_ml_internals
 from mltrain.config.paths import builtin_conf_dir
 from mltrain.errors import MltrainError
 from mltrain.home import mltrain_home
+from mltrain.runs import mlflow_run
 
 _JOB_ARTIFACT = re.compile(r"^azureml://jobs/([^/]+)/outputs/artifacts/paths/(.+?)/?$")
 _JOB_OUTPUT = re.compile(r"^azureml://jobs/([^/]+)/outputs/([^/]+)/?$")
@@ -115,8 +116,11 @@ def _model_source(path: str) -> tuple:
             job, rel = found.group(1), found.group(2)
             run_dir = mltrain_home() / "runs" / job
             rel = inside.format(rel)
-            if not (run_dir / rel).exists() and (run_dir / "outputs" / rel).exists():
-                rel = f"outputs/{rel}"
+            if not (run_dir / rel).exists():  # an artifact: the job's outputs, or what its scripts logged to MLflow
+                where = [run_dir / "outputs"] + (mlflow_run.artifact_folders(run_dir) if pattern is _JOB_ARTIFACT else [])
+                found_in = next((w for w in where if (w / rel).exists()), None)
+                if found_in is not None:
+                    rel = (found_in / rel).relative_to(run_dir).as_posix()
             return job, rel
     if path.startswith("azureml:") or "://" in path:
         raise _azure().ValidationException(message=f"model path '{path}': mltrain registers local files and folders "

@@ -301,6 +301,11 @@ class JobOperations:
 
     def _with_state(self, entity: Any, name: str) -> Any:
         entity._status = self.status(name)
+        record = submission.find(name)
+        if record is not None and record["kind"] == "sweep":
+            best = _best_child(Path(record["sweep_dir"]))
+            if best:  # Azure's sweep job says its best trial in its properties once one has scored
+                entity.properties = {**(entity.properties or {}), **best}
         entity._mltrain_studio_url = self._studio_url(name)
         try:
             from azure.ai.ml.entities import JobService  # optional
@@ -325,6 +330,22 @@ class JobOperations:
         if mark is not None:
             return f"{base}/#/runs/{mark.run_id}"
         return f"{base}/#/experiments?searchFilter=attributes.run_name%3D%22{name}%22"
+
+
+def _best_child(sweep_dir: Path) -> Dict[str, str]:
+    """{best_child_run_id, score} of a sweep's sweep.json (Azure's SweepJob.properties keys), or {} before a
+    trial has logged the primary metric."""
+    from mltrain.sweeps import results  # startup
+
+    if not (sweep_dir / results.SWEEP_FILE).is_file():
+        return {}  # not started yet
+    try:
+        doc = results.load(str(sweep_dir), sweep_dir.parent.parent)
+    except MltrainError:
+        return {}  # being written: the next look reads it
+    if not doc.best_run_id:
+        return {}
+    return {"best_child_run_id": str(doc.best_run_id), "score": str(doc.best_value)}
 
 
 def _reloaded(record: Dict[str, Any]) -> Any:
