@@ -14,6 +14,7 @@ handle (mltrain.handle.Run), the same for every backend.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -29,6 +30,7 @@ from typing import Any, Dict, Optional, Sequence, Tuple
 from mltrain import backends
 from mltrain.atomic import atomic_write
 from mltrain.backends.local.guard import unmarked
+from mltrain.config.memory_nodes import ConfigNode
 from mltrain.config.paths import user_conf_dirs
 from mltrain.errors import MltrainError
 from mltrain.handle import Run
@@ -128,6 +130,20 @@ class MultirunRequest:
     ready: str
     config_dirs: Tuple[str, ...] = ()
     name: str = "multirun"
+    #: config options held in memory (a v2 job's generated groups), carried to the driver in its request
+    nodes: Tuple[ConfigNode, ...] = ()
+
+
+#: The driver's typed outcome in its folder, written by mltrain.cli.multirun once the command ends.
+OUTCOME = "outcome.json"
+
+
+def read_outcome(folder: Path) -> Optional[Dict[str, Any]]:
+    """A driver's outcome ({status, error, exit_code, ...}) once written, else None: the one reader of it."""
+    path = folder / OUTCOME
+    if path.is_file():
+        return dict(json.loads(path.read_text(encoding="utf-8")))
+    return None
 
 
 @dataclass
@@ -137,14 +153,15 @@ class MultirunDriver:
 
     def outcome(self) -> Optional[Dict[str, Any]]:
         """The driver's typed outcome once it has ended ({status, error, exit_code}); None while it runs."""
-        path = self.folder / "outcome.json"
-        if path.is_file():
-            return dict(json.loads(path.read_text(encoding="utf-8")))
+        written = read_outcome(self.folder)
+        if written is not None:
+            return written
         code = self.process.poll()
         if code is None:
             return None
-        if path.is_file():
-            return dict(json.loads(path.read_text(encoding="utf-8")))
+        written = read_outcome(self.folder)  # written between the two looks
+        if written is not None:
+            return written
         return {"status": "Failed", "error": f"the driver exited with {code} (log: {self.folder / 'driver.log'})",
                 "exit_code": code or 1}
 
@@ -174,8 +191,9 @@ def submit_multirun(request: MultirunRequest, timeout: float = 300.0) -> Multiru
     driver's MltrainError (its one line, read from the typed outcome)."""
     folder = mltrain_home() / "drivers" / f"{request.name}_{uuid.uuid4().hex[:8]}"
     folder.mkdir(parents=True)
-    atomic_write(folder / "request.json", json.dumps({"overrides": list(request.overrides), "folder": str(folder),
-                                                      "config_dirs": list(request.config_dirs)}, indent=2))
+    atomic_write(folder / "request.json", json.dumps({
+        "overrides": list(request.overrides), "folder": str(folder), "config_dirs": list(request.config_dirs),
+        "nodes": [dataclasses.asdict(node) for node in request.nodes]}, indent=2))
     with open(folder / "driver.log", "ab") as out:
         process = subprocess.Popen([sys.executable, "-m", "mltrain.cli.multirun", str(folder / "request.json")],
                                    stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

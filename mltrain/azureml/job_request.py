@@ -2,16 +2,19 @@
 sweep mapping (mltrain.azureml.job_plan) and the pipeline mapping (mltrain.azureml.pipeline_job)."""
 from __future__ import annotations
 
+import contextlib
 import re
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from mltrain.azureml import v2_schema
 from mltrain.azureml.yaml_lines import JobFile
+from mltrain.config.memory_nodes import ConfigNode
 
 #: The config group of the generated files (`+azureml_job=NAME`), one `_global_` file per job or step.
 GROUP = "azureml_job"
-#: A job without `code` runs in an empty folder (made next to the generated files).
+#: A job without `code` runs in an empty folder (`empty_code`, one folder under MLTRAIN_HOME).
 EMPTY_CODE = "empty_code"
 
 
@@ -56,3 +59,43 @@ def ignored_note(jf: JobFile) -> List[str]:
 
 def file_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]", "_", name)
+
+
+@contextlib.contextmanager
+def empty_code(dry_run: bool) -> Iterator[Path]:
+    """The source folder of a command job without `code:` (Azure runs it in an empty folder): one empty
+    folder under MLTRAIN_HOME, snapshotted like any other, made here only (the CLI's and the SDK's jobs).
+    Freezing checks that a job's source folder exists, dry run or not: a dry run that had to make it removes it
+    again, leaving nothing behind."""
+    from mltrain.home import mltrain_home  # startup
+
+    path = mltrain_home() / "azureml" / EMPTY_CODE
+    made, missing = [], path
+    while not missing.exists():  # deepest first
+        made.append(missing)
+        missing = missing.parent
+    path.mkdir(parents=True, exist_ok=True)
+    try:
+        yield path
+    finally:
+        if dry_run:
+            for folder in made:
+                with contextlib.suppress(OSError):  # a run of another command put something there meanwhile
+                    folder.rmdir()
+
+
+def with_empty_code(values: Any, empty: str) -> Any:
+    """A generated file's values with the empty source folder's placeholder made its path."""
+    job = values.get("job") if isinstance(values, dict) else None
+    if isinstance(job, dict) and job.get("source_directory") == EMPTY_CODE:
+        values = dict(values, job=dict(job, source_directory=empty))
+    return values
+
+
+def config_nodes_of(files: Dict[str, Dict[str, Any]], empty: str) -> Tuple[ConfigNode, ...]:
+    """A plan's generated files (`azureml_job/NAME.yaml`, `pipeline/NAME.yaml`) as in-memory config nodes."""
+    nodes = []
+    for relative_path, values in files.items():
+        group, _, name = relative_path[:-len(".yaml")].partition("/")
+        nodes.append(ConfigNode(group, name, with_empty_code(values, empty), "_global_" if group == GROUP else None))
+    return tuple(nodes)

@@ -10,15 +10,12 @@ typed job request composed and run in this process (mltrain.launch.request); a s
 """
 from __future__ import annotations
 
-import contextlib
 import sys
-from pathlib import Path
-from typing import Iterator, List, Optional
+from typing import List, Optional
 
 from mltrain.azureml import job_plan
-from mltrain.azureml.job_request import EMPTY_CODE, GROUP, Plan, Request
+from mltrain.azureml.job_request import GROUP, Plan, Request, config_nodes_of, empty_code, with_empty_code
 from mltrain.cli.main import _open_mapping
-from mltrain.config.memory_nodes import ConfigNode
 from mltrain.config.sections import open_sections
 from mltrain.errors import MltrainError, RunCanceled, RunFailed
 from mltrain.launch.app_request import AppRequest, run_app
@@ -102,17 +99,11 @@ def _launch(plan, request, flags: List[str]) -> Optional[int]:
     chosen = open_sections([_open_mapping(o) for o in mine + user])
     chosen += [override for flag, override in (("--dry-run", "dry_run=true"), ("--detach", "run.detach=true"))
                if flag in extra]
-    with _empty_code(request.dry_run) as empty:
-        nodes = tuple(_node(rel, _absolute_empty_code(values, str(empty))) for rel, values in plan.files.items())
+    with empty_code(request.dry_run) as empty:
+        nodes = config_nodes_of(plan.files, str(empty))
         # isolate=False: this command runs no other Hydra app (as for a command job below)
         run_app(AppRequest(overrides=tuple(chosen), config_dirs=tuple(plan.config_dirs), nodes=nodes), isolate=False)
     return 0
-
-
-def _node(relative_path: str, values) -> ConfigNode:
-    """A generated file of the plan (`azureml_job/NAME.yaml`, `pipeline/NAME.yaml`) as a config node."""
-    group, _, name = relative_path[:-len(".yaml")].partition("/")
-    return ConfigNode(group, name, values, "_global_" if group == GROUP else None)
 
 
 def _run_command_job(plan: Plan, overrides: List[str], flags: List[str], console: Console) -> int:
@@ -129,8 +120,8 @@ def _run_command_job(plan: Plan, overrides: List[str], flags: List[str], console
     chosen = [_open_mapping(o) for o in overrides if not o.startswith(generated)]
     if "--detach" in flags:
         chosen.append("run.detach=true")
-    with _empty_code("--dry-run" in flags) as empty:
-        values = _absolute_empty_code(values, str(empty))
+    with empty_code("--dry-run" in flags) as empty:
+        values = with_empty_code(values, str(empty))
         # isolate=False: this command runs no other Hydra app, so Hydra's global state needs no putting back
         # (restoring it finds every installed plugin again: 0.1 s)
         job = freeze_request(JobRequest(overrides=tuple(chosen), config_dirs=tuple(plan.config_dirs), config=values),
@@ -152,35 +143,7 @@ def _sweeps(overrides: List[str]) -> bool:
     return bool(sweeps_in(overrides))
 
 
-@contextlib.contextmanager
-def _empty_code(dry_run: bool) -> Iterator[Path]:
-    """The source folder of a command job without `code:` (Azure runs it in an empty folder): one empty
-    folder under MLTRAIN_HOME, snapshotted like any other. Freezing checks that a job's source folder exists,
-    dry run or not: a dry run that had to make it removes it again, leaving nothing behind."""
-    from mltrain.home import mltrain_home  # startup
-
-    path = mltrain_home() / "azureml" / EMPTY_CODE
-    made, missing = [], path
-    while not missing.exists():  # deepest first
-        made.append(missing)
-        missing = missing.parent
-    path.mkdir(parents=True, exist_ok=True)
-    try:
-        yield path
-    finally:
-        if dry_run:
-            for folder in made:
-                with contextlib.suppress(OSError):  # a run of another command put something there meanwhile
-                    folder.rmdir()
 
 
 def _key(override: str) -> str:
     return override.split("=", 1)[0].lstrip("+~")
-
-
-def _absolute_empty_code(values, empty: str):
-    job = values.get("job") if isinstance(values, dict) else None
-    if isinstance(job, dict) and job.get("source_directory") == "empty_code":
-        job = dict(job, source_directory=empty)
-        values = dict(values, job=job)
-    return values

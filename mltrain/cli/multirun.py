@@ -1,7 +1,7 @@
 """The driver of a sweep or pipeline submitted through the Python API:
 `python -m mltrain.cli.multirun REQUEST.json`.
 
-The request arrives typed (JSON written by mltrain.api: overrides and config folders) and runs as `mltrain -m`
+The request arrives typed (JSON written by mltrain.api: overrides, config folders and in-memory config options) and runs as `mltrain -m`
 runs it, in this process (mltrain.launch.app_request), which is a process of its own because a HyperDrive
 sweep or a pipeline must outlive the notebook that submitted it. The outcome goes back typed: outcome.json in
 the request's folder, {"status", "error", "exit_code"}, written once the command ends.
@@ -13,11 +13,11 @@ import os
 import sys
 from pathlib import Path
 
+from mltrain.api import OUTCOME
 from mltrain.atomic import atomic_write
+from mltrain.config.memory_nodes import ConfigNode
 from mltrain.errors import MltrainError, RunCanceled, RunFailed
 from mltrain.launch.app_request import AppRequest, run_app
-
-OUTCOME = "outcome.json"
 
 
 def drive(request_file: str) -> int:
@@ -25,8 +25,9 @@ def drive(request_file: str) -> int:
     folder = Path(request["folder"])
     outcome = {"status": "Completed", "error": None, "exit_code": 0, "pid": os.getpid()}
     try:
-        run_app(AppRequest(overrides=tuple(request["overrides"]), config_dirs=tuple(request.get("config_dirs") or ())),
-                isolate=False)  # this process runs nothing else
+        nodes = tuple(ConfigNode(**node) for node in request.get("nodes") or ())
+        run_app(AppRequest(overrides=tuple(request["overrides"]), config_dirs=tuple(request.get("config_dirs") or ()),
+                           nodes=nodes), isolate=False)  # this process runs nothing else
     except (RunFailed, RunCanceled) as exc:
         outcome.update(status="Canceled" if isinstance(exc, RunCanceled) else "Failed", error=str(exc),
                        exit_code=exc.exit_code)

@@ -2,8 +2,10 @@
 (sdk_v2.entities), planned by the YAML front end (mltrain.azureml.job_plan), and queued through the
 typed job API (mltrain.api): a command job with `submit_request`, a sweep or a pipeline with
 `submit_multirun` (their engines outlive the notebook). Each submission keeps a folder
-`$MLTRAIN_HOME/azureml_sdk/NAME/`: the job file (`mltrain job create --file` of it runs the same job),
-the generated config files, and `job.json` saying where the run is, so a later process finds it by name.
+`$MLTRAIN_HOME/azureml_sdk/NAME/`: the job file (`mltrain job create --file` of it runs the same job) and
+`job.json` saying where the run is, so a later process finds it by name. The plan reaches the engine as
+typed config in memory (a command job's request config; a sweep's or pipeline's config nodes, in its
+driver's request), as `mltrain job create` hands it over.
 """
 from __future__ import annotations
 
@@ -18,10 +20,10 @@ from typing import Any, Dict, Optional
 
 import yaml
 
-from mltrain.api import MultirunRequest, Run, submit_multirun, submit_request
+from mltrain.api import MultirunRequest, Run, read_outcome, submit_multirun, submit_request
 from mltrain.atomic import atomic_write
 from mltrain.azureml import job_plan
-from mltrain.azureml.job_request import EMPTY_CODE, GROUP, Request
+from mltrain.azureml.job_request import GROUP, Request, config_nodes_of, empty_code, with_empty_code
 from mltrain.azureml.sdk_v2.entities import job_entity, to_v2
 from mltrain.azureml.v2_schema import AZURE_ONLY_TYPES, RUNS
 from mltrain.config.paths import extra_config_dirs
@@ -96,19 +98,25 @@ def refuse_azure_only(job: Any, where: str = "") -> None:
 
 
 def _queue(entity: Any, name: str, folder: Path, file: Path, experiment: Optional[str]) -> Submitted:
+    """The plan handed over typed: a command job's values as its request's in-memory config, a sweep's or
+    pipeline's generated groups as config nodes carried to its driver (no config file written and read back)."""
     plan = job_plan.plan(Request(file=str(file), name=name, experiment_name=experiment))
-    generated = folder / "config"
-    _write_files(plan.files, generated)
-    dirs = (str(generated), *plan.config_dirs)
     origin = {"front_end": FRONT_END, "file": str(file), "entity": type(entity).__name__}
-    if plan.kind in ("command", "parallel"):  # one run each
-        # mltrain.launch.request.compose builds Hydra's initialize_config_module (which reads the search path)
-        # before it sets the request's folders: set them around the whole call too.
-        with extra_config_dirs(dirs):
-            run = submit_request(JobRequest(overrides=tuple(plan.overrides), config_dirs=dirs, origin=origin),
-                                 console=Console(stream=Silent()))
-        _record(folder, name, "command", run_dir=str(run.run_dir))
-        return Submitted(name, "command", folder, run=run)
+    dirs = tuple(plan.config_dirs)
+    with empty_code(dry_run=False) as empty:
+        if plan.kind in ("command", "parallel"):  # one run each
+            (values,) = plan.files.values()
+            generated = f"+{GROUP}="
+            overrides = tuple(o for o in plan.overrides if not o.startswith(generated))
+            # mltrain.launch.request.compose builds Hydra's initialize_config_module (which reads the search
+            # path) before it sets the request's folders: set them around the whole call too
+            with extra_config_dirs(dirs):
+                run = submit_request(JobRequest(overrides=overrides, config_dirs=dirs, origin=origin,
+                                                config=with_empty_code(values, str(empty))),
+                                     console=Console(stream=Silent()))
+            _record(folder, name, "command", run_dir=str(run.run_dir))
+            return Submitted(name, "command", folder, run=run)
+        nodes = config_nodes_of(plan.files, str(empty))
     runs = mltrain_home() / "runs"
     if plan.kind == "sweep":
         sweep_dir = runs / "_sweeps" / name
@@ -121,23 +129,10 @@ def _queue(entity: Any, name: str, folder: Path, file: Path, experiment: Optiona
             overrides += (f"experiment_name={experiment}",)
         ready = runs / name / "run.json"
         where = {"run_dir": str(runs / name)}
-    driver = submit_multirun(MultirunRequest(overrides=overrides, ready=str(ready), config_dirs=dirs, name=name))
+    driver = submit_multirun(MultirunRequest(overrides=overrides, ready=str(ready), config_dirs=dirs, name=name,
+                                             nodes=nodes))
     _record(folder, name, plan.kind, driver=str(driver.folder), driver_pid=driver.process.pid, **where)
     return Submitted(name, plan.kind, folder, driver=driver)
-
-
-def _write_files(files: Dict[str, Dict[str, Any]], folder: Path) -> None:
-    """The plan's generated config files, as `mltrain job create` writes them."""
-    empty = folder / EMPTY_CODE
-    empty.mkdir(parents=True, exist_ok=True)
-    for rel, values in files.items():
-        job = values.get("job") if isinstance(values, dict) else None
-        if isinstance(job, dict) and job.get("source_directory") == EMPTY_CODE:
-            values = dict(values, job=dict(job, source_directory=str(empty)))
-        path = folder / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        head = "# @package _global_\n" if rel.startswith(GROUP + "/") else ""
-        path.write_text(head + yaml.safe_dump(values, sort_keys=False), encoding="utf-8")
 
 
 def _record(folder: Path, name: str, kind: str, **where: Any) -> None:
@@ -155,10 +150,7 @@ def find(name: str) -> Optional[Dict[str, Any]]:
 def outcome(record: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     """A sweep's or pipeline's driver outcome once it ended ({status, error, exit_code}), None while it runs."""
     folder = record.get("driver")
-    path = Path(folder) / "outcome.json" if folder else None
-    if path is not None and path.is_file():
-        return dict(json.loads(path.read_text(encoding="utf-8")))
-    return None
+    return read_outcome(Path(folder)) if folder else None
 
 
 
