@@ -14,8 +14,6 @@ handle (mltrain.handle.Run), the same for every backend.
 """
 from __future__ import annotations
 
-import dataclasses
-import json
 import os
 import signal
 import subprocess
@@ -28,13 +26,13 @@ from pathlib import Path
 from typing import Any, Dict, Optional, Sequence, Tuple
 
 from mltrain import backends
-from mltrain.atomic import atomic_write
 from mltrain.backends.local.guard import unmarked
 from mltrain.config.memory_nodes import ConfigNode
 from mltrain.config.paths import user_conf_dirs
 from mltrain.errors import MltrainError
 from mltrain.handle import Run
 from mltrain.home import mltrain_home
+from mltrain.launch import multirun_files
 from mltrain.launch.driver import drive, listen
 from mltrain.launch.orchestrate import create_run
 from mltrain.launch.request import JobRequest, freeze_request
@@ -134,32 +132,21 @@ class MultirunRequest:
     nodes: Tuple[ConfigNode, ...] = ()
 
 
-#: The driver's typed outcome in its folder, written by mltrain.cli.multirun once the command ends.
-OUTCOME = "outcome.json"
-
-
-def read_outcome(folder: Path) -> Optional[Dict[str, Any]]:
-    """A driver's outcome ({status, error, exit_code, ...}) once written, else None: the one reader of it."""
-    path = folder / OUTCOME
-    if path.is_file():
-        return dict(json.loads(path.read_text(encoding="utf-8")))
-    return None
-
 
 @dataclass
 class MultirunDriver:
     process: subprocess.Popen  # type: ignore[type-arg]
-    folder: Path               # request.json, outcome.json and the driver's log
+    folder: Path               # its request, its outcome (mltrain.launch.multirun_files) and its log
 
     def outcome(self) -> Optional[Dict[str, Any]]:
         """The driver's typed outcome once it has ended ({status, error, exit_code}); None while it runs."""
-        written = read_outcome(self.folder)
+        written = multirun_files.read_outcome(self.folder)
         if written is not None:
             return written
         code = self.process.poll()
         if code is None:
             return None
-        written = read_outcome(self.folder)  # written between the two looks
+        written = multirun_files.read_outcome(self.folder)  # written between the two looks
         if written is not None:
             return written
         return {"status": "Failed", "error": f"the driver exited with {code} (log: {self.folder / 'driver.log'})",
@@ -191,11 +178,9 @@ def submit_multirun(request: MultirunRequest, timeout: float = 300.0) -> Multiru
     driver's MltrainError (its one line, read from the typed outcome)."""
     folder = mltrain_home() / "drivers" / f"{request.name}_{uuid.uuid4().hex[:8]}"
     folder.mkdir(parents=True)
-    atomic_write(folder / "request.json", json.dumps({
-        "overrides": list(request.overrides), "folder": str(folder), "config_dirs": list(request.config_dirs),
-        "nodes": [dataclasses.asdict(node) for node in request.nodes]}, indent=2))
+    file = multirun_files.write_request(folder, request.overrides, request.config_dirs, request.nodes)
     with open(folder / "driver.log", "ab") as out:
-        process = subprocess.Popen([sys.executable, "-m", "mltrain.cli.multirun", str(folder / "request.json")],
+        process = subprocess.Popen(multirun_files.driver_argv(file),
                                    stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                    start_new_session=True, env=unmarked(dict(os.environ)))
     driver = MultirunDriver(process, folder)

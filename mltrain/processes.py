@@ -3,8 +3,10 @@ command mirroring runs, a submitted SDK job's driver), and stopping a process gr
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
-from typing import Callable, Optional, Sequence, Tuple
+from types import FrameType
+from typing import Callable, Dict, Optional, Sequence, Tuple
 
 
 def pid_alive(pid: int) -> bool:
@@ -46,3 +48,28 @@ def within(wait: Callable[[Optional[float]], object]) -> Callable[[Optional[floa
         return True
 
     return ended
+
+
+def run_in_foreground(argv: Sequence[str], cwd: str, env: Optional[Dict[str, str]] = None,
+                      forward: Sequence[int] = (signal.SIGTERM,), ignore: Sequence[int] = ()) -> int:
+    """Run another mltrain command as this process's child in the foreground and exit as it does: the signals
+    in `forward` are passed to it (it is the one that cancels and records), those in `ignore` are left to it
+    (a terminal's Ctrl-C reaches both). Returns its exit code, 128+N for a signal N. The one way a command
+    starts another that does its work (`runs resume` in the sweep's folder, a pipeline's sweep step)."""
+    proc = subprocess.Popen(list(argv), cwd=cwd, env=env)
+
+    def passed_on(signum: int, frame: Optional[FrameType]) -> None:
+        if proc.poll() is None:
+            proc.send_signal(signum)
+
+    previous = {sig: signal.getsignal(sig) for sig in (*forward, *ignore)}
+    for sig in forward:
+        signal.signal(sig, passed_on)
+    for sig in ignore:
+        signal.signal(sig, signal.SIG_IGN)
+    try:
+        code = proc.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return code if code >= 0 else 128 - code

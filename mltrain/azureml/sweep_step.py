@@ -18,15 +18,14 @@ import json
 import os
 import shutil
 import signal
-import subprocess
 import sys
 from pathlib import Path
-from types import FrameType
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from mltrain.azureml import command_job, sweep_job
 from mltrain.azureml.references import asset_name, config_dirs
 from mltrain.azureml.yaml_lines import JobFile
+from mltrain.processes import run_in_foreground
 from mltrain.spec.status import COMPLETED, FAILED
 
 #: What the step records of its sweep in its run directory.
@@ -170,17 +169,9 @@ def _run_sweep(argv: List[str], cwd: str, env: Dict[str, str]) -> int:
     # changing this process's directory and environment. Its errors come back as its exit code and its
     # sweep.json, read below, never as scraped text.
     print(f"sweep step: {' '.join(argv)}", flush=True)
-    proc = subprocess.Popen(argv, cwd=cwd, env=env)
-
-    def stop(signum: int, frame: Optional[FrameType]) -> None:
-        # The step is being canceled: its sweep's driver cancels the trials and records their end; this
-        # program waits for it (exiting first would have the step's whole process group killed).
-        if proc.poll() is None:
-            proc.send_signal(signum)
-
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, stop)
-    return proc.wait()
+    # The step is being canceled (SIGTERM, SIGINT): its sweep's driver cancels the trials and records their end;
+    # this program waits for it (exiting first would have the step's whole process group killed).
+    return run_in_foreground(argv, cwd, env, forward=[signal.SIGTERM, signal.SIGINT])
 
 
 def _v1_sweep(request: Dict[str, Any], inputs: Dict[str, str], run_dir: Path, sweep_dir: Path) -> List[str]:
@@ -193,12 +184,11 @@ def _v1_sweep(request: Dict[str, Any], inputs: Dict[str, str], run_dir: Path, sw
     overrides = [*request["overrides"], *(override(f"++inputs.{k}", v) for k, v in inputs.items()),
                  override("experiment_name", experiment), override("run.root", str(run_dir.parent)),
                  override("hydra.sweep.dir", str(sweep_dir))]
+    from mltrain.launch import multirun_files  # startup
+
     folder = run_dir / "hyperdrive"
     folder.mkdir(exist_ok=True)
-    file = folder / "request.json"
-    file.write_text(json.dumps({"overrides": overrides, "folder": str(folder),
-                                "config_dirs": list(request.get("config_dirs") or [])}, indent=2) + "\n")
-    return [sys.executable, "-m", "mltrain.cli.multirun", str(file)]
+    return multirun_files.driver_argv(multirun_files.write_request(folder, overrides, request.get("config_dirs") or ()))
 
 
 def _trial_metrics(doc: Any) -> Dict[str, Any]:

@@ -8,20 +8,18 @@ the request's folder, {"status", "error", "exit_code"}, written once the command
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
 
-from mltrain.api import OUTCOME
-from mltrain.atomic import atomic_write
 from mltrain.config.memory_nodes import ConfigNode
 from mltrain.errors import MltrainError, RunCanceled, RunFailed
+from mltrain.launch import multirun_files
 from mltrain.launch.app_request import AppRequest, run_app
 
 
 def drive(request_file: str) -> int:
-    request = json.loads(Path(request_file).read_text(encoding="utf-8"))
+    request = multirun_files.read_request(Path(request_file))
     folder = Path(request["folder"])
     outcome = {"status": "Completed", "error": None, "exit_code": 0, "pid": os.getpid()}
     try:
@@ -39,11 +37,9 @@ def drive(request_file: str) -> int:
             outcome.update(status="Failed", error=f"exited with {code}", exit_code=code)
     except BaseException as exc:  # noqa: BLE001 - written down for the caller, then raised as usual
         outcome.update(status="Failed", error=f"{type(exc).__name__}: {exc}", exit_code=1)
-        folder.mkdir(parents=True, exist_ok=True)
-        atomic_write(folder / OUTCOME, json.dumps(outcome, indent=2))
+        multirun_files.write_outcome(folder, outcome)
         raise
-    folder.mkdir(parents=True, exist_ok=True)
-    atomic_write(folder / OUTCOME, json.dumps(outcome, indent=2))
+    multirun_files.write_outcome(folder, outcome)
     return int(outcome["exit_code"])  # type: ignore[call-overload]
 
 

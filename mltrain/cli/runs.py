@@ -222,18 +222,11 @@ def _resume_from(cwd: str, sweep: Path, root: Path) -> int:
     process's own directory never changes. That process is the sweep's driver; this one waits for it,
     leaves Ctrl-C to it (the terminal sends it to both) and passes it a SIGTERM, and exits as it does."""
     import signal  # startup
-    import subprocess  # startup
 
-    proc = subprocess.Popen([sys.executable, "-m", "mltrain", "runs", "--root", str(root), "resume", str(sweep)],
-                            cwd=cwd)
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN), signal.signal(
-        signal.SIGTERM, lambda *_: proc.send_signal(signal.SIGTERM))
-    try:
-        code = proc.wait()
-    finally:
-        signal.signal(signal.SIGINT, previous[0])
-        signal.signal(signal.SIGTERM, previous[1])
-    return code if code >= 0 else 128 - code
+    from mltrain.processes import run_in_foreground  # startup
+
+    return run_in_foreground([sys.executable, "-m", "mltrain", "runs", "--root", str(root), "resume", str(sweep)],
+                             cwd, forward=[signal.SIGTERM], ignore=[signal.SIGINT])
 
 
 def _records(args) -> list:

@@ -20,7 +20,7 @@ from typing import Any, Dict, Optional
 
 import yaml
 
-from mltrain.api import MultirunRequest, Run, read_outcome, submit_multirun, submit_request
+from mltrain.api import MultirunRequest, Run, submit_multirun, submit_request
 from mltrain.atomic import atomic_write
 from mltrain.azureml import job_plan
 from mltrain.azureml.job_request import GROUP, Request, config_nodes_of, empty_code, with_empty_code
@@ -29,6 +29,7 @@ from mltrain.azureml.v2_schema import AZURE_ONLY_TYPES, RUNS
 from mltrain.config.paths import extra_config_dirs
 from mltrain.errors import MltrainError
 from mltrain.home import mltrain_home
+from mltrain.launch import multirun_files
 from mltrain.launch.request import JobRequest
 from mltrain.runs.console import Console, Silent
 
@@ -150,7 +151,7 @@ def find(name: str) -> Optional[Dict[str, Any]]:
 def outcome(record: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     """A sweep's or pipeline's driver outcome once it ended ({status, error, exit_code}), None while it runs."""
     folder = record.get("driver")
-    return read_outcome(Path(folder)) if folder else None
+    return multirun_files.read_outcome(Path(folder)) if folder else None
 
 
 
