@@ -242,6 +242,25 @@ def test_a_conda_file_environment_has_pkg_resources_as_a_conda_environment_does(
     assert mine.installable_packages() == ["setuptools==80.9.0"]  # a conda file's own setuptools is kept
 
 
+def _needs_pypi(project_name: str, version: str = "") -> None:
+    """Skip where pip's index cannot be reached here (or does not serve `version` of the project)."""
+    found = subprocess.run([sys.executable, "-m", "pip", "index", "versions", project_name], capture_output=True,
+                           text=True, timeout=60)
+    if found.returncode != 0 or (version and f" {version}," not in found.stdout):
+        pytest.skip(f"pip's index does not serve {project_name} {version} here (no network?)".replace("  ", " "))
+
+
+def _in_built_environment(home, project, script: str, name: str, pip: str, timeout: float = 900):
+    """`script` run in a built environment of one conda file with `pip` in its pip section: (the command's
+    result, its run, rank 0's log)."""
+    r = run_mltrain("job=script", f"job.script={script}", f"environment.name={name}",
+                    "environment.python.user_managed=false",
+                    f"environment.conda={{dependencies:[{{pip:['{pip}']}}]}}", cwd=project, timeout=timeout)
+    run = runs(home)[-1]
+    rank_log = Path(run["dir"]) / "logs" / "rank_0.log"
+    return r, run, rank_log.read_text() if rank_log.is_file() else ""
+
+
 @pytest.mark.slow
 @pytest.mark.network
 def test_pins_with_no_wheel_for_this_python_move_to_the_nearest_release_that_has_one(home, project):
@@ -333,22 +352,15 @@ def test_parent_packages_its_own_pins_break_are_given_releases_that_fit(home, pr
 
     numpy_req = next(Requirement(r) for r in requires("pandas") or [] if Requirement(r).name == "numpy")
     assert not numpy_req.specifier.contains("1.26.4"), "this test needs a pandas that numpy 1.26 breaks"
-    found = subprocess.run([sys.executable, "-m", "pip", "index", "versions", "numpy"], capture_output=True,
-                           text=True, timeout=60)
-    if found.returncode != 0:
-        pytest.skip("pip's index cannot be reached here")
+    _needs_pypi("numpy")
     (project / "pd.py").write_text("import numpy, pandas\nprint('VERSIONS', numpy.__version__, pandas.__version__)\n"
                                    "print('FROM', pandas.__file__)\n")
-    r = run_mltrain("job=script", "job.script=pd.py", "environment.name=old-numpy",
-                    "environment.python.user_managed=false",
-                    "environment.conda={dependencies:[{pip:['numpy==1.26.4']}]}", cwd=project, timeout=900)
+    r, run, rank = _in_built_environment(home, project, "pd.py", "old-numpy", "numpy==1.26.4")
     assert r.rc == 0, r.out + r.err
-    run = runs(home)[-1]
     launcher = (Path(run["dir"]) / "logs" / "launcher.log").read_text()
     assert "packages seen from mltrain's interpreter that this environment's own pins break were given releases " \
            "that fit: " in launcher, launcher
     assert "pandas (numpy>=" in launcher, launcher
-    rank = (Path(run["dir"]) / "logs" / "rank_0.log").read_text()
     numpy_version, pandas_version = rank.split("VERSIONS ")[1].split()[:2]
     assert numpy_version == "1.26.4" and numpy_req.specifier.contains(numpy_version) is False, rank
     assert str(home) in rank.split("FROM ")[1], rank  # the environment's own pandas, not the parent's
@@ -362,16 +374,9 @@ def test_parent_packages_its_own_pins_break_are_given_releases_that_fit(home, pr
 def test_an_environment_with_an_mlflow_of_its_own_logs_to_its_run(home, project):
     # Azure's scikit-learn HyperDrive notebook's conda file pins mlflow-skinny 2.3.2: another MLflow than
     # mltrain's cannot open the run's database (a newer schema), so its processes log to the run's file store
-    found = subprocess.run([sys.executable, "-m", "pip", "index", "versions", "mlflow-skinny"], capture_output=True,
-                           text=True, timeout=60)
-    if found.returncode != 0 or " 2.18.0," not in found.stdout:
-        pytest.skip("pip's index does not serve mlflow-skinny 2.18.0 here (no network?)")
+    _needs_pypi("mlflow-skinny", "2.18.0")
     (project / "log.py").write_text("import mlflow\nprint('mlflow', mlflow.__version__)\nmlflow.log_metric('acc', 0.9)\n")
-    r = run_mltrain("job=script", "job.script=log.py", "environment.name=own-mlflow",
-                    "environment.python.user_managed=false",
-                    "environment.conda={dependencies:[{pip:['mlflow-skinny==2.18.0']}]}", cwd=project, timeout=900)
-    run = runs(home)[-1]
-    rank = (Path(run["dir"]) / "logs" / "rank_0.log").read_text()
+    r, run, rank = _in_built_environment(home, project, "log.py", "own-mlflow", "mlflow-skinny==2.18.0")
     assert r.rc == 0, r.out + r.err + rank
     assert "mlflow 2.18.0" in rank, rank
     assert (Path(run["dir"]) / "mlruns").is_dir()
@@ -386,10 +391,6 @@ def test_a_conda_files_environment_keeps_one_distutils_when_pip_is_imported(home
     (project / "copytree.py").write_text("from distutils import dir_util\nimport pip\nimport os\n"
                                      "os.makedirs('a/b', exist_ok=True)\nopen('a/b/f', 'w').write('x')\n"
                                      "dir_util.copy_tree('a', 'c')\nprint('COPIED', os.path.exists('c/b/f'))\n")
-    r = run_mltrain("job=script", "job.script=copytree.py", "environment.name=conda-file",
-                    "environment.python.user_managed=false",
-                    "environment.conda={dependencies:[{pip:['setuptools==80.9.0']}]}", cwd=project, timeout=600)
-    run = runs(home)[-1]
-    rank = (Path(run["dir"]) / "logs" / "rank_0.log").read_text()
+    r, run, rank = _in_built_environment(home, project, "copytree.py", "conda-file", "setuptools==80.9.0", 600)
     assert r.rc == 0, r.out + r.err + rank
     assert "COPIED True" in rank, rank

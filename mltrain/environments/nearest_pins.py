@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Dict, List, Optional, Tuple
 
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 #: Where the environment records the pins it moved (read back into run.json).
@@ -98,31 +99,25 @@ def moves(packages: List[str], python: str) -> Dict[str, str]:
 def bounds(packages: List[str]) -> Dict[str, str]:
     """{unpinned requirement as written: the bounded one to install} for the packages of BESIDE_OLDER whose
     newest releases do not import beside the release of the other package these requirements allow."""
-    parsed: Dict[str, Requirement] = {}
+    parsed: List[Tuple[str, Requirement]] = []
     for p in packages:
         try:
-            req = Requirement(p)
+            parsed.append((p, Requirement(p)))
         except InvalidRequirement:
             continue
-        parsed.setdefault(canonical(req.name), req)
+    by_name: Dict[str, Requirement] = {}
+    for _, req in parsed:
+        by_name.setdefault(canonicalize_name(req.name), req)
     out = {}
-    for p in packages:
-        try:
-            req = Requirement(p)
-        except InvalidRequirement:
-            continue
-        rule = BESIDE_OLDER.get(canonical(req.name))
+    for p, req in parsed:
+        rule = BESIDE_OLDER.get(canonicalize_name(req.name))
         if rule is None or len(req.specifier) or req.url:
             continue
         other, first, bound = rule
-        theirs = parsed.get(other)
+        theirs = by_name.get(other)
         if theirs is not None and len(theirs.specifier) and not _admits_from(theirs, Version(first)):
             out[p] = f"{p.strip()}{bound}"
     return out
-
-
-def canonical(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def _admits_from(req: Requirement, first: Version) -> bool:

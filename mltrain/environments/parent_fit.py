@@ -16,10 +16,11 @@ others are gigabytes; a conflict of theirs is said, not "fixed".
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 from pathlib import Path
 from typing import Callable, Dict, List, Sequence
+
+from packaging.utils import canonicalize_name
 
 #: Where the environment records the parent packages it was given releases of (read back into run.json).
 FIT_FILE = "parent_fit.json"
@@ -29,11 +30,11 @@ KEPT = {"mltrain", "torch", "torchvision", "torchaudio", "triton"}
 #: Run by the environment's own interpreter (isolated, -I: a project's own `copy.py` in the folder mltrain was
 #: started in is not imported instead of the standard library's): {parent package: its requirements the environment's own break}.
 _FIND = r"""
-import json, os, re, sys
+import json, os, sys
 from importlib.metadata import distributions
 from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name as canon
 own_site = sys.argv[1]
-canon = lambda n: re.sub(r"[-_.]+", "-", n).lower()
 own, parent = {}, {}
 for d in distributions():
     name = d.metadata["Name"]
@@ -75,10 +76,6 @@ print(json.dumps(broken))
 """
 
 
-def canonical(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
 def broken_parents(python: str, own_site: Path) -> Dict[str, List[str]]:
     """{parent package: its requirements that the environment's own packages do not satisfy}."""
     out = subprocess.run([python, "-I", "-c", _FIND, str(own_site)], capture_output=True, text=True, timeout=120)
@@ -92,8 +89,8 @@ def fit(python: str, own_site: Path, install: Callable[[Sequence[str]], subproce
     """Install releases of the broken parent packages that fit the environment's own; returns {package: the
     release installed} (empty when nothing was broken or pip found nothing that fits)."""
     broken = broken_parents(python, own_site)
-    kept = sorted(p for p in broken if canonical(p) in KEPT)
-    wanted = sorted(p for p in broken if canonical(p) not in KEPT)
+    kept = sorted(p for p in broken if canonicalize_name(p) in KEPT)
+    wanted = sorted(p for p in broken if canonicalize_name(p) not in KEPT)
     if kept:
         log(f"environment {name}: " + "; ".join(f"{p} (seen from mltrain's interpreter) wants "
                                                 + ", ".join(broken[p]) for p in kept)
@@ -133,5 +130,5 @@ def _versions(python: str, own_site: Path, names: List[str]) -> Dict[str, str]:
     code = ("import sys, json; from importlib.metadata import distributions; "
             "print(json.dumps({d.metadata['Name']: d.version for d in distributions(path=[sys.argv[1]])}))")
     out = subprocess.run([python, "-I", "-c", code, str(own_site)], capture_output=True, text=True, timeout=120)
-    found = {canonical(k): v for k, v in json.loads(out.stdout or "{}").items()}
-    return {n: found[canonical(n)] for n in names if canonical(n) in found}
+    found = {canonicalize_name(k): v for k, v in json.loads(out.stdout or "{}").items()}
+    return {n: found[canonicalize_name(n)] for n in names if canonicalize_name(n) in found}

@@ -21,43 +21,42 @@ def _modules(skip: tuple = ()):
             yield rel, ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
 
 
+def _nodes_where(matches, skip: tuple = ()) -> list:
+    """`file:line` of every node of the package (outside `skip`) that `matches`."""
+    return [f"{rel}:{node.lineno}" for rel, tree in _modules(skip) for node in ast.walk(tree) if matches(node)]
+
+
+def _is_string(node, test) -> bool:
+    return isinstance(node, ast.Constant) and isinstance(node.value, str) and test(node.value)
+
+
 def test_the_working_directory_is_changed_only_in_a_ranks_child_process():
-    found = []
-    for rel, tree in _modules(skip=("ranks/", "_rank_site/", "_azureml_shim/")):
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("chdir", "fchdir"):
-                found.append(f"{rel}:{node.lineno}")
+    found = _nodes_where(lambda n: isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                         and n.func.attr in ("chdir", "fchdir"), skip=("ranks/", "_rank_site/", "_azureml_shim/"))
     assert not found, f"os.chdir outside mltrain/ranks: {found}"
 
 
 def test_only_the_cli_makes_the_mltrain_error_line():
-    found = []
-    for rel, tree in _modules(skip=("cli/",)):
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and "mltrain: error:" in node.value:
-                found.append(f"{rel}:{node.lineno}")
+    found = _nodes_where(lambda n: _is_string(n, lambda v: "mltrain: error:" in v), skip=("cli/",))
     assert not found, f"'mltrain: error:' text outside mltrain/cli: {found}"
 
 
 def test_a_drivers_request_and_outcome_have_one_writer_and_one_reader():
     # A sweep's or pipeline's detached driver gets its request and gives back its outcome through two files:
     # their names (and so their formats) appear in mltrain/launch/multirun_files.py only
-    found = []
-    for rel, tree in _modules(skip=("launch/multirun_files.py",)):
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Constant) and node.value in ("request.json", "outcome.json"):
-                found.append(f"{rel}:{node.lineno} {node.value}")
+    found = _nodes_where(lambda n: _is_string(n, lambda v: v in ("request.json", "outcome.json")),
+                         skip=("launch/multirun_files.py",))
     assert not found, f"a driver's files named outside mltrain/launch/multirun_files.py: {found}"
 
 
 def test_another_mltrain_command_is_run_in_the_foreground_in_one_place():
     # `runs resume` in the sweep's folder and a pipeline's sweep step run another mltrain command and exit as it
     # does, passing it the signals that cancel: mltrain.processes.run_in_foreground, not a Popen of their own
-    found = []
-    for rel, tree in _modules(skip=("processes.py",)):
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "Popen":
-                words = [n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
-                if "mltrain" in words and "-m" in words:  # `python -m mltrain ...`: a command, not a program
-                    found.append(f"{rel}:{node.lineno}")
+    def runs_mltrain(node) -> bool:  # `python -m mltrain ...`: a command, not a program
+        if not (isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "Popen"):
+            return False
+        words = {n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+        return {"mltrain", "-m"} <= words
+
+    found = _nodes_where(runs_mltrain, skip=("processes.py",))
     assert not found, f"mltrain commands started outside mltrain.processes.run_in_foreground: {found}"
