@@ -137,11 +137,11 @@ def breakdown(a: argparse.Namespace) -> None:
     from torchvision.datasets import ImageFolder
     from torchvision.io import ImageReadMode, decode_jpeg
 
-    from mltrain.components import image_input
+    from mltrain.components import image_augment, image_input
 
     device = torch.device(a.device)
     samples = ImageFolder(a.arm_folder).samples[:a.batch]
-    aug = image_input.Augmentation(size=a.size, training=True, flip=True)
+    aug = image_augment.Augmentation(size=a.size, training=True, flip=True)
     decoder, normalize = image_input.DeviceDecoder(samples, aug, device), image_input.Normalizer(device)
 
     def timed(fn, n: int = 5) -> float:

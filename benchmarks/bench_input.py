@@ -9,11 +9,15 @@ Every side delivers the same thing: a normalised float32 batch of 224 px trainin
 scale 0.08 to 1, and a flip, as the trainer's defaults), on the device that would train on it. Each side has
 its own DataLoader with the same workers and batch size, kept alive (persistent workers) and warmed by one
 pass; then one pass over the folder per side and round, the sides alternating (their order turns each round).
-Prints each side's median images/s, per loader worker, and the median of the per-round ratios to the previous path.
+A fourth side, *decode*, only reads and decodes each file whole (nothing after): the floor for any CPU path that
+decodes every pixel, against which the CPU path's images/s is also given (a JPEG too small for a reduced decode
+cannot go faster than that on the CPU, whatever follows the decode).
+Prints each side's median images/s, per loader worker, and the median of the per-round ratios to the previous path
+and to the decode floor.
 
 Usage: .venv/bin/python benchmarks/bench_input.py [--images 400] [--width 800] [--height 600] [--noise 6] [--quality 90] [--rounds 5]
        [--workers N (default: the CPUs this process may use)] [--batch 64] [--size 224] [--split train|val]
-       [--device cpu|cuda]
+       [--device cpu|cuda] [--main-threads 1]
 """
 from __future__ import annotations
 
@@ -73,6 +77,9 @@ def sides(folder: Path, a: argparse.Namespace) -> Dict[str, Tuple[Any, Callable[
 
     out: Dict[str, Tuple[Any, Callable[[Any], Any]]] = {"previous": (DataLoader(reference, **settings), moved)}
     plain = ImageFolder(str(folder))
+    # the floor on the CPU: each file read and decoded whole by libjpeg-turbo, nothing else (one number per image
+    # handed back), the least a CPU path that decodes every pixel can do
+    out["decode"] = (DataLoader(DecodeOnly(plain.samples), **settings), lambda batch: (batch[0], batch[1]))
     chosen = ["cpu"] + (["gpu"] if device.type == "cuda" else [])
     for name in chosen:
         cfg.trainer.input = name
@@ -81,6 +88,26 @@ def sides(folder: Path, a: argparse.Namespace) -> Dict[str, Tuple[Any, Callable[
         dataset, prepare = (inp.train, inp.prepare_train) if training else (inp.val, inp.prepare_val)
         out[name] = (DataLoader(dataset, collate_fn=inp.collate, **settings, **prefetch), prepare)
     return out
+
+
+class DecodeOnly:
+    """(the decoded image's first pixel, label): read and decode with nothing after (torchvision's decode_jpeg, the
+    libjpeg-turbo PIL calls too)."""
+
+    def __init__(self, samples: List[Tuple[str, int]]):
+        self.samples = samples
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def __getitem__(self, index: int) -> Tuple[Any, int]:
+        import torch
+        from torchvision.io import ImageReadMode, decode_jpeg
+
+        path, label = self.samples[index]
+        with open(path, "rb") as f:
+            image = decode_jpeg(torch.frombuffer(bytearray(f.read()), dtype=torch.uint8), mode=ImageReadMode.RGB)
+        return image[:, 0, 0].clone(), label
 
 
 def one_pass(loader: Any, prepare: Callable[[Any], Any], cuda: bool) -> float:
@@ -110,8 +137,17 @@ def main() -> None:
     p.add_argument("--split", choices=("train", "val"), default="train",
                    help="train: random resized crop + flip; val: resize to 256/224 of the size + center crop")
     p.add_argument("--device", default=None, help="cpu | cuda (default: cuda where available)")
+    p.add_argument("--main-threads", type=int, default=1,
+                   help="torch's threads in this (the trainer's) process; 0 leaves torch's default")
     a = p.parse_args()
     import torch
+
+    # This process stands in for a trainer whose threads are busy with the model. With no model here, torch's
+    # default pool (one thread a core) spin-waits between the CPU path's per-batch normalisations on the cores the
+    # workers decode on: 0.44 ms of this process's CPU time an image against 0.20 with one thread (2-core build
+    # machine, ImageNet-sized JPEGs); the other sides do almost nothing here either way.
+    if a.main_threads > 0:
+        torch.set_num_threads(a.main_threads)
 
     a.device = a.device or ("cuda" if torch.cuda.is_available() else "cpu")
     torch.manual_seed(0)
@@ -119,7 +155,8 @@ def main() -> None:
     try:
         size = make_photos(work / "photos", a.images, a.width, a.height, noise=a.noise, quality=a.quality)
         print(f"folder: {a.images} JPEGs of {a.width}x{a.height}, {size / a.images / 1e3:.0f} KB each on average; "
-              f"{a.workers} loader worker(s), {cpus} CPU(s), batch {a.batch}, {a.size} px {a.split} crops, device {a.device}", flush=True)
+              f"{a.workers} loader worker(s), {cpus} CPU(s), batch {a.batch}, {a.size} px {a.split} crops, device {a.device}, "
+              f"{torch.get_num_threads()} torch thread(s) here", flush=True)
         loaders = sides(work / "photos", a)
         cuda = a.device == "cuda"
         for loader, prepare in loaders.values():  # warm: workers started, caches and the GPU decoder primed
@@ -132,11 +169,12 @@ def main() -> None:
                 rates[name].append(one_pass(*loaders[name], cuda))
             print(f"round {r + 1}: " + "  ".join(f"{n} {rates[n][-1]:.1f}" for n in names) + " img/s", flush=True)
         per_core = max(1, a.workers)
-        print(f"\n{'path':<10} {'img/s':>9} {'per worker':>11} {'/ previous':>11}   rounds")
+        print(f"\n{'path':<10} {'img/s':>9} {'per worker':>11} {'/ previous':>11} {'/ decode':>9}   rounds")
         for name in names:
             ratio = statistics.median(x / y for x, y in zip(rates[name], rates["previous"]))
+            floor = statistics.median(x / y for x, y in zip(rates[name], rates["decode"]))
             med = statistics.median(rates[name])
-            print(f"{name:<10} {med:9.1f} {med / per_core:11.1f} {ratio:11.2f}   {[round(x, 1) for x in rates[name]]}")
+            print(f"{name:<10} {med:9.1f} {med / per_core:11.1f} {ratio:11.2f} {floor:9.2f}   {[round(x, 1) for x in rates[name]]}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

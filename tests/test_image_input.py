@@ -18,8 +18,9 @@ from torch.utils.data import DataLoader  # noqa: E402
 from torchvision.datasets import ImageFolder  # noqa: E402
 from torchvision.transforms.functional import pil_to_tensor  # noqa: E402
 
-from mltrain.components import crops  # noqa: E402
+from mltrain.components import crops, image_cpu  # noqa: E402
 from mltrain.components import image_input as ii  # noqa: E402
+from mltrain.components.image_augment import Augmentation  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -61,14 +62,14 @@ def test_reduced_decode_gives_the_output_size_and_the_full_decode_s_picture(phot
     path = str(next(Path(photos[0]).rglob("*.jpg")))
     with Image.open(path) as image:
         assert image.size == (800, 600)
-        assert ii.draft(image, 200, 150) == 4  # a quarter of each side still covers 200 x 150
+        assert image_cpu.draft(image, 200, 150) == 4  # a quarter of each side still covers 200 x 150
         assert image.size == (200, 150)
     with Image.open(path) as image:
-        assert ii.draft(image, 500, 400) == 1  # no reduction leaves 500 x 400 covered
+        assert image_cpu.draft(image, 500, 400) == 1  # no reduction leaves 500 x 400 covered
     for training in (True, False):
-        aug = ii.Augmentation(size=64, training=training, min_crop_scale=0.08, flip=False)
+        aug = Augmentation(size=64, training=training, min_crop_scale=0.08, flip=False)
         torch.manual_seed(0)
-        reduced = ii.decode_cpu(path, aug)
+        reduced = image_cpu.decode_cpu(path, aug)
         assert reduced.shape == (3, 64, 64) and reduced.dtype == torch.uint8
         # the reference: torchvision's transforms on the full-size decode, the same random draws
         from torchvision import transforms as T
@@ -79,30 +80,99 @@ def test_reduced_decode_gives_the_output_size_and_the_full_decode_s_picture(phot
         full = ref(Image.open(path).convert("RGB"))
         assert (reduced.float() - full.float()).abs().mean() < 4.0  # of 255: the same region, resampled
     # an attached transformation starting with a Resize decodes reduced too, to its own output size
-    aug = ii.Augmentation(size=32, training=True, ops=(("Resize", 40), ("CenterCrop", 32), ("RandomHorizontalFlip",)))
+    aug = Augmentation(size=32, training=True, ops=(("Resize", 40), ("CenterCrop", 32), ("RandomHorizontalFlip",)))
     assert aug.first_resize() == 40
-    assert ii.decode_cpu(path, aug).shape == (3, 32, 32)
+    assert image_cpu.decode_cpu(path, aug).shape == (3, 32, 32)
 
 
 def test_a_png_is_decoded_whole_and_a_corrupt_jpeg_is_named(tmp_path, photos):
     png = tmp_path / "x.png"
     Image.open(next(Path(photos[0]).rglob("*.jpg"))).save(png)
     with Image.open(png) as image:
-        assert ii.draft(image, 100, 75) == 1
-    assert ii.decode_cpu(str(png), ii.Augmentation(size=48, training=False)).shape == (3, 48, 48)
+        assert image_cpu.draft(image, 100, 75) == 1
+    assert image_cpu.decode_cpu(str(png), Augmentation(size=48, training=False)).shape == (3, 48, 48)
     bad = tmp_path / "bad.jpg"
     bad.write_bytes(b"\xff\xd8\xff\xe0 not really a jpeg")
     from mltrain.components.designer_errors import InvalidDatasetError
 
     with pytest.raises(InvalidDatasetError, match="bad.jpg"):
-        ii.decode_cpu(str(bad), ii.Augmentation(size=48, training=True))
+        image_cpu.decode_cpu(str(bad), Augmentation(size=48, training=True))
+
+
+def test_full_size_decode_matches_torchvision_s_recipe_and_odd_jpegs_still_decode(tmp_path):
+    """A JPEG too small for a reduced decode goes through torchvision's decoder and torch's resampling: the same
+    crop, flip and picture as the reference recipe (PIL) for a seed, to within a fraction of a grey level; a CMYK
+    JPEG and a greyscale one decode to RGB; a truncated JPEG is named, not decoded half grey."""
+    from torchvision import transforms as T
+
+    from mltrain.components.designer_errors import InvalidDatasetError
+
+    folder = write_jpegs(tmp_path / "small", classes=(0,), per_class=3, size=(300, 200), seed=5)
+    ref = T.Compose([T.RandomResizedCrop(160, scale=(0.08, 1.0)), T.RandomHorizontalFlip(), T.PILToTensor()])
+    aug = Augmentation(size=160, training=True, min_crop_scale=0.08, flip=True)
+    for n, path in enumerate(sorted(str(p) for p in folder.rglob("*.jpg"))):
+        torch.manual_seed(n)
+        got = image_cpu.decode_cpu(path, aug)
+        torch.manual_seed(n)
+        want = ref(Image.open(path).convert("RGB"))
+        assert got.shape == want.shape == (3, 160, 160) and got.dtype == torch.uint8
+        assert (got.float() - want.float()).abs().mean() < 0.5
+    rgb = Image.open(next(folder.rglob("*.jpg"))).convert("RGB")
+    rgb.convert("CMYK").save(tmp_path / "cmyk.jpg", quality=95)
+    rgb.convert("L").save(tmp_path / "grey.jpg", quality=95)
+    for name in ("cmyk.jpg", "grey.jpg"):
+        out = image_cpu.decode_cpu(str(tmp_path / name), Augmentation(size=64, training=False))
+        assert out.shape == (3, 64, 64) and out.float().std() > 5
+    whole = (tmp_path / "grey.jpg").read_bytes()
+    (tmp_path / "cut.jpg").write_bytes(whole[: len(whole) // 2])
+    with pytest.raises(InvalidDatasetError, match="cut.jpg"):
+        image_cpu.decode_cpu(str(tmp_path / "cut.jpg"), Augmentation(size=64, training=True))
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_the_cpu_path_gives_the_reference_recipe_s_batches_for_a_seed(tmp_path, training):
+    """What the trainer ran before trainer.input (torchvision's recipe: PIL, RandomResizedCrop, flip, ToTensor,
+    Normalize in the workers) and the CPU path, each loading the same folder from the same seed: the same images
+    in the same order with the same labels, the same crops and flips, to within a fraction of a grey level."""
+    from mltrain.components import data
+
+    folder = write_jpegs(tmp_path / "photos", per_class=6, size=(300, 200), seed=3)
+    settings = cfg()
+    settings.data.image_size = 160
+    reference = ImageFolder(str(folder), transform=data.transforms(settings, train=training), loader=data.load_image)
+    plain = ImageFolder(str(folder))
+    inp = ii.for_trainer(settings, torch.device("cpu"), plain, plain, None, None, 160, 160)
+    ours = inp.train if training else inp.val
+    prepare = inp.prepare_train if training else inp.prepare_val
+
+    def batches(dataset, step):
+        torch.manual_seed(11)
+        return [tuple(t.clone() for t in step(b)) for b in DataLoader(dataset, batch_size=4, shuffle=True, num_workers=0)]
+
+    got, want = batches(ours, prepare), batches(reference, lambda b: b)
+    assert len(got) == len(want) == 3
+    for (images, labels), (ref_images, ref_labels) in zip(got, want):
+        assert torch.equal(labels, ref_labels) and images.shape == ref_images.shape == (4, 3, 160, 160)
+        # normalised units: a grey level is about 1/57 of one
+        assert float((images - ref_images).abs().mean()) < 0.5 / 57, float((images - ref_images).abs().mean())
+
+
+def test_the_cpu_normalizer_gives_imagenet_statistics_into_a_buffer_kept_per_shape():
+    x = torch.randint(0, 256, (4, 3, 8, 8), dtype=torch.uint8)
+    want = (x.float() / 255 - torch.tensor(ii.MEAN).view(1, 3, 1, 1)) / torch.tensor(ii.STD).view(1, 3, 1, 1)
+    norm = ii.Normalizer(torch.device("cpu"))
+    got = norm(x)
+    assert got.dtype == torch.float32 and torch.allclose(got, want, atol=1e-5)
+    again = norm(x.flip(0))  # the next batch of the same shape: the same memory, the new values
+    assert again.data_ptr() == got.data_ptr() and torch.allclose(again, want.flip(0), atol=1e-5)
+    assert torch.allclose(norm(x[:2].float()), want[:2], atol=1e-5)  # a short last batch, or floats 0..255
 
 
 def test_gpu_path_batched_decode_and_transforms_on_cpu_tensors(photos):
     """The GPU path's code with device=cpu: the same seed gives the same batch, and the same crops as the CPU path."""
     train = ImageFolder(str(photos[0]))
     encoded = [ii.FileBytes(train.samples, train.classes)[i][0] for i in range(len(train))]
-    aug = ii.Augmentation(size=64, training=True, min_crop_scale=0.08, flip=True)
+    aug = Augmentation(size=64, training=True, min_crop_scale=0.08, flip=True)
     decoder = ii.DeviceDecoder(train.samples, aug, torch.device("cpu"))
     batches = []
     for _ in range(2):
@@ -117,10 +187,10 @@ def test_gpu_path_batched_decode_and_transforms_on_cpu_tensors(photos):
     ref = torch.stack([pil_to_tensor(Image.open(path).convert("RGB").crop(tuple(box)).resize((64, 64), Image.Resampling.BILINEAR))
                        for (path, _), box in zip(train.samples, boxes)])
     assert (got - ref.float()).abs().mean() < 4.0, (got - ref.float()).abs().mean()
-    val_aug = ii.Augmentation(size=64, training=False)
+    val_aug = Augmentation(size=64, training=False)
     val = ii.DeviceDecoder(train.samples, val_aug, torch.device("cpu"))(encoded, torch.arange(len(encoded)))
     assert val.shape == (len(encoded), 3, 64, 64)
-    cpu_val = torch.stack([ii.decode_cpu(path, val_aug) for path, _ in train.samples])
+    cpu_val = torch.stack([image_cpu.decode_cpu(path, val_aug) for path, _ in train.samples])
     assert (val - cpu_val.float()).abs().mean() < 4.0  # resize 73 + center crop 64, as a region of the original
     normalized = ii.Normalizer(torch.device("cpu"))(batches[0])
     assert normalized.dtype == torch.float32 and abs(float(normalized.mean())) < 3
@@ -138,7 +208,7 @@ def test_gpu_path_one_buffer_per_batch_and_images_of_different_sizes(photos, tmp
     assert flat.dim() == 1 and [len(e) for e in encoded] == [Path(p).stat().st_size for p, _ in samples]
     assert bytes(encoded[4].numpy()) == Path(samples[4][0]).read_bytes() and indices.tolist() == list(range(5))
     for training in (True, False):
-        aug = ii.Augmentation(size=64, training=training, min_crop_scale=0.08, flip=False)
+        aug = Augmentation(size=64, training=training, min_crop_scale=0.08, flip=False)
         decoder = ii.DeviceDecoder(samples, aug, torch.device("cpu"))
         images = decoder.decode(encoded, indices)
         boxes, _ = decoder.boxes(images)

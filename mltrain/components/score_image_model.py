@@ -30,7 +30,7 @@ def score(ctx: RankContext) -> None:
     import torch.distributed as dist  # heavy
     from torch.utils.data import DataLoader  # heavy
 
-    from mltrain.components import image_input  # heavy
+    from mltrain.components import image_augment, image_cpu, image_input  # heavy
 
     cfg = ctx.cfg
     model, spec = models.load_model_dir(cfg.job.model_dir)
@@ -44,12 +44,12 @@ def score(ctx: RankContext) -> None:
     sized = _with_size(cfg, size)
     # The trainer's CPU input path, for validation: workers decode (a JPEG at the reduced size the resize
     # allows), resize and center-crop, and batch uint8; the batch is normalised where the model runs.
-    aug = image_input.augmentation(sized, False, ops, data.trained_image_size(sized, ops))
+    aug = image_augment.augmentation(sized, False, ops, data.trained_image_size(sized, ops))
     device = torch.device("cuda", ctx.local_rank % torch.cuda.device_count()) \
         if torch.cuda.is_available() and not onnx else torch.device("cpu")
     if not onnx:
         model = model.to(device).eval()
-    loader = DataLoader(image_input.CpuImages([(str(p), 0) for p in mine], spec["class_names"], aug), batch_size=64,
+    loader = DataLoader(image_cpu.CpuImages([(str(p), 0) for p in mine], spec["class_names"], aug), batch_size=64,
                         shuffle=False, **image_input.loader_settings(int(cfg.data.num_workers), device.type == "cuda"))
     normalize = image_input.Normalizer(device)
     root = Path(str(cfg.job.image_dir)).expanduser()
