@@ -52,6 +52,13 @@ fi
 if [ "${CI:-}" = "true" ]; then
   export MLTRAIN_REQUIRE_SLURM=1 MLTRAIN_REQUIRE_MPI=1 MLTRAIN_REQUIRE_HOROVOD=1 MLTRAIN_REQUIRE_UI=1
 fi
+# A whole run, its set-up included (the venv's CUDA build of torch is most of 7 GB), took up to 18 GB of the
+# temporary folder's disk at once (2026-11-28, df every 15 s). A full disk fails tests by the hundred, each
+# with "No space left on device" (the CI of 2026-11-28, on a disk left 6.9 GB free): say so once, up front.
+free_gb=$(df -P -k "${TMPDIR:-/tmp}" 2>/dev/null | awk 'NR==2 {print int($4 / 1048576)}' || true)
+if [ -n "$free_gb" ] && [ "$free_gb" -lt 25 ]; then
+  echo "warning: ${free_gb} GB free under ${TMPDIR:-/tmp}; a whole run has needed up to 18 GB there at once" >&2
+fi
 # `pytest` (not `python -m pytest`) keeps the checkout off sys.path: tests use the installed wheel.
 # Two pytest-xdist workers (MLTRAIN_TEST_WORKERS): most tests wait on real processes, so two at once on
 # 2 cores took 18 min where one at a time took 30 (2026-11-26); every test that uses the Slurm clusters
