@@ -5,8 +5,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -15,6 +17,34 @@ from pathlib import Path
 import pytest
 
 SCRIPTS = Path(__file__).parent / "scripts"
+
+
+def _ephemeral_range() -> tuple:
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999  # Linux's default
+
+
+def free_port(span: int = 2) -> int:
+    """A port, and the `span - 1` after it, free to listen on now (`mltrain ui` takes --port and --port + 1).
+
+    Drawn below the kernel's ephemeral range: a port the OS hands out (bind to 0) can be handed out again
+    to any connection made before the server starts, and a test that runs jobs first (gloo's sockets,
+    MLflow's client) made `mltrain ui` find its port taken (CI, 2026-11-28). Below that range only an
+    explicit bind can take it."""
+    low, _ = _ephemeral_range()
+    for _ in range(200):
+        port = random.randrange(20000, max(20001, low - span))
+        try:
+            for offset in range(span):
+                with socket.socket() as probe:
+                    probe.bind(("127.0.0.1", port + offset))
+        except OSError:
+            continue
+        return port
+    raise RuntimeError("no free port below the ephemeral range")
 
 
 def mltrain_exe() -> list:

@@ -9,10 +9,10 @@ import signal
 import subprocess
 
 import pytest
-from support import mltrain_exe
+from support import free_port, mltrain_exe
 from test_azureml_sdk_v2 import check_ddp, check_pipeline, run_script, sdk_project
 from test_azureml_v2 import write
-from test_ui import free_port, started
+from test_ui import started
 from ui_support import chromium, require_ui
 
 pytest.importorskip("azure.ai.ml", reason="the azure extra: pip install 'mltrain[azure]'")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from support import free_port
 from test_azureml_v1 import control, make_workspace
 
 TRAIN = """\
@@ -171,14 +172,11 @@ print("REST", run.get_status(), step.reused, open(step._dir / "logs" / "rank_0.l
 def test_a_rest_call_chooses_saved_datasets_by_id_as_azures_notebook_posts_them(project, home):
     import os
     import signal
-    import socket
     import subprocess
     import sys
 
     ws = _workspace(project)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     server = subprocess.Popen([sys.executable, "-m", "mltrain", "ui", "--pipelines-only", "--pipelines-port", str(port)],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
                               env=dict(os.environ))

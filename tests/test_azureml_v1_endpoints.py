@@ -15,7 +15,7 @@ import subprocess
 import sys
 
 import pytest
-from support import pid_alive, until
+from support import free_port, pid_alive, until
 from test_azureml_v1 import control, make_workspace
 
 SCORE = """\
@@ -214,9 +214,7 @@ except WebserviceException as exc:
 
 
 def test_a_failing_init_is_one_line_and_leaves_nothing_listening(ws, home):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     (ws / "broken.py").write_text("def init():\n    raise ValueError('weights file is corrupt')\n"
                                   "def run(input_data):\n    return input_data\n")
     out = control(ws, SETUP + f"""\

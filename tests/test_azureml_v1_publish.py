@@ -9,12 +9,12 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from support import free_port
 from test_azureml_v1 import control, make_workspace
 
 TRAIN = """\
@@ -143,11 +143,6 @@ except Exception as exc:
     record = json.loads((home / "v1_published" / "pipelines" / pid / "published.json").read_text())
     assert record["status"] == "Active" and record["parameters"] == {"pipeline_arg": "10"}
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_a_post_to_the_endpoint_starts_the_published_pipeline_and_answers_its_run_id(ws, home):

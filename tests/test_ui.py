@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support import mltrain_exe, run_mltrain
+from support import free_port, mltrain_exe, run_mltrain
 from ui_support import chromium, require_ui
 
 pytestmark = pytest.mark.tracking
@@ -38,11 +38,6 @@ steps:
 """
 CURVE = ["job=script", "job.script=curve.py", "experiment_name=ui_demo", "run.console=none"]
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def record(run_dir: Path) -> dict:
