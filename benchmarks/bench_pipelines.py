@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import List, Tuple
 
 BIN = Path(sys.executable).parent
 STEPS = {
@@ -68,6 +69,23 @@ def run_mltrain(proj: Path, env: dict, *extra: str) -> float:
     return took
 
 
+def afterok_chain(out: Path, steps: List[Tuple[str, int, str]], env: dict) -> List[float]:
+    """The chain a user writes by hand: one batch script per (name, tasks, command) in `out`, each queued to wait
+    with `--dependency=afterok` for the one before. Returns when each was queued (time.time())."""
+    queued: List[float] = []
+    previous = None
+    for name, tasks, command in steps:
+        script = out / f"{name}.sh"
+        script.write_text(f"#!/bin/bash\n#SBATCH --nodes=1\n#SBATCH --ntasks-per-node={tasks}\n"
+                          f"#SBATCH --cpus-per-task=1\n#SBATCH --output={out}/{name}.out\n"
+                          f"srun --kill-on-bad-exit=1 {command}\n")
+        dep = [f"--dependency=afterok:{previous}", "--kill-on-invalid-dep=yes"] if previous else []
+        previous = subprocess.run(["sbatch", "--parsable", *dep, str(script)], check=True, env=env,
+                                  capture_output=True, text=True).stdout.strip().split(";")[0]
+        queued.append(time.time())
+    return queued
+
+
 def run_sbatch(work: Path, proj: Path, env: dict, i: int) -> float:
     out = work / f"sb{i}"
     for sub in ("data", "model", "scores"):
@@ -77,15 +95,7 @@ def run_sbatch(work: Path, proj: Path, env: dict, i: int) -> float:
              "train": (2, f"{py} {proj / 'train.py'} {out / 'data'} {out / 'model'}"),
              "score": (1, f"{py} {proj / 'score.py'} {out / 'model'} {out / 'scores'}")}
     t0 = time.time()
-    previous = None
-    for name, (tasks, command) in lines.items():
-        script = out / f"{name}.sh"
-        script.write_text(f"#!/bin/bash\n#SBATCH --nodes=1\n#SBATCH --ntasks-per-node={tasks}\n"
-                          f"#SBATCH --cpus-per-task=1\n#SBATCH --output={out}/{name}.out\n"
-                          f"srun --kill-on-bad-exit=1 {command}\n")
-        dep = [f"--dependency=afterok:{previous}", "--kill-on-invalid-dep=yes"] if previous else []
-        previous = subprocess.run(["sbatch", "--parsable", *dep, str(script)], check=True, env=env,
-                                  capture_output=True, text=True).stdout.strip().split(";")[0]
+    afterok_chain(out, [(name, tasks, command) for name, (tasks, command) in lines.items()], env)
     target = out / "scores" / "scores.txt"
     deadline = time.time() + 300
     while not (target.is_file() and target.read_text()):

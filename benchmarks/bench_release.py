@@ -22,6 +22,7 @@ Usage: .venv/bin/python benchmarks/bench_release.py --previous REV [--rounds 5] 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import shutil
@@ -32,7 +33,7 @@ import tempfile
 import time
 from functools import partial
 from pathlib import Path
-from typing import Callable, Dict, List
+from typing import Callable, Dict, List, Optional
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
@@ -97,7 +98,7 @@ steps:
 """
 
 
-def rows(work: Path, slurm: bool) -> Dict[str, Dict[str, Callable[[Dict[str, str]], float]]]:
+def rows(work: Path, slurm: bool) -> Dict[str, Dict[str, Optional[Callable[[Dict[str, str]], float]]]]:
     """Per row, per arm: a measurement given the arm's environment. `previous` and `current` run the same
     command line; the peer's comes last."""
     mltrain = str(BIN / "mltrain")
@@ -105,7 +106,7 @@ def rows(work: Path, slurm: bool) -> Dict[str, Dict[str, Callable[[Dict[str, str
     (work / "hello-world.yml").write_text(HELLO)
     ddp = [mltrain, "job=script", f"job.script={script}", "distribution=pytorch",
            "distribution.process_count_per_node=2", "distribution.backend=gloo"]
-    out: Dict[str, Dict[str, Callable[[Dict[str, str]], float]]] = {
+    out: Dict[str, Dict[str, Optional[Callable[[Dict[str, str]], float]]]] = {
         "2-rank gloo job": {"mltrain": lambda env: timed(ddp, work, env),
                             "torchrun": lambda env: timed([str(BIN / "torchrun"), "--nproc_per_node=2", script], work, env)},
         "--cfg job": {"mltrain": lambda env: timed([mltrain, "--cfg", "job"], work, env),
@@ -145,7 +146,9 @@ def rows(work: Path, slurm: bool) -> Dict[str, Dict[str, Callable[[Dict[str, str
                                       f"hydra.sweep.dir={work}/sweep_{next(counter)}", "hydra.launcher.timeout_min=10"],
                                      work, env)
 
-        out["10-member Hydra sweep on Slurm"] = {"mltrain": sweep("mltrain_slurm"), "submitit_slurm": sweep("submitit_slurm")}
+        # the peer comes from `pip install '.[bench]'`; without it the row still compares the two mltrains
+        peer = sweep("submitit_slurm") if importlib.util.find_spec("hydra_plugins.hydra_submitit_launcher") else None
+        out["10-member Hydra sweep on Slurm"] = {"mltrain": sweep("mltrain_slurm"), "submitit_slurm": peer}
     return out
 
 
@@ -168,21 +171,24 @@ def main() -> None:
         arms = table[row]
         (ours_name, ours), (peer_name, peer) = list(arms.items())
         runs: Dict[str, Callable[[], float]] = {"previous": partial(ours, envs["previous"]),
-                                                "current": partial(ours, envs["current"]),
-                                                peer_name: partial(peer, envs["current"])}
+                                                "current": partial(ours, envs["current"])}
+        if peer is not None:
+            runs[peer_name] = partial(peer, envs["current"])
         for run in runs.values():  # warm-up: the page cache, Slurm's accounting
             run()
         times: Dict[str, List[float]] = {name: [] for name in runs}
         names = list(runs)
         for i in range(args.rounds):
-            for name in names[i % 3:] + names[:i % 3]:
+            for name in names[i % len(names):] + names[:i % len(names)]:
                 times[name].append(runs[name]())
         med = {name: statistics.median(t) for name, t in times.items()}
-        results[row] = {"medians_s": med, "current/previous": med["current"] / med["previous"],
-                        f"current/{peer_name}": med["current"] / med[peer_name]}
+        results[row] = {"medians_s": med, "current/previous": med["current"] / med["previous"]}
+        against = f"{peer_name} not installed"
+        if peer_name in med:
+            results[row][f"current/{peer_name}"] = med["current"] / med[peer_name]
+            against = f"{peer_name} {med[peer_name]:.3f}s  (current/{peer_name} {med['current'] / med[peer_name]:.2f})"
         print(f"{row:<32} previous {med['previous']:.3f}s  current {med['current']:.3f}s  "
-              f"({med['current'] / med['previous']:.2f})  {peer_name} {med[peer_name]:.3f}s  "
-              f"(current/{peer_name} {med['current'] / med[peer_name]:.2f})", flush=True)
+              f"({med['current'] / med['previous']:.2f})  {against}", flush=True)
     print(f"{ours_name} at {args.previous} and at this tree, medians of {args.rounds} rounds, {os.cpu_count()} CPUs")
     print(json.dumps(results))
 

@@ -12,7 +12,8 @@ over it: Slurm allocates once a second, bench_pipelines.at_phase), median of N:
 
 Times come from the steps themselves: each program writes time.time() when it starts and ends, so both
 chains are read the same way. Usage: .venv/bin/python benchmarks/profile_pipeline_slurm.py [--repeats 7]
-(needs SLURM_CONF: scripts/slurm_cluster.sh)
+(needs SLURM_CONF: scripts/slurm_cluster.sh). `--previous-site DIR`: a third arm, the mltrain installed in DIR
+(`pip install --no-deps --target DIR <an earlier checkout>`, put first on PYTHONPATH), in the same rounds.
 """
 from __future__ import annotations
 
@@ -68,9 +69,11 @@ def phases(t0: float, submitted: float, marks: dict, returned: float) -> dict:
     return row
 
 
-def run_mltrain(proj: Path, env: dict, work: Path, i: int) -> dict:
-    stamp_file = work / f"ml{i}.stamps"
+def run_mltrain(proj: Path, env: dict, work: Path, i: int, site: str = "") -> dict:
+    stamp_file = work / f"ml{'prev' if site else ''}{i}.stamps"
     env = {**env, "STAMPS": str(stamp_file)}
+    if site:
+        env["PYTHONPATH"] = site
     t0 = time.time()
     proc = subprocess.Popen([str(BIN / "mltrain"), "pipeline=chain", "compute=slurm", "--force-rerun"], cwd=proj,
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -97,6 +100,7 @@ def run_sbatch(proj: Path, env: dict, work: Path, i: int) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--previous-site", default="")
     args = ap.parse_args()
     if not os.environ.get("SLURM_CONF"):
         raise SystemExit("needs a Slurm cluster: bash scripts/slurm_cluster.sh start; source its env.sh")
@@ -105,16 +109,26 @@ def main() -> None:
     proj = project(work)
     subprocess.run([str(BIN / "mltrain"), "pipeline=chain", "compute=slurm"], cwd=proj, check=True,
                    env={**env, "STAMPS": str(work / "warm.stamps")}, stdout=subprocess.DEVNULL)
-    ours, theirs = [], []
+    ours, theirs, previous = [], [], []
     arms = [(ours, run_mltrain), (theirs, run_sbatch)]
+    if args.previous_site:
+        site = str(Path(args.previous_site).resolve())
+        subprocess.run([str(BIN / "mltrain"), "pipeline=chain", "compute=slurm", "--force-rerun"], cwd=proj, check=True,
+                       env={**env, "STAMPS": str(work / "warm.stamps"), "PYTHONPATH": site}, stdout=subprocess.DEVNULL)
+        arms.append((previous, lambda *a: run_mltrain(*a, site=site)))
     for i in range(args.repeats):  # each pair at the same point of the second (bench_pipelines.at_phase says why)
-        for out, run in (arms if i % 2 == 0 else arms[::-1]):
+        for out, run in arms[i % len(arms):] + arms[:i % len(arms)]:  # the order rotated every round
             chain.at_phase((i + 0.5) / args.repeats)
             out.append(run(proj, env, work, i))
-    print(f"{'phase (median of ' + str(args.repeats) + ', seconds)':<34} {'mltrain':>8} {'sbatch':>8}")
+    print(f"{'phase (median of ' + str(args.repeats) + ', seconds)':<34} {'mltrain':>8} {'sbatch':>8}"
+          + (f" {'previous':>8}" if previous else ""))
     for key in ours[0]:
         a, b = statistics.median(r[key] for r in ours), statistics.median(r[key] for r in theirs)
-        print(f"{key:<34} {a:8.2f} {b:8.2f}")
+        c = f" {statistics.median(r[key] for r in previous):8.2f}" if previous else ""
+        print(f"{key:<34} {a:8.2f} {b:8.2f}{c}")
+    if previous:
+        first = [o["start -> 1st submit"] / p["start -> 1st submit"] for o, p in zip(ours, previous)]
+        print(f"median of pair ratios (start -> 1st submit), this / previous: {statistics.median(first):.2f}")
     ratios = [o["total"] / t["total"] for o, t in zip(ours, theirs)]
     print(f"median of pair ratios (total): {statistics.median(ratios):.2f}")
 

@@ -121,7 +121,7 @@ def submit(job: Optional[str] = None, overrides: Sequence[str] = (), cwd: Option
 @dataclass(frozen=True)
 class MultirunRequest:
     """A sweep (`sweep.*` set) or a pipeline (`pipeline=NAME`), run by its own driver process
-    (mltrain.cli.multirun) as `mltrain -m OVERRIDES` runs it (mltrain.launch.app_request). `ready` is the file
+    (mltrain.cli.multirun) as `mltrain -m OVERRIDES` runs it (mltrain.command.app_request). `ready` is the file
     whose appearance says the engine has started: the sweep's sweep.json, the pipeline run's run.json."""
 
     overrides: Tuple[str, ...]

@@ -9,3 +9,9 @@ from pathlib import Path
 
 def mltrain_home() -> Path:
     return Path(os.environ.get("MLTRAIN_HOME", "~/.mltrain")).expanduser()
+
+
+def user_cache_dir() -> Path:
+    """The user's cache folder (XDG): `$XDG_CACHE_HOME`, else `~/.cache`. What mltrain keeps there can always be
+    made again (the MLflow database template, kept compositions)."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or "~/.cache").expanduser()

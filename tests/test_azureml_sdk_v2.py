@@ -202,7 +202,10 @@ def test_distributed_pytorch_command_runs_unmodified(home, project):
 
 
 @pytest.mark.tracking  # the trials' mlflow.log_metric reach the sweep through the MLflow mirror
-def test_sweep_with_choice_uniform_and_median_stopping(home, project):
+def test_sweep_with_choice_uniform_and_median_stopping(tmp_path, monkeypatch, project):
+    home = tmp_path / "ml home (1), a=b"  # a folder Hydra's override grammar cannot hold unquoted
+    home.mkdir()
+    monkeypatch.setenv("MLTRAIN_HOME", str(home))
     sdk_project(project)
     check_sweep(home, project)
 

@@ -217,6 +217,10 @@ BAD = {
                      "pipeline.steps.a.inputs.raw: 'no/such/dir' does not exist"),
     "bad_step_config": ("  a:\n    overrides: [job=script, job.script=nosuch.py]\n",
                         "pipeline.steps.a: job.script: file 'nosuch.py' does not exist"),
+    "values_not_a_mapping": ("  a:\n    overrides: [job=command]\n    values: [job.command=true]\n",
+                             "pipeline/bad: Cannot merge DictConfig with ListConfig"),
+    "bad_value": ("  a:\n    overrides: [job=command]\n    values: {job: {command: true, nosuch: 1}}\n",
+                  "pipeline.steps.a: "),
 }
 
 
@@ -230,6 +234,34 @@ def test_invalid_pipeline_is_one_line_and_creates_nothing(home, project, case):
     lines = r.err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("mltrain: error: ") and expected in lines[0], r.err
     assert leftovers(home) == []
+
+
+VALUES = """\
+steps:
+  echo:
+    overrides: [job=script, job.script=echo_args.py]
+    values:
+      job: {arguments: ["it's, [odd] {x}", "$HOME", 0.1, "${outputs.out}/a b.txt"], params: {lr: 0.25}}
+      environment: {environment_variables: {GREETING: from-values}}
+    outputs: [out]
+"""
+
+
+def test_a_steps_values_reach_its_program_as_written_and_the_command_line_still_wins(home, project):
+    """`values:` are typed YAML, not override text: quotes, commas, brackets and a float arrive as written,
+    `${outputs.out}` is the step's folder; an override on the command line wins over a value."""
+    (project / "conf" / "pipeline").mkdir(parents=True)
+    (project / "conf" / "pipeline" / "values.yaml").write_text(VALUES)
+    (project / "echo_args.py").write_text("import json, os, sys\nprint('ARGS', json.dumps(sys.argv[1:]))\n"
+                                          "print('LR', os.environ['AML_PARAMETER_lr'], os.environ['GREETING'])\n")
+    r = run_mltrain("pipeline=values", "++environment.environment_variables.GREETING=from-cli", cwd=project)
+    assert r.rc == 0, r.out + r.err
+    step = next(d for d in (home / "runs").iterdir() if d.name.endswith(".echo"))
+    log = (step / "logs" / "rank_0.log").read_text()
+    args = json.loads(log.split("ARGS ", 1)[1].splitlines()[0])
+    # a `$VAR` is the variable's value, as Azure passes a script's arguments
+    assert args == ["it's, [odd] {x}", os.environ["HOME"], "0.1", f"{step}/outputs/out/a b.txt"], log
+    assert "LR 0.25 from-cli" in log, log
 
 
 def test_unknown_pipeline_and_sweeping_a_pipeline_are_refused(home, pipeline_project):

@@ -178,8 +178,10 @@ def check_followed_on_slurm(home: Path, project: Path, whole: dict, args: list) 
     # Completed when the driver was killed, before the driver had written that into sweep.json, is settled too.
     doc = doc_of(sweep)
     run_of = {m["index"]: m["run_id"] for m in doc["members"]}
+    # a packed member the driver had queued and no worker had taken yet is queued again (it never ran)
     looked = {run_of[int(i)] for i in re.findall(r"\[#(\d+)\] \S+(?:: followed again| while the sweep's driver was "
-                                                  r"away: settled)", resumed.out)}
+                                                  r"away: settled|: queued again \(nothing had started it\))",
+                                                  resumed.out)}
     again = {run_of[int(i)] for i in re.findall(r"\[#(\d+)\] run again \(driver lost", resumed.out)}
     assert running <= looked and looked - running <= completed and again == unsubmitted, resumed.out
     records = {x["id"]: x for x in runs(home)}
@@ -201,3 +203,45 @@ def test_packed_members_still_running_on_slurm_are_followed_again(home, project,
     records = check_followed_on_slurm(home, project, whole,
                                       args + ["compute=slurm", "compute.poll_s=0.3", "compute.pack=2"])
     assert all("pack" in r["slurm"] for r in records.values())  # every member ran packed
+
+
+def squeue_ids(name: str) -> set:
+    out = subprocess.run(["squeue", "-h", "-o", "%i", "-n", name], capture_output=True, text=True, check=True).stdout
+    return set(out.split())
+
+
+def test_a_packed_member_whose_worker_never_came_is_queued_again(home, project, whole):
+    """The driver died with its members queued for a packed worker that never started (held by Slurm here,
+    then canceled): no worker will take them, so the resume takes them out of the queue, submits a worker of
+    its own and runs each of them once. Before, the resume followed them and waited forever."""
+    require_cluster()
+    name = f"held{os.getpid()}"
+    args = [a.replace(f"max_total_runs={TOTAL}", "max_total_runs=2") for a in sweep_args(0.0)] + [
+        "compute=slurm", "compute.poll_s=0.3", "compute.pack=1", "+compute.additional_parameters.hold=true",
+        f"experiment_name={name}"]
+    driver = subprocess.Popen(mltrain_exe() + args, cwd=project, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              env={**os.environ, "MLTRAIN_HOME": str(home)})
+    try:
+        until(lambda: len(runs(home)) == 2 and all(r["status"] == "Queued" for r in runs(home)), 60, "2 members queued")
+        first = until(lambda: squeue_ids(f"{name}-pack"), 30, "the held worker")
+    finally:
+        driver.kill()
+        driver.wait(timeout=30)
+    subprocess.run(["scancel", *first], check=True)  # the worker the dead driver submitted never comes
+    sweep = the_sweep(home)
+    resume = subprocess.Popen(mltrain_exe() + ["runs", "resume", sweep.name], cwd=project, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env={**os.environ, "MLTRAIN_HOME": str(home)})
+    try:
+        again = until(lambda: squeue_ids(f"{name}-pack") - first, 60, "a worker submitted by the resume")
+        subprocess.run(["scontrol", "release", *again], check=True)
+        out, err = resume.communicate(timeout=120)
+    finally:
+        resume.kill()
+        subprocess.run(["scancel", "-n", f"{name}-pack"], check=False)
+    assert resume.returncode == 0, out + err
+    assert sorted(re.findall(r"\[#(\d+)\] Queued: queued again \(nothing had started it\)", out)) == ["0", "1"], out
+    doc = doc_of(sweep)
+    assert doc["status"] == "Completed" and [m["params"] for m in doc["members"]] == \
+        [m["params"] for m in whole["members"][:2]], out
+    records = runs(home)
+    assert [r["status"] for r in records] == ["Completed"] * 2 and not any(r.get("attempts") for r in records), records

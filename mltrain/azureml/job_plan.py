@@ -5,6 +5,7 @@ data first, so a set field is checked like a written one.
 """
 from __future__ import annotations
 
+import copy
 import os
 import re
 from typing import Any, Dict, List, Optional, Sequence
@@ -17,10 +18,11 @@ from mltrain.azureml.job_request import EMPTY_CODE, GROUP, Plan, Request, file_n
 from mltrain.azureml.references import config_dirs, fetched_when
 from mltrain.azureml.yaml_lines import JobFile, JobFileError, load
 from mltrain.backends.computes import DEFAULT_COMPUTE
+from mltrain.launch.request import merge_values
 
 
 def read(request: Request) -> JobFile:
-    jf = load(request.file)
+    jf = load(request.file) if request.data is None else JobFile(request.file, copy.deepcopy(request.data))
     if not isinstance(jf.data, dict):
         raise jf.error((), "a job file is a mapping of fields")
     for item in request.sets:
@@ -98,7 +100,7 @@ def plan(request: Request) -> Plan:
     job_values = command_job.config_values(job, command, EMPTY_CODE)
     if kind == "sweep":
         job_values["job"]["params"] = sweep_job.first_values(sweep)
-    values.update(_merge(values, job_values))
+    values.update(merge_values(values, job_values))
     notes += job.notes
     if job.compute is None and jf.data.get("compute") and not ctx.on_cluster:
         notes.append(f"compute {jf.data['compute']} is not mapped in .mltrain/compute/: runs on this machine")
@@ -113,7 +115,7 @@ def _parallel(jf: JobFile, request: Request, ctx: command_job.Context, values: D
               notes: List[str]) -> Plan:
     par = parallel_job.parse(jf, (), jf.data, ctx, {})
     job_values, more = parallel_job.config_values(par, _standalone_output, _input_path, ctx.job_name, EMPTY_CODE)
-    values.update(_merge(values, job_values))
+    values.update(merge_values(values, job_values))
     notes += par.command.notes + more
     job = job_values["job"]
     lines = [f"parallel job {ctx.job_name}: {job['entry_script']} over {job['input_data']} "
@@ -122,16 +124,6 @@ def _parallel(jf: JobFile, request: Request, ctx: command_job.Context, values: D
     overrides = parallel_job.groups(par) + [f"+{GROUP}={file_name(ctx.job_name)}"]
     return Plan("parallel", overrides, {f"{GROUP}/{file_name(ctx.job_name)}.yaml": values}, notes, lines,
                 [str(d) for d in config_dirs(jf)])
-
-
-def _merge(base: Dict[str, Any], extra: Dict[str, Any]) -> Dict[str, Any]:
-    out = dict(base)
-    for key, value in extra.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _merge(out[key], value)
-        else:
-            out[key] = value
-    return out
 
 
 def _default_experiment() -> str:

@@ -26,6 +26,9 @@ class Request:
     experiment_name: Optional[str] = None
     overrides: Sequence[str] = ()                           # mltrain overrides after the file
     dry_run: bool = False
+    #: the file's fields already in memory (azure-ai-ml's entity, dumped): planned from here, not read back from
+    #: `file`, which names the job and whose folder relative paths start from
+    data: Optional[Dict[str, Any]] = None
 
 
 @dataclass

@@ -177,18 +177,18 @@ def _run_sweep(argv: List[str], cwd: str, env: Dict[str, str]) -> int:
 def _v1_sweep(request: Dict[str, Any], inputs: Dict[str, str], run_dir: Path, sweep_dir: Path) -> List[str]:
     """The command that runs a v1 HyperDriveConfig's sweep: its overrides (the step's inputs filled in, the
     trials in the pipeline's experiment and runs folder) handed to the Python API's driver as a typed request."""
-    from mltrain.launch.request import override  # startup
+    from mltrain.launch import multirun_files  # startup
+    from mltrain.launch.request import REQUEST_CHOICE, merge_values, values_node  # startup
     from mltrain.runs.record import RunRecord  # startup
 
     experiment = RunRecord.load(run_dir).doc.experiment
-    overrides = [*request["overrides"], *(override(f"++inputs.{k}", v) for k, v in inputs.items()),
-                 override("experiment_name", experiment), override("run.root", str(run_dir.parent)),
-                 override("hydra.sweep.dir", str(sweep_dir))]
-    from mltrain.launch import multirun_files  # startup
-
+    values = merge_values(request.get("values") or {}, {
+        "inputs": dict(inputs), "experiment_name": experiment, "run": {"root": str(run_dir.parent)},
+        "hydra": {"sweep": {"dir": str(sweep_dir)}}})
     folder = run_dir / "hyperdrive"
     folder.mkdir(exist_ok=True)
-    return multirun_files.driver_argv(multirun_files.write_request(folder, overrides, request.get("config_dirs") or ()))
+    return multirun_files.driver_argv(multirun_files.write_request(
+        folder, [*request["overrides"], REQUEST_CHOICE], request.get("config_dirs") or (), (values_node(values),)))
 
 
 def _trial_metrics(doc: Any) -> Dict[str, Any]:
@@ -223,6 +223,7 @@ def _best_file(best_dir: Path, model_file: Optional[str], target: Path) -> bool:
 def main(argv: Optional[List[str]] = None) -> int:
     import argparse  # startup
 
+    from mltrain.launch.request import quote  # startup
     from mltrain.sweeps import results  # heavy
 
     parser = argparse.ArgumentParser(prog="mltrain.azureml.sweep_step")
@@ -250,7 +251,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         file = run_dir / "sweep_job.yml"
         file.write_text(json.dumps(job, indent=2) + "\n")  # JSON is YAML
         argv_sweep = [sys.executable, "-m", "mltrain", "job", "create", "--file", str(file), "--name",
-                      f"{run_id}-sweep", *payload["overrides"], f"hydra.sweep.dir={sweep_dir}"]
+                      f"{run_id}-sweep", *payload["overrides"], f"hydra.sweep.dir={quote(str(sweep_dir))}"]
     earlier = _earlier_sweep(sweep_dir, run_dir.parent)
     if earlier == COMPLETED:
         argv_sweep = []

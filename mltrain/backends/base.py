@@ -111,6 +111,12 @@ class Backend(ABC):
     def cancel(self, record: RunRecord) -> None:
         """Stop every rank of a run that has not ended; it ends Canceled."""
 
+    def take_back(self, record: RunRecord) -> bool:
+        """A run this backend holds queued and nothing has started, whose driver is gone: taken out of the
+        backend's hands (True) for a resuming driver to submit it again; False when it may be under way or
+        will start on its own (then it is followed)."""
+        return False
+
     def locate(self, record: RunRecord) -> Optional[str]:
         """Where the run is in the scheduler's own terms ("Slurm job 12"), for `runs show`; None when
         the run is only processes of this machine."""

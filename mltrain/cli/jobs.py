@@ -3,10 +3,10 @@
     mltrain job create --file job.yml [--set FIELD=VALUE ...] [--name N] [--experiment-name E]
                        [--stream | --detach] [--dry-run] [mltrain overrides ...]
 
-The file is read and checked whole (mltrain.azureml) before anything exists. A command job is then one
-typed job request composed and run in this process (mltrain.launch.request); a sweep or a pipeline is what
-`mltrain -m` runs, from typed parts in this process (mltrain.launch.app_request). Every override
-(`compute=slurm`, `run.root=...`) and flag behaves as it does for `mltrain ...`.
+The file is read and checked whole (mltrain.azureml) before anything exists. A command job, a sweep or a
+pipeline is then what `mltrain [-m]` runs, from typed parts in this process (mltrain.command.app_request): the
+file's values are in-memory config options, no generated file. Every override (`compute=slurm`,
+`run.root=...`) and flag behaves as it does for `mltrain ...`.
 """
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ import sys
 from typing import List, Optional
 
 from mltrain.azureml import job_plan
-from mltrain.azureml.job_request import GROUP, Plan, Request, config_nodes_of, empty_code, with_empty_code
+from mltrain.azureml.job_request import Request, config_nodes_of, empty_code
 from mltrain.cli.main import _open_mapping
+from mltrain.command.app_request import AppRequest, run_app
 from mltrain.config.sections import open_sections
-from mltrain.errors import MltrainError, RunCanceled, RunFailed
-from mltrain.launch.app_request import AppRequest, run_app
+from mltrain.errors import MltrainError
 from mltrain.runs.console import Console
 
 USAGE = ("usage: mltrain job create --file FILE [--set FIELD=VALUE ...] [--name NAME] [--experiment-name NAME] "
@@ -91,58 +91,18 @@ def _launch(plan, request, flags: List[str]) -> Optional[int]:
     user = list(request.overrides)
     mine = [o for o in plan.overrides if _key(o) not in {_key(u) for u in user}]
     extra = [f for f in flags if f in ("--detach", "--dry-run")]
-    if plan.kind in ("command", "parallel") and not _sweeps(user):  # one run each
-        return _run_command_job(plan, mine + user, extra, console)
-    # A sweep or a pipeline (or a command job swept from the command line, `compute=local,slurm`): what
-    # `mltrain -m` runs, from typed parts in this process; the file's generated config groups are config nodes
-    # held in memory (a sweep writes them into its own folder for `runs resume SWEEP`).
+    # One run, a sweep or a pipeline (or a command job swept from the command line, `compute=local,slurm`): what
+    # `mltrain [-m]` runs, from typed parts in this process; the file's generated config groups are config
+    # nodes held in memory (a sweep writes them into its own folder for `runs resume SWEEP`).
     chosen = open_sections([_open_mapping(o) for o in mine + user])
     chosen += [override for flag, override in (("--dry-run", "dry_run=true"), ("--detach", "run.detach=true"))
                if flag in extra]
     with empty_code(request.dry_run) as empty:
         nodes = config_nodes_of(plan.files, str(empty))
-        # isolate=False: this command runs no other Hydra app (as for a command job below)
-        run_app(AppRequest(overrides=tuple(chosen), config_dirs=tuple(plan.config_dirs), nodes=nodes), isolate=False)
-    return 0
-
-
-def _run_command_job(plan: Plan, overrides: List[str], flags: List[str], console: Console) -> int:
-    """A command job as one typed request in this process: the job file's values are the request's
-    in-memory config (no generated file), its groups and the user's overrides its overrides."""
-    from mltrain import backends  # startup
-    from mltrain.launch.dryrun import dry_run_text  # startup
-    from mltrain.launch.orchestrate import run_all  # startup
-    from mltrain.launch.request import JobRequest, freeze_request  # startup
-    from mltrain.spec.status import CANCELED, COMPLETED, QUEUED  # startup
-
-    (values,) = plan.files.values()
-    generated = f"+{GROUP}="
-    chosen = [_open_mapping(o) for o in overrides if not o.startswith(generated)]
-    if "--detach" in flags:
-        chosen.append("run.detach=true")
-    with empty_code("--dry-run" in flags) as empty:
-        values = with_empty_code(values, str(empty))
         # isolate=False: this command runs no other Hydra app, so Hydra's global state needs no putting back
         # (restoring it finds every installed plugin again: 0.1 s)
-        job = freeze_request(JobRequest(overrides=tuple(chosen), config_dirs=tuple(plan.config_dirs), config=values),
-                             isolate=False)
-    if "--dry-run" in flags:
-        console.write_line(dry_run_text(job))
-        return 0
-    backends.get(job.backend).preflight([job])
-    result = run_all([job])[0]
-    if result.status in (COMPLETED, QUEUED):
-        return 0
-    # the run's end and its error are printed already, as `mltrain job=command` prints them
-    return (RunCanceled if result.status == CANCELED else RunFailed).exit_code
-
-
-def _sweeps(overrides: List[str]) -> bool:
-    from mltrain.launch.request import sweeps_in  # startup
-
-    return bool(sweeps_in(overrides))
-
-
+        run_app(AppRequest(overrides=tuple(chosen), config_dirs=tuple(plan.config_dirs), nodes=nodes), isolate=False)
+    return 0
 
 
 def _key(override: str) -> str:

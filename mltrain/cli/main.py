@@ -1,7 +1,8 @@
 """The `mltrain` command.
 
-`mltrain [overrides]` and `mltrain -m [overrides]` are one Hydra app whose primary config sets
-hydra.mode=MULTIRUN, so both go through the mltrain launcher plugin. `mltrain runs ...` are
+`mltrain [overrides]` and `mltrain -m [overrides]` are one command: composed once with Hydra's compose API and
+run by mltrain's engines, a sweep wherever an override sweeps (mltrain.command.app_request). Hydra's own app
+runs only what it alone reads (its other flags, another launcher or sweeper). `mltrain runs ...` are
 management commands and never start Hydra. Nothing here imports torch.
 """
 from __future__ import annotations
@@ -10,7 +11,7 @@ import importlib
 import os
 import signal
 import sys
-from typing import Callable, List, Optional
+from typing import Callable, List, Optional, Tuple
 
 from mltrain.config.paths import builtin_conf_dir, builtin_search_url, list_options, user_conf_dirs
 from mltrain.errors import MltrainError, RunCanceled, RunFailed
@@ -60,12 +61,12 @@ def _help_text() -> str:
 
 
 def _hydra_app() -> None:
+    """Hydra's own app, for what only it runs: its flags (`--info`, `--hydra-help`, `-cd`, ...), another Hydra
+    launcher or sweeper, logging or callbacks. Its sweeper plugin hands the `mltrain` config back to mltrain's
+    engines (launchers/hydra_plugins/mltrain_launcher/sweeper.py)."""
     import hydra  # startup
 
     from mltrain.config import schema_store  # noqa: F401  (registers the typed schemas)  # startup
-    from mltrain.config.hydra_internals import skip_mode_discovery  # startup
-
-    skip_mode_discovery()  # about 0.15 s of every command (hydra#3440)
 
     @hydra.main(config_path=builtin_search_url(), config_name="mltrain", version_base="1.3")
     def _task(cfg) -> None:  # pragma: no cover - the launcher plugin runs jobs, not this function
@@ -79,8 +80,12 @@ def _rewrite_argv(argv: List[str]) -> List[str]:
     run, so one left before `-m` would make it refuse those after."""
     from mltrain.config.sections import open_sections  # startup
 
-    flags = {"--dry-run": "dry_run=true", "--detach": "run.detach=true", "--force-rerun": "pipeline.force_rerun=true"}
+    flags = FLAG_OVERRIDES
     return open_sections([_open_mapping(a) for a in argv if a not in flags]) + [flags[a] for a in argv if a in flags]
+
+
+#: mltrain's own flags, each an override (mltrain._rewrite_argv)
+FLAG_OVERRIDES = {"--dry-run": "dry_run=true", "--detach": "run.detach=true", "--force-rerun": "pipeline.force_rerun=true"}
 
 
 #: Mappings whose keys are the user's (passed on to another tool): a key Hydra has not seen is not a typo.
@@ -127,16 +132,67 @@ def _exit_as_runs_ended(command: Callable[[], None]) -> None:
 
 
 def launch_argv(argv: List[str]) -> None:
-    """`mltrain [-m] overrides...` in this process: Hydra's app with mltrain's primary config. Every
-    mistake is raised as one MltrainError carrying the one line to print (RunFailed/RunCanceled when runs
-    ended so; the launcher has printed their summary)."""
+    """`mltrain [-m] overrides...` in this process: the command composed with Hydra's compose API and run by
+    mltrain's engines (mltrain.command.app_request). Every mistake is raised as one MltrainError carrying the one
+    line to print (RunFailed/RunCanceled when runs ended so; their summary is printed)."""
     for arg in argv:
         if arg.startswith("="):  # Hydra's parser takes it and then fails deep inside with a traceback
             raise MltrainError(f"cannot parse override '{arg}': the key before '=' is missing")
+    from mltrain.command.app_request import AppRequest, HydraAppNeeded, run_app, show_config  # startup
+
+    command = _command_line(argv)
+    if command is not None:
+        overrides, show = command
+        request = AppRequest(overrides=tuple(_rewrite_argv(overrides)))
+        try:
+            if show is None:
+                run_app(request, isolate=False)  # the command runs nothing else
+            else:
+                sys.stdout.write(show_config(request, *show, isolate=False))
+            return
+        except HydraAppNeeded:
+            pass
+    _run_hydra_app(argv)
+
+
+#: Hydra's flags that `mltrain` takes itself; any other is Hydra's app's to read (mltrain._hydra_app)
+_SHOW_FLAGS = {"--cfg": "part", "-c": "part", "--package": "package", "-p": "package"}
+
+
+def _command_line(argv: List[str]) -> Optional[Tuple[List[str], Optional[Tuple[str, Optional[str], bool]]]]:
+    """The overrides and what `--cfg` asks to show ((part, package, resolve), or None to run), or None where
+    Hydra's own app must read the command line."""
+    overrides: List[str] = []
+    shown: dict = {"part": None, "package": None, "resolve": False}
+    args = iter(argv)
+    for arg in args:
+        name, eq, value = arg.partition("=")
+        if arg in ("-m", "--multirun"):  # every mltrain command sweeps what its overrides sweep
+            continue
+        if arg == "--resolve":
+            shown["resolve"] = True
+        elif name in _SHOW_FLAGS:
+            shown[_SHOW_FLAGS[name]] = value if eq else next(args, None)
+        elif arg.startswith("-") and arg not in FLAG_OVERRIDES:
+            return None
+        elif arg.startswith("hydra/") and not arg.startswith(("hydra/launcher=", "hydra/sweeper=")):
+            return None  # Hydra's logging and callbacks are set up by its app
+        else:
+            overrides.append(arg)
+    if shown["part"] is None:
+        if shown["package"] is not None or shown["resolve"]:
+            return None
+        return overrides, None
+    if shown["part"] not in ("job", "hydra", "all"):
+        return None
+    return overrides, (shown["part"], shown["package"], shown["resolve"])
+
+
+def _run_hydra_app(argv: List[str]) -> None:
     sys.argv = [sys.argv[0] if sys.argv else "mltrain"] + _rewrite_argv(argv)
     # Let Hydra's exceptions reach us: Hydra would print several lines and a hint; we print one.
     os.environ["HYDRA_FULL_ERROR"] = "1"
-    from mltrain.launch.app_request import one_line_errors  # startup
+    from mltrain.command.app_request import one_line_errors  # startup
 
     with one_line_errors():
         _hydra_app()

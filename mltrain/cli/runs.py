@@ -193,7 +193,7 @@ def _resume(args) -> int:
 
     sweep = sweep_resume.locate(args.run, _root(args))
     if sweep is not None:  # a HyperDrive sweep goes on as `mltrain -m` with its own overrides
-        from mltrain.launch.app_request import AppRequest, run_app  # startup
+        from mltrain.command.app_request import AppRequest, run_app  # startup
 
         again = sweep_resume.prepare(sweep, _root(args), args.detach)
         if os.path.realpath(os.getcwd()) != os.path.realpath(again.cwd):

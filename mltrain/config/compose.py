@@ -19,18 +19,19 @@ def is_mltrain_config(cfg: Any) -> bool:
     return all(k in cfg for k in ("job", "compute", "distribution", "run"))
 
 
-def compose_members(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int,
+def compose_members(config: Any, loader: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int,
                     bases: Optional[dict] = None) -> List[DictConfig]:
     """One composed config per member. Members that choose the same group options share one
     composition of the defaults tree and differ only in their value overrides, applied as Hydra
     applies them; a 100-member sweep costs two compositions, not a hundred. This holds for a plain
     Hydra app on the launcher as for mltrain's own (Hydra's launcher conformance suites check it).
+    `config` is the command's own composed config (the sweep's fixed overrides), `loader` Hydra's config loader
+    that composed it (hydra.core.config_loader.ConfigLoader: `load_sweep_config`, `get_group_options`).
     `bases` carries those compositions across calls (a pipeline's steps, a HyperDrive sweep's members)."""
-    loader = launcher.hydra_context.config_loader
     bases = {} if bases is None else bases
     configs = []
     for i, overrides in enumerate(job_overrides):
-        cfg = _compose_fast(launcher, loader, open_sections(overrides), bases)
+        cfg = _compose_fast(config, loader, open_sections(overrides), bases)
         _check_optional_groups(cfg, loader, bases)
         with open_dict(cfg):
             cfg.hydra.job.id = f"{cfg.hydra.job.name}_{initial_job_idx + i}"
@@ -69,21 +70,21 @@ def _check_optional_groups(cfg: DictConfig, loader: Any, bases: dict) -> None:
             raise ConfigError(group, f"'{chosen}' is not a known {group}{hint}", options or None)
 
 
-def _compose_fast(launcher: Any, loader: Any, overrides: List[str], bases: dict) -> DictConfig:
+def _compose_fast(config: Any, loader: Any, overrides: List[str], bases: dict) -> DictConfig:
     parsed = _parse(overrides, bases)
-    cfg = _from_master(launcher, loader, parsed, bases)
+    cfg = _from_master(config, loader, parsed, bases)
     bases["last_from_master"] = cfg is not None  # mltrain.launch.deferred asks, of a sweep's first member
     if cfg is None:
         choices = bases.get("choices")
         if choices is None:  # no config composed for the sweeper: the first member tells which keys are groups
-            cfg = loader.load_sweep_config(launcher.config, overrides)
+            cfg = loader.load_sweep_config(config, overrides)
             bases["choices"] = set(cfg.hydra.runtime.choices.keys())
             return cfg
         groups = [o.input_line for o in parsed if _is_group(o.key_or_group, choices, loader, bases)]
         values = [o for o in parsed if o.input_line not in groups]
         key = tuple(groups)
         if key not in bases:
-            bases[key] = _Frozen(loader.load_sweep_config(launcher.config, groups))
+            bases[key] = _Frozen(loader.load_sweep_config(config, groups))
         cfg = bases[key].copy()
         apply_value_overrides(values, cfg)  # Hydra's own last step (mltrain.config.hydra_internals)
     _name_overrides(cfg, overrides, parsed)
@@ -132,13 +133,12 @@ def _meaning(override: Any) -> tuple:
     return override.type, override.key_or_group, override.package, override.value()
 
 
-def _from_master(launcher: Any, loader: Any, parsed: list, bases: dict) -> Optional[DictConfig]:
+def _from_master(master: Any, loader: Any, parsed: list, bases: dict) -> Optional[DictConfig]:
     """The config Hydra composed for the sweeper holds the command line's fixed overrides (a sweep's
     ranges are left out). A member that is those plus values for other keys (a lone run; any member
     of a sweep over values) is a copy of it with those values applied: no composition at all."""
     if "master" not in bases:
         bases["master"] = None
-        master = getattr(launcher, "config", None)
         if master is not None and "hydra" in master:
             task = OmegaConf.to_container(master.hydra.overrides.task, resolve=False)  # as typed: `${hydra:..}` too
             fixed = [o for o in _parse(list(task), bases) if not o.is_sweep_override()]

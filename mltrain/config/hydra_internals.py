@@ -11,15 +11,9 @@ hydra-core 1.3.8.
   the config composed once, with their values applied by Hydra's own step, so `+key`, `++key` and `~key`
   behave exactly as in Hydra without composing each member again (hydra#1543: composing many configs).
 - `overrides_dirname`: `hydra.job.override_dirname` of such a member, computed as Hydra computes it.
-- `skip_mode_discovery`: Hydra composes the whole config once only to read `hydra.mode`, then again to
-  run it (hydra#3440). mltrain's primary config fixes hydra.mode=MULTIRUN, so the first composition
-  answers a known question; the `mltrain` process runs no other Hydra app.
 - `restore_singletons`: `Singleton.set_state` finds every installed plugin again each time it puts Hydra's
   state back (about 0.1 s): composing a job request in-process saves and restores that state twice, and
   a packed worker's fork restores it per member. The plugins this process found already are kept.
-- `main_hydra`: Hydra's app object is made only by `@hydra.main`, which reads the process's argv and exits
-  on errors; a front end that runs `mltrain -m` from typed parts (a v2 sweep or pipeline file) makes the same
-  object with the same search path, and calls its `multirun` (Hydra has no public entry point for a multirun without argv).
 - `failed_job_error`: the exception a failed job's `JobReturn` holds (`_return_value`). Its public getter,
   `return_value`, raises it and first writes "Error executing job with overrides: ..." to stderr; a plain Hydra
   app's rank prints the traceback alone, as before (mltrain.ranks.hydra_app_rank). Setting it is public.
@@ -33,19 +27,15 @@ from __future__ import annotations
 import importlib
 from typing import Any, List
 
-from hydra import version
 from hydra._internal.config_loader_impl import ConfigLoaderImpl, get_overrides_dirname
-from hydra._internal.hydra import Hydra
 from hydra._internal.sources_registry import SourcesRegistry
-from hydra._internal.utils import create_automatic_config_search_path
 from hydra.core.override_parser.types import Override
 from hydra.core.plugins import Plugins
 from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn
-from hydra.types import RunMode
 
-__all__ = ["apply_value_overrides", "failed_job_error", "main_hydra", "overrides_dirname", "restore_singletons", "saved_singletons",
-           "skip_mode_discovery", "value_as_override_text"]
+__all__ = ["apply_value_overrides", "failed_job_error", "overrides_dirname", "restore_singletons", "saved_singletons",
+           "value_as_override_text"]
 
 CHECKED_AGAINST = {"hydra-core": "1.3.8"}
 
@@ -68,14 +58,6 @@ def overrides_dirname(overrides: List[Any], kv_sep: str, item_sep: str, exclude_
     return str(get_overrides_dirname(overrides=overrides, kv_sep=kv_sep, item_sep=item_sep, exclude_keys=exclude_keys))
 
 
-def skip_mode_discovery() -> None:
-    """Every mltrain command is a multirun (its sweeper and launcher run it): say so instead of composing."""
-    def get_mode(self: Any, config_name: Any, overrides: Any) -> RunMode:
-        return RunMode.MULTIRUN
-
-    Hydra.get_mode = get_mode  # type: ignore[method-assign]
-
-
 def saved_singletons() -> Any:
     """Hydra's `Singleton.get_state()`, noting whether this process had found its plugins by then."""
     return {"state": Singleton.get_state(), "scanned": Plugins in Singleton._instances}
@@ -91,14 +73,6 @@ def restore_singletons(saved: Any) -> None:
     if saved["scanned"] and Plugins in found:
         state = {**state, "instances": {**state["instances"], **found}}
     Singleton.set_state(state)
-
-
-def main_hydra(task_name: str, config_url: str, version_base: str) -> Hydra:
-    """The Hydra object `@hydra.main(config_path=config_url, version_base=version_base)` makes, made global as
-    it makes it: its `multirun(config_name, task_function, overrides)` is what `app -m OVERRIDES` runs."""
-    version.setbase(version_base)  # as hydra.main sets it: without it Hydra composes by 1.1's rules
-    search_path = create_automatic_config_search_path(None, None, config_url)
-    return Hydra.create_main_hydra2(task_name=task_name, config_search_path=search_path)
 
 
 def failed_job_error(ret: JobReturn) -> BaseException:

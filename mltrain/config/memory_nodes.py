@@ -36,15 +36,22 @@ class ConfigNode:
 _NODES: contextvars.ContextVar[Tuple[ConfigNode, ...]] = contextvars.ContextVar("mltrain_config_nodes", default=())
 
 
+def store_node(node: ConfigNode) -> None:
+    """One more option in Hydra's ConfigStore for the compositions of the session under way (a pipeline step's
+    values: mltrain.pipelines); gone with the session's state."""
+    from hydra.core.config_store import ConfigStore  # startup
+
+    ConfigStore.instance().store(group=node.group, name=node.name, node=node.values, package=node.package,
+                                 provider="mltrain")
+
+
 @contextlib.contextmanager
 def config_nodes(nodes: Sequence[ConfigNode]) -> Iterator[None]:
     """The nodes in Hydra's ConfigStore while this block composes (in this thread, as extra_config_dirs); the
     caller puts Hydra's state back where another Hydra app shares the process (restore_singletons)."""
-    from hydra.core.config_store import ConfigStore  # startup
 
-    store = ConfigStore.instance()
     for node in nodes:
-        store.store(group=node.group, name=node.name, node=node.values, package=node.package, provider="mltrain")
+        store_node(node)
     token = _NODES.set(tuple(nodes))
     try:
         yield

@@ -75,6 +75,14 @@ class _ComputeGroup(dict):  # type: ignore[type-arg]  # Hydra's repository folde
         return True
 
 
+def loaded_external_schemas() -> bool:
+    """Whether a compute schema of an installed package was looked up (mltrain.config.compose_cache keeps no
+    composition that depends on another package's code)."""
+    group = ConfigStore.instance().repo.get("compute")
+    return isinstance(group, _ComputeGroup) and any(
+        key.endswith("_schema.yaml") and key[: -len("_schema.yaml")] not in computes.COMPUTES for key in group)
+
+
 def register() -> None:
     ConfigStore.instance().repo.setdefault("compute", _ComputeGroup())
     _store("mltrain_schema", MltrainConf)

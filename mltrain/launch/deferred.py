@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Set
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.core.utils import JobReturn, JobStatus, setup_globals
+from hydra.core.utils import setup_globals
 from omegaconf import DictConfig
 
 from mltrain.backends.slurm import pack_driver
@@ -158,9 +158,9 @@ class MemberMaker:
 
 
 def launch(cfg: DictConfig, job: FrozenJob, job_overrides: Sequence[Sequence[str]], initial_job_idx: int,
-           bases: Dict[Any, Any], shapes: Dict[str, Any], runs_root: str) -> List[JobReturn]:
+           bases: Dict[Any, Any], shapes: Dict[str, Any], runs_root: str) -> List[Dict[str, Any]]:
     """Make and queue the first member, then queue the others as specs for their workers; returns at once
-    (the sweep is detached), with one Queued JobReturn per member."""
+    (the sweep is detached), with one summary row per member ({index, run_id, status, run_dir, overrides})."""
     console = Console(prefix=f"[#{job.sweep_index}] ")
     record = create_run(job, console)
     status = execute([job], [record], [console])[0].status
@@ -185,14 +185,7 @@ def launch(cfg: DictConfig, job: FrozenJob, job_overrides: Sequence[Sequence[str
               "overrides": list(job_overrides[i])} for i in range(1, len(job_overrides))]
     write_sweep_summary(job.sweep_dir, rows)
     print_summary(rows, Console())
-    returns = []
-    for row in rows:
-        ret = JobReturn(overrides=row["overrides"], cfg=None, hydra_cfg=cfg, working_dir=row["run_dir"],
-                        task_name=str(cfg.hydra.job.name))
-        ret.status = JobStatus.COMPLETED
-        ret.return_value = {"run_id": row["run_id"], "run_dir": row["run_dir"], "status": row["status"]}
-        returns.append(ret)
-    return returns
+    return rows
 
 
 def _run_ids(cfg: DictConfig, job: FrozenJob, count: int) -> List[str]:

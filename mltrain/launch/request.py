@@ -7,7 +7,7 @@ A request says what to compose (the job kind, config-group choices and values as
 extra config folders searched before the current folder's `.mltrain/` and mltrain's presets, values
 held in memory as one more config), the run's name and experiment, and who asked (`origin`, recorded in run.json). Composition goes through
 Hydra's public compose API (`initialize_config_module` + `compose`), in this process: no argv, no
-temporary environment variables, no change of directory. The result is frozen by the same
+temporary environment variables, no change of directory (mltrain.config.hydra_session). The result is frozen by the same
 `launch.freeze` the launcher plugin uses, so a request and the equivalent `mltrain` command make the
 same job.json (tests/test_job_api.py holds that).
 """
@@ -18,14 +18,15 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from mltrain.config.hydra_internals import restore_singletons, saved_singletons
-from mltrain.config.memory_nodes import ConfigNode, config_nodes
-from mltrain.config.paths import builtin_search_url, extra_config_dirs
-from mltrain.config.sections import open_sections
+from mltrain.config.hydra_session import hydra_session
+from mltrain.config.memory_nodes import ConfigNode
 from mltrain.errors import ConfigError, MltrainError, one_line
 from mltrain.spec.job import FrozenJob
 
 #: Where a request's in-memory config node is held in Hydra's ConfigStore while it composes (compose()).
 REQUEST_GROUP, REQUEST_NODE = "mltrain_request", "node"
+#: The override that composes a request's values, after every group (values_node).
+REQUEST_CHOICE = f"+{REQUEST_GROUP}={REQUEST_NODE}"
 
 
 @dataclass(frozen=True)
@@ -44,11 +45,16 @@ class JobRequest:
     #: fields, read by its front end): an in-memory config node, no file written
     config: Optional[Dict[str, Any]] = None
 
+    def choices(self) -> Tuple[str, ...]:
+        """The job kind and the overrides, without the request's values and names: for a caller that hands the
+        values over itself (a pipeline step's `values:`, a sweep driver's config node)."""
+        return (*([f"job={self.job}"] if self.job else []), *self.overrides)
+
     def all_overrides(self) -> Tuple[str, ...]:
         """The request as Hydra overrides, the request's own fields last (they win)."""
         mine = [f"job={self.job}"] if self.job else []
         if self.config is not None:
-            mine.append(f"+{REQUEST_GROUP}={REQUEST_NODE}")
+            mine.append(REQUEST_CHOICE)
         tail = []
         if self.experiment_name:
             tail.append(f"experiment_name={quote(self.experiment_name)}")
@@ -57,76 +63,52 @@ class JobRequest:
         return tuple(mine + list(self.overrides) + tail)
 
 
+def values_node(values: Dict[str, Any]) -> ConfigNode:
+    """A request's values as an in-memory `_global_` option (composed by REQUEST_CHOICE), so typed values reach
+    the composition as they are: no override text to write and parse back."""
+    return ConfigNode(REQUEST_GROUP, REQUEST_NODE, values, "_global_")
+
+
+def merge_values(*parts: Dict[str, Any]) -> Dict[str, Any]:
+    """Nested values, later parts winning: mappings merged key by key, anything else (a list too) replaced."""
+    out: Dict[str, Any] = {}
+    for part in parts:
+        for key, value in part.items():
+            if isinstance(value, dict) and isinstance(out.get(key), dict):
+                out[key] = merge_values(out[key], value)
+            else:
+                out[key] = value
+    return out
+
+
 def quote(value: str) -> str:
-    """A string as one value of Hydra's override grammar, whatever characters it holds."""
-    escaped = value.replace("\\", "\\\\").replace("'", "\\'")
+    """A string as one value of Hydra's override grammar, whatever characters it holds. In a quoted value Hydra
+    reads a backslash as itself, except in a run just before a quote or at the end, where each pair is one."""
+    import re  # startup
+
+    escaped = re.sub(r"(\\+)(?='|$)", lambda m: m.group(1) * 2, value).replace("'", "\\'")
     return f"'{escaped}'"
-
-
-def override(key: str, value: Any) -> str:
-    """`key=value` in Hydra's override grammar for a plain value (string, number, bool, None, list, dict):
-    strings quoted, so spaces, commas, `$VAR` and brackets reach the job as written."""
-    return f"{key}={literal(value)}"
-
-
-def literal(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, (list, tuple)):
-        return "[" + ",".join(literal(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{" + ",".join(f"{k}:{literal(v)}" for k, v in value.items()) + "}"  # keys: names, unquoted
-    return quote(str(value))
 
 
 def compose(request: JobRequest, isolate: bool = True) -> Any:
     """The composed config (with its `hydra` node), as `mltrain` composes it for one run. `isolate`: Hydra's
     global state put back as the caller had it (False only where no other Hydra app runs: `mltrain job create`)."""
-    from hydra import compose as hydra_compose  # startup
-    from hydra import initialize_config_dir, initialize_config_module  # startup
-    from hydra.core.global_hydra import GlobalHydra  # startup
-    from hydra.core.utils import setup_globals  # startup
     from hydra.errors import HydraException  # startup
     from omegaconf.errors import OmegaConfBaseException  # startup
 
-    from mltrain.config import schema_store  # noqa: F401  (registers the typed schemas)  # startup
-
-    setup_globals()  # the `now` and `hydra` resolvers
     overrides = list(request.all_overrides())
     _refuse_sweeps(overrides)
-    overrides = open_sections(overrides)
-
-    # Hydra's singletons (the global Hydra, JobRuntime, HydraConfig, the ConfigStore) as the caller had them,
-    # put back afterwards: composing here must change nothing for a Hydra app in the same process (the
-    # launcher conformance suites run after in-process submissions in the test run; hydra-submitit-launcher
-    # carries the same state across processes with these two calls).
-    saved = saved_singletons() if isolate else None
-    if GlobalHydra.instance().is_initialized():  # a caller's own Hydra app or an earlier compose
-        GlobalHydra.instance().clear()
+    # the request's values as an in-memory `_global_` option (gone again with the ConfigStore's state)
+    nodes = () if request.config is None else (values_node(request.config),)
     try:
-        # the request's values as an in-memory `_global_` option (gone again with the ConfigStore's state below)
-        nodes = () if request.config is None else (ConfigNode(REQUEST_GROUP, REQUEST_NODE, request.config, "_global_"),)
-        url = builtin_search_url()
-        # Hydra builds the search path as it initializes
-        with extra_config_dirs(request.config_dirs), config_nodes(nodes):
-            init = (initialize_config_module(url[len("pkg://"):], version_base="1.3") if url.startswith("pkg://")
-                    else initialize_config_dir(url, version_base="1.3"))
-            with init:
-                return hydra_compose(config_name="mltrain", overrides=overrides, return_hydra_config=True)
+        with hydra_session(request.config_dirs, nodes, isolate) as hydra_compose:
+            return hydra_compose(overrides)
     except (HydraException, OmegaConfBaseException) as exc:
         from mltrain.config.messages import user_error  # startup
 
         error = user_error(exc)  # the one line the CLI prints: never None for Hydra's and OmegaConf's errors
         assert error is not None
         raise error from None
-    finally:
-        GlobalHydra.instance().clear()
-        if saved is not None:
-            restore_singletons(saved)
 
 
 def _refuse_sweeps(overrides: Sequence[str]) -> None:

@@ -15,13 +15,14 @@ import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Collection, List, Optional, Tuple
-
-import pathspec
+from typing import TYPE_CHECKING, Collection, List, Optional, Tuple
 
 from mltrain.digest import file_sha256
 from mltrain.errors import MltrainError
 from mltrain.home import mltrain_home
+
+if TYPE_CHECKING:
+    import pathspec
 
 IGNORE_FILES = (".amlignore", ".gitignore")
 RESERVED = ("outputs", "logs")
@@ -47,6 +48,9 @@ def _rules(directory: Path) -> Optional[pathspec.GitIgnoreSpec]:
     for name in IGNORE_FILES:
         path = directory / name
         if path.is_file():
+            # only where a folder has ignore rules: the import is most of a small snapshot's time
+            import pathspec  # startup
+
             try:
                 return pathspec.GitIgnoreSpec.from_lines(path.read_text(encoding="utf-8", errors="replace").splitlines())
             except ValueError as exc:  # pathspec's pattern errors are ValueErrors

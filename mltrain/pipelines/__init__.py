@@ -101,13 +101,14 @@ def build(composer: Composer, arguments: List[str]):
     configs = {}
     for step in steps:
         try:
-            # steps choosing the same groups compose once (HydraComposer)
-            configs[step.name] = composer.compose(step_overrides(step.overrides, cli))
+            # steps choosing the same groups compose once (mltrain.launch.composer)
+            configs[step.name] = composer.compose(step_overrides([*_values_choice(step), *step.overrides], cli))
         except Exception as exc:
             raise _step_error(step.name, exc) from None
     dirs = {s.name: Path(os.path.expanduser(str(configs[s.name].run.root))).resolve() / f"{run_id}.{s.name}"
             for s in steps}
     jobs = {}
+    shapes: Dict[str, Any] = {}  # the steps share most of their config: later ones are copies of the first
     for step in steps:
         c = configs[step.name]
         with open_dict(c):
@@ -124,12 +125,32 @@ def build(composer: Composer, arguments: List[str]):
         upstream += tuple(i.path for i in step.inputs.values() if i.url and i.path)  # a dry run's web files
         token = PRODUCED_LATER.set(upstream)
         try:
-            jobs[step.name] = _freeze(c, str(dirs[step.name].parent))
+            jobs[step.name] = _freeze(c, str(dirs[step.name].parent), shapes)
         except Exception as exc:
             raise _step_error(step.name, exc) from None
         finally:
             PRODUCED_LATER.reset(token)
     return name, settings, steps, jobs, run_id, root
+
+
+#: The config group of the steps' `values:` (an in-memory option each, composed after the groups they choose).
+VALUES_GROUP = "mltrain_step"
+
+
+def _values_choice(step: Any) -> List[str]:
+    """The override that composes the step's `values:`, held in Hydra's ConfigStore under a name that carries a
+    digest of them (a kept composition of that name is always of these values: mltrain.config.compose_cache)."""
+    if not step.values:
+        return []
+    import hashlib  # startup
+    import json  # startup
+
+    from mltrain.config.memory_nodes import ConfigNode, store_node  # startup
+
+    digest = hashlib.sha256(json.dumps(step.values, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    node = ConfigNode(VALUES_GROUP, f"{step.name}_{digest}", step.values, "_global_")
+    store_node(node)
+    return [f"+{VALUES_GROUP}={node.name}"]
 
 
 def _as_controller(c: Any) -> None:
@@ -151,13 +172,10 @@ def _as_controller(c: Any) -> None:
 CONTROLLER_SETTLE_S = 30.0
 
 
-def _freeze(config: Any, runs_root: str):
-    from hydra.core.hydra_config import HydraConfig  # startup
+def _freeze(config: Any, runs_root: str, shapes: Dict[str, Any]):
+    from mltrain.launch.freeze import freeze_member  # startup
 
-    from mltrain.launch.freeze import freeze  # startup
-
-    HydraConfig.instance().set_config(config)
-    job = freeze(config, runs_root, sweep_index=None)
+    job = freeze_member(config, runs_root, sweep_index=None, shapes=shapes)
     return dataclasses.replace(job, sweep_dir=None, sweep_index=None)
 
 
@@ -174,7 +192,7 @@ def _step_error(step: str, exc: BaseException) -> MltrainError:
 
 def run(composer: Composer, arguments: List[str]) -> list:
     """The pipeline the command chose (`pipeline=NAME`), with the command's other `arguments` for every step;
-    mltrain's Hydra sweeper comes here with a HydraComposer."""
+    mltrain.command.engines comes here with the command's Composer."""
     from mltrain.launch.orchestrate import CancelOnSignal  # startup
     from mltrain.pipelines import graph_record, runner  # startup
 

@@ -48,6 +48,8 @@ class Step:
     # A step whose program only drives other runs (an Azure sweep step's controller): on a scheduler it
     # asks for one CPU and no GPU, so it never holds what the runs it starts are waiting for.
     controller: bool = False
+    #: config values composed over the step's groups, typed as they are (a front end's step: no override text)
+    values: Dict[str, Any] = field(default_factory=dict)
     index: int = 0
     parents: List[str] = field(default_factory=list)
 
@@ -77,11 +79,12 @@ def parse(node: Dict[str, Any], cwd: str, dry_run: bool = False) -> List[Step]:
         overrides = body.get("overrides") or []
         if isinstance(overrides, str) or not all(isinstance(o, str) for o in overrides):
             raise ConfigError(f"{key}.overrides", "a list of overrides, as on the command line: [job=script, ...]")
+        values = body.get("values") or {}  # a mapping: the pipeline's schema (StepConf) holds that
         steps[name] = Step(name=str(name), overrides=list(overrides), params=dict(body.get("params") or {}),
                            inputs=inputs, outputs=outputs, after=[str(a) for a in body.get("after") or []],
                            allow_reuse=bool(body.get("allow_reuse", True)), version=body.get("version"), index=index,
                            hash_paths=[str(h).strip("/") for h in body.get("hash_paths") or []],
-                           controller=bool(body.get("controller", False)))
+                           controller=bool(body.get("controller", False)), values=dict(values))
     for step in steps.values():
         parents: List[str] = []
         for inp in step.inputs.values():

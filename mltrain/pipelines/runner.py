@@ -21,7 +21,6 @@ from typing import Any, Dict, List, Optional
 from mltrain import backends
 from mltrain.backends import backend_of, refresh
 from mltrain.backends.handover import Cancel, Submission
-from mltrain.environments.spec import EnvironmentSpec
 from mltrain.errors import ConfigError, MltrainError
 from mltrain.launch.orchestrate import create_run
 from mltrain.pipelines import graph, reuse
@@ -125,6 +124,8 @@ class PipelineRun:
         kind = job.config["job"]["kind"]
         environment = None
         if job.environment:
+            from mltrain.environments.spec import EnvironmentSpec  # startup
+
             environment = EnvironmentSpec(**job.environment["spec"]).cache_key()
         return {"program": f"{kind} (mltrain {version('mltrain')})" if JOB_KINDS[kind].builtin else kind,
                 "version": sr.step.version, "config": reuse.config_part(job.config, names),

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Dict, Iterable, Iterator, List, Optional
 
 from mltrain.atomic import atomic_write
-from mltrain.home import mltrain_home
+from mltrain.home import mltrain_home, user_cache_dir
 from mltrain.processes import pid_alive
 from mltrain.runs import layer_site, script_store
 from mltrain.runs.console import Console
@@ -81,8 +81,7 @@ def hook_environment(prefix: Path) -> bool:
 
 @functools.cache  # its path is fixed per process as it always was (tests clear it with XDG_CACHE_HOME)
 def template_dir() -> Path:
-    cache = Path(os.environ.get("XDG_CACHE_HOME", "~/.cache")).expanduser()
-    return cache / "mltrain" / f"mlflow-{template_version()}-fixed-id"
+    return user_cache_dir() / "mltrain" / f"mlflow-{template_version()}-fixed-id"
 
 
 def rank_env(run_dir: str) -> Dict[str, str]:

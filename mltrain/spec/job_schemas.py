@@ -201,7 +201,7 @@ class TrainerConf:
     # Automatic mixed precision (float16) where a GPU is used; channels-last always goes with a GPU.
     amp: bool = True
     # How images reach the device (mltrain.components.image_input): auto | cpu | gpu. cpu: the loader's workers
-    # decode (JPEGs at reduced size where the crop allows) and batch uint8, normalised on the device; gpu: the
+    # decode (JPEGs at reduced size where the crop allows), crop and batch uint8, normalised on the device; gpu: the
     # workers read bytes, the GPU decodes (nvJPEG) and augments. auto: gpu on a GPU when every image is a JPEG.
     input: str = "auto"
     # Epoch checkpoints kept, newest first (a resume needs only the newest); 0 keeps every one. Each

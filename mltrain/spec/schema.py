@@ -176,6 +176,10 @@ class StepConf:
 
     # Overrides of any group, as on the command line: [job=script, job.script=train.py, distribution=mpi]
     overrides: List[str] = field(default_factory=list)
+    # Config values composed over the groups the overrides choose, as a config file of the step's own would be
+    # ({job: {script: train.py, arguments: [--lr, 0.1]}}): typed, no override grammar. The step's overrides and
+    # the command line's still win over them.
+    values: Dict[str, Any] = field(default_factory=dict)
     # Exported as AML_PARAMETER_<name> (merged into job.params); part of the reuse key.
     params: Dict[str, Any] = field(default_factory=dict)
     # name -> `STEP.outputs.NAME`, a path, or {path: ..., hash: content | mtime | none}

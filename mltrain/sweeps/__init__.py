@@ -2,8 +2,8 @@
 (grid, random, sobol, bayesian), a primary metric and its goal, limits on total and concurrent runs
 and on time, and Azure's early-termination policies, on every backend.
 
-mltrain's Hydra sweeper (hydra/sweeper=mltrain) comes here when any `sweep.*` key is set; a plain
-`mltrain -m a=1,2` stays Hydra's own grid. Optuna and matplotlib are imported only here.
+mltrain.command.engines comes here when any `sweep.*` key is set; a plain
+`mltrain -m a=1,2` stays a grid, as Hydra's basic sweeper expands it. Optuna and matplotlib are imported only here.
 """
 from __future__ import annotations
 
@@ -33,8 +33,8 @@ def wanted(config: Any) -> bool:
 
 
 def run(composer: Composer, arguments: List[str]) -> list:
-    """A HyperDrive sweep of the command's `arguments` (Hydra's overrides, sweeps included); mltrain's Hydra
-    sweeper comes here with a HydraComposer."""
+    """A HyperDrive sweep of the command's `arguments` (Hydra's overrides, sweeps included);
+    mltrain.command.engines comes here with the command's Composer."""
     from omegaconf import OmegaConf  # startup
 
     from mltrain.sweeps import controller, results, resume, space  # startup

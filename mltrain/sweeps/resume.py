@@ -261,7 +261,10 @@ class Resumed(Controller):
             self._run_again(member, record)
         else:
             self._reread(member)
-            self._follow_again(member, record)
+            if backends.backend_of(record).take_back(record):
+                self._queue_again(member, record)
+            else:
+                self._follow_again(member, record)
             if cut:  # the policy had cut it: the cancel the first driver asked for, asked again
                 member.cancel(row.canceled_by)
             else:  # a stop of the sweep that had not reached it yet: the resumed sweep goes on with it
@@ -289,6 +292,13 @@ class Resumed(Controller):
         member.console.status(f"run again ({record.doc.attempts[-1].get('error') or 'stopped'})")
         self.rerun += 1
         self._hand_over(member, job)
+
+    def _queue_again(self, member: Member, record: RunRecord) -> None:
+        """A member its backend had queued and nothing had started (its backend took it back): submitted
+        again, as the same attempt; it never ran."""
+        member.console.status(f"{record.status}: queued again (nothing had started it)")
+        member.job = dataclasses.replace(FrozenJob.load(record.dir), detach=False)
+        self._hand_over(member, member.job)
 
     def _follow_again(self, member: Member, record: RunRecord) -> None:
         """A member still running without its driver (a Slurm job): watched until it ends, canceled

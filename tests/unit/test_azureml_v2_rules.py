@@ -116,6 +116,20 @@ def test_set_overrides_a_field_and_is_checked_like_one(tmp_path):
     assert message.startswith("job.yml:14 limits.max_total_trial: unknown field (did you mean max_total_trials?)")
 
 
+def test_fields_in_memory_are_planned_as_the_file_would_be_without_reading_it(tmp_path):
+    """azure-ai-ml's entity reaches the planner as data (the SDK's dump is kept for the user, never read back):
+    the same plan as the file's, relative paths from the named file's folder, though no such file exists."""
+    import yaml
+
+    written = plan(tmp_path, HELLO)
+    in_memory = job_plan.plan(job_request.Request(file=str(tmp_path / "never-written.yml"), dry_run=True,
+                                                  data=yaml.safe_load(HELLO)))
+    assert not (tmp_path / "never-written.yml").exists()
+    assert in_memory.overrides == [o.replace("=job", "=never-written") for o in written.overrides]
+    (mine,), (theirs,) = in_memory.files.values(), written.files.values()
+    assert mine["job"] == theirs["job"] and mine["job"]["source_directory"] == str(tmp_path / "src")
+
+
 def test_optional_block_is_dropped_when_its_input_is_absent():
     text = "train $[[--seed ${{inputs.seed}}]] --lr ${{inputs.lr}}"
     given = {"inputs.lr": "0.1", "inputs.seed": None}

@@ -68,6 +68,7 @@ LAYERS = [
     ["mltrain.launch"],                                           # freezing, snapshot, dry run, orchestration
     ["mltrain.sweeps", "mltrain.pipelines", "mltrain.models", "mltrain.tracking", "mltrain.azureml",
      "mltrain.endpoints"],  # features
+    ["mltrain.command"],                                          # a command to its engine (run, sweep, pipeline)
     ["mltrain.handle", "mltrain.history", "mltrain.api", "mltrain.cli", "mltrain.__main__", "mltrain",
      "mltrain.azureml.sdk_v2"],                                   # the top (sdk_v2: azure-ai-ml's MLClient on the API)
 ]

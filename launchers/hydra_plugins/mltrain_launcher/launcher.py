@@ -17,10 +17,6 @@ class MltrainLauncher(Launcher):
         self.config: Optional[DictConfig] = None
         self.task_function: Optional[TaskFunction] = None
         self.hydra_context: Optional[HydraContext] = None
-        # Told by the launch path (mltrain.launch.hydra_adapter) and read by mltrain's sweeper: whether runs
-        # were created (the sweep folder stays), and whether the command was one lone run (no sweep folder).
-        self.started = False
-        self.single_run = False
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
         self.config = config

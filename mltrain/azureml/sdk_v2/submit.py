@@ -30,7 +30,7 @@ from mltrain.config.paths import extra_config_dirs
 from mltrain.errors import MltrainError
 from mltrain.home import mltrain_home
 from mltrain.launch import multirun_files
-from mltrain.launch.request import JobRequest
+from mltrain.launch.request import REQUEST_CHOICE, JobRequest, values_node
 from mltrain.runs.console import Console, Silent
 
 FRONT_END = "azureml-sdk-v2"
@@ -70,9 +70,10 @@ def submit(entity: Any, experiment_name: Optional[str] = None, compute: Optional
         _, data = to_v2(job, str(folder))
         data["name"] = name
         file = folder / f"{name}.yml"
+        # for the user to read, not read back: the plan is made from `data` in memory
         text = f"# the {type(entity).__name__} entity of azure-ai-ml, as a v2 job file (mltrain)\n"
         file.write_text(text + yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
-        return _queue(entity, name, folder, file, experiment)
+        return _queue(entity, name, folder, file, experiment, data)
     except BaseException:
         if not (folder / RECORD).is_file():  # refused before anything was queued: nothing is left of it
             shutil.rmtree(folder, ignore_errors=True)
@@ -98,10 +99,11 @@ def refuse_azure_only(job: Any, where: str = "") -> None:
         refuse_azure_only(node, f"{where or type(job).__name__}.jobs.{name}")
 
 
-def _queue(entity: Any, name: str, folder: Path, file: Path, experiment: Optional[str]) -> Submitted:
+def _queue(entity: Any, name: str, folder: Path, file: Path, experiment: Optional[str],
+           data: Dict[str, Any]) -> Submitted:
     """The plan handed over typed: a command job's values as its request's in-memory config, a sweep's or
     pipeline's generated groups as config nodes carried to its driver (no config file written and read back)."""
-    plan = job_plan.plan(Request(file=str(file), name=name, experiment_name=experiment))
+    plan = job_plan.plan(Request(file=str(file), name=name, experiment_name=experiment, data=data))
     origin = {"front_end": FRONT_END, "file": str(file), "entity": type(entity).__name__}
     dirs = tuple(plan.config_dirs)
     with empty_code(dry_run=False) as empty:
@@ -119,17 +121,21 @@ def _queue(entity: Any, name: str, folder: Path, file: Path, experiment: Optiona
             return Submitted(name, "command", folder, run=run)
         nodes = config_nodes_of(plan.files, str(empty))
     runs = mltrain_home() / "runs"
+    # where the sweep goes and the experiment, as typed values (a folder may hold `,` `=` `(`: no override text)
+    values: Dict[str, Any] = {}
     if plan.kind == "sweep":
         sweep_dir = runs / "_sweeps" / name
-        overrides = (*plan.overrides, f"hydra.sweep.dir={sweep_dir}")
+        values["hydra"] = {"sweep": {"dir": str(sweep_dir)}}
         ready = sweep_dir / "sweep.json"
         where = {"sweep_dir": str(sweep_dir)}
     else:
-        overrides = tuple(plan.overrides)
         if experiment:
-            overrides += (f"experiment_name={experiment}",)
+            values["experiment_name"] = experiment
         ready = runs / name / "run.json"
         where = {"run_dir": str(runs / name)}
+    overrides = tuple(plan.overrides)
+    if values:
+        overrides, nodes = (*overrides, REQUEST_CHOICE), (*nodes, values_node(values))
     driver = submit_multirun(MultirunRequest(overrides=overrides, ready=str(ready), config_dirs=dirs, name=name,
                                              nodes=nodes))
     _record(folder, name, plan.kind, driver=str(driver.folder), driver_pid=driver.process.pid, **where)

@@ -183,6 +183,11 @@ class SlurmBackend(Backend):
             elif job_ids[id(record)] in states:  # no answer from accounting: what the record says stands
                 driver.settle(record, states[job_ids[id(record)]])
 
+    def take_back(self, record: RunRecord) -> bool:
+        # A Slurm job of its own starts without its driver; a packed member waits for a worker, and the driver
+        # that died may have queued it before submitting any (pack_driver.take_back).
+        return pack.packed_in(record) is not None and pack_driver.take_back(record)
+
     def locate(self, record: RunRecord) -> Optional[str]:
         job_id = record.scheduler_job_id
         return f"Slurm job {job_id}" if job_id else None

@@ -281,6 +281,21 @@ def cancel(record: RunRecord, reason: str = "canceled by the user", wait_s: floa
         time.sleep(0.1)
 
 
+def take_back(record: RunRecord) -> bool:
+    """A packed member still in its queue (no worker took it) when its driver died: out of the queue, for the
+    resuming driver to queue it again and keep workers for it. The dead driver may have queued it and died
+    before submitting a worker, and a worker submitted may never come: left in the queue, it could wait forever.
+    False if a worker has it (or it has ended)."""
+    where = packed_in(record)
+    if where is None or driver_alive(record):
+        return False
+    queue, entry = where
+    if claim(queue, "resume", entry) is None:
+        return False
+    (queue / "claimed" / f"{entry}@resume").unlink()
+    return True
+
+
 def refresh(record: RunRecord) -> None:
     """A packed member whose driver is gone and whose worker left or was lost before it ended: Failed."""
     where = packed_in(record)

@@ -2,8 +2,10 @@
 
 Every v1 front door (ScriptRunConfig, the estimators, the pipeline steps, HyperDrive's run config)
 ends here: one function turns (source folder, script or command, arguments, compute target,
-environment, distribution) into Hydra overrides of mltrain's groups, so a v1 submission and the
-equivalent `mltrain job=script ...` command make the same job.
+environment, distribution) into the choices of mltrain's config groups (`compute=`, `environment=`,
+`distribution=`, the job kind) and typed values composed over them (JobRequest.config: an in-memory config
+node, no override text), so a v1 submission and the equivalent `mltrain job=script ...` command make the same
+job.
 """
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ class V1Job:
     environment: Any = None
     distribution: Any = None
     params: Dict[str, Any] = field(default_factory=dict)
-    extra: List[str] = field(default_factory=list)  # overrides the caller adds (estimator keys)
+    values: Dict[str, Any] = field(default_factory=dict)  # values the caller adds (estimator keys), nested
     parallel: Optional[Dict[str, Any]] = None  # a ParallelRunStep's job=parallel fields
 
 
@@ -59,36 +61,25 @@ def compute_overrides(target: Any, workspace: Any) -> Tuple[List[str], Tuple[str
     return [f"compute={name}"], dirs
 
 
-def environment_overrides(environment: Any) -> List[str]:
-    from mltrain.launch.request import override  # submission
-
-    if environment is None:  # Azure's default environment; here: this interpreter
-        return ["environment=current"]
+def environment_choice(environment: Any) -> Tuple[str, Dict[str, Any]]:
+    """(the `environment=` option, the values over it) of a v1 Environment; none: Azure's default, this
+    interpreter here."""
+    if environment is None:
+        return "current", {}
     option, values = environment.to_mltrain()
-    out = [f"environment={option}"]
-    for key, value in values.items():
-        if isinstance(value, dict) and key != "conda" and key != "environment_variables":
-            out += [override(f"environment.{key}.{k}", v) for k, v in value.items()]
-        elif key == "environment_variables":
-            out += [override(f"++environment.environment_variables.{k}", v) for k, v in value.items()]
-        else:
-            out.append(override(f"environment.{key}", value))
-    return out
+    return str(option), dict(values)
 
 
-def distribution_overrides(config: Any) -> List[str]:
-    from mltrain.launch.request import override  # submission
-
+def distribution_choice(config: Any) -> Tuple[str, Dict[str, Any]]:
+    """(the `distribution=` option, the values over it) of a v1 distributed configuration."""
     if config is None:
-        return ["distribution=none"]
-    values = config.to_mltrain()
-    out = [f"distribution={values.pop('kind')}"]
-    out += [override(f"distribution.{k}", v) for k, v in values.items()]
-    return out
+        return "none", {}
+    values = dict(config.to_mltrain())
+    return str(values.pop("kind")), values
 
 
 def request(job: V1Job, experiment: Any, origin: Dict[str, Any]) -> Any:
-    from mltrain.launch.request import JobRequest, override  # submission
+    from mltrain.launch.request import JobRequest, merge_values  # submission
 
     folder = os.path.abspath(job.source_directory or ".")
     if not os.path.isdir(folder):
@@ -100,38 +91,44 @@ def request(job: V1Job, experiment: Any, origin: Dict[str, Any]) -> Any:
         command = job.command if isinstance(job.command, str) else command_line(job.command)
         if arguments:
             command += " " + " ".join(_shell_word(a) for a in arguments)
-        overrides = ["job=command", override("job.source_directory", folder), override("job.command", command)]
+        kind, fields = "command", {"source_directory": folder, "command": command}
     else:
         if not job.script:
             raise UserErrorException("ScriptRunConfig needs script= or command=")
-        overrides = ["job=script", override("job.source_directory", folder), override("job.script", job.script),
-                     override("job.arguments", arguments)]
-    for key, value in job.params.items():  # `++`: job.params is a struct mapping whose keys are the user's
-        value = value if isinstance(value, (int, float, str, bool)) else argument_text(value)
-        overrides.append(override(f"++job.params.{key}", value))
+        kind, fields = "script", {"source_directory": folder, "script": job.script, "arguments": arguments}
+    if job.params:  # job.params' keys are the user's: a mapping composed over the kind's
+        fields["params"] = {str(key): value if isinstance(value, (int, float, str, bool)) else argument_text(value)
+                            for key, value in job.params.items()}
     workspace = getattr(experiment, "workspace", None)
     compute, dirs = compute_overrides(job.compute_target, workspace)
-    overrides += compute + environment_overrides(job.environment) + distribution_overrides(job.distribution)
-    overrides += job.extra
-    return JobRequest(overrides=tuple(overrides), config_dirs=dirs, experiment_name=experiment.name, origin=origin)
+    environment, env_values = environment_choice(job.environment)
+    distribution, dist_values = distribution_choice(job.distribution)
+    values = merge_values({"job": fields, "environment": env_values, "distribution": dist_values}, job.values)
+    return JobRequest(job=kind, overrides=(*compute, f"environment={environment}", f"distribution={distribution}"),
+                      config=_without_empty(values), config_dirs=dirs, experiment_name=experiment.name, origin=origin)
 
 
 def _parallel_request(job: V1Job, folder: str, arguments: List[Any], experiment: Any, origin: Dict[str, Any]) -> Any:
     """A ParallelRunStep's job: job=parallel with its configuration's fields, one agent per node."""
-    from mltrain.launch.request import JobRequest, override  # submission
+    from mltrain.launch.request import JobRequest, merge_values  # submission
 
     fields = dict(job.parallel or {})
     nodes = fields.pop("node_count", 1)
     variables = fields.pop("environment_variables", {})
-    overrides = ["job=parallel", override("job.source_directory", folder),
-                 override("job.program_arguments", [str(a) for a in arguments])]
-    overrides += [override(f"job.{key}", value) for key, value in fields.items()]
     workspace = getattr(experiment, "workspace", None)
     compute, dirs = compute_overrides(job.compute_target, workspace)
-    overrides += compute + environment_overrides(job.environment) + ["distribution=none",
-                                                                     override("distribution.node_count", nodes)]
-    overrides += [override(f"++environment.environment_variables.{k}", v) for k, v in variables.items()]
-    return JobRequest(overrides=tuple(overrides), config_dirs=dirs, experiment_name=experiment.name, origin=origin)
+    environment, env_values = environment_choice(job.environment)
+    values = merge_values({"job": {"source_directory": folder, "program_arguments": [str(a) for a in arguments],
+                                   **fields},
+                           "environment": merge_values(env_values, {"environment_variables": dict(variables)}),
+                           "distribution": {"node_count": nodes}}, job.values)
+    return JobRequest(job="parallel", overrides=(*compute, f"environment={environment}", "distribution=none"),
+                      config=_without_empty(values), config_dirs=dirs, experiment_name=experiment.name, origin=origin)
+
+
+def _without_empty(values: Dict[str, Any]) -> Dict[str, Any]:
+    """The top-level sections that hold something (an empty mapping would still open a section)."""
+    return {key: value for key, value in values.items() if value != {}}
 
 
 def command_line(items: Any) -> str:

@@ -55,8 +55,10 @@ class Pipeline:
         import yaml  # submission
 
         from mltrain.api import MultirunRequest, submit_multirun  # submission
+        from mltrain.config.memory_nodes import ConfigNode  # submission
         from mltrain.config.paths import mltrain_home  # submission
         from mltrain.errors import MltrainError  # submission
+        from mltrain.launch.request import REQUEST_CHOICE, values_node  # submission
 
         steps, dirs = self._graph(dict(pipeline_parameters or {}))
         import re
@@ -64,18 +66,21 @@ class Pipeline:
         name = re.sub(r"[^\w-]", "_", experiment.name)  # the pipeline's runs are the experiment's
         run_id = f"{experiment.name}_{time.strftime('%Y%m%d_%H%M%S')}_{uuid.uuid4().hex[:6]}"
         conf = mltrain_home() / "v1_pipelines" / run_id
-        (conf / "pipeline").mkdir(parents=True)
+        conf.mkdir(parents=True)
         doc = {"steps": steps, "force_rerun": bool(regenerate_outputs),
                "continue_on_step_failure": bool(continue_on_step_failure)}
+        # for the user, not read back: the compiled pipeline reaches its driver as an option of the `pipeline`
+        # group held in memory (carried in the driver's request), as a v2 pipeline job's does
         text = ("# A v1 pipeline, compiled from " + f"{origin.get('file', '?')}:{origin.get('line', '?')}\n"
                 + yaml.safe_dump(doc, sort_keys=False))
-        (conf / "pipeline" / f"{name}.yaml").write_text(text, encoding="utf-8")
+        (conf / COMPILED).write_text(text, encoding="utf-8")
         (conf / OUTPUTS).write_text(json.dumps(_pipeline_outputs(self._steps)), encoding="utf-8")
         run_dir = mltrain_home() / "runs" / run_id
-        overrides = (f"pipeline={name}", f"run.id={run_id}")
+        nodes = (ConfigNode("pipeline", name, doc), values_node({"run": {"id": run_id}}))
         try:
-            driver = submit_multirun(MultirunRequest(overrides=overrides, ready=str(run_dir / "run.json"),
-                                                     config_dirs=(str(conf), *dirs), name=run_id))
+            driver = submit_multirun(MultirunRequest(overrides=(f"pipeline={name}", REQUEST_CHOICE), nodes=nodes,
+                                                     ready=str(run_dir / "run.json"), config_dirs=tuple(dirs),
+                                                     name=run_id))
         except MltrainError as exc:
             raise UserErrorException(str(exc)) from None
         _keep(self, conf)
@@ -105,6 +110,8 @@ def _keep(pipeline: Pipeline, conf: Path) -> None:
 
 #: {pipeline_output_name: [step key, output name]} of a submitted pipeline, beside its compiled file.
 OUTPUTS = "pipeline_outputs.json"
+#: The pipeline as it was compiled and handed to its driver, kept for the user to read.
+COMPILED = "compiled.yaml"
 
 
 def _pipeline_outputs(steps: List[Any]) -> Dict[str, List[str]]:

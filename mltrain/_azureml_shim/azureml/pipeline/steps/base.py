@@ -156,17 +156,16 @@ def compile_steps(steps: List[_Step], parameters: Dict[str, Any], default_source
                              script=program.get("script"), command=command,
                              arguments=arguments, compute_target=step.compute_target,
                              environment=step._environment(), distribution=step._distribution(),
-                             extra=list(program.get("extra", [])))
+                             values=dict(program.get("values", {})))
         if program.get("parallel") is not None:  # a ParallelRunStep: its dataset and output are the job's
             job.parallel = _parallel_fields(step, program["parallel"], data)
         params = {str(k): data.value(v) for k, v in step.params.items()}
         params.update(data.datasets)  # the consumed datasets' definitions: in the reuse key, read by input_datasets
         request = _compile.request(job, Experiment(_workspace_of(step), "pipeline", _skip_name_validation=True), {})
         dirs = dirs or tuple(request.config_dirs)
-        entry = {"overrides": [o for o in request.all_overrides() if not o.startswith("experiment_name=")],
-                                 "params": params, "inputs": data.inputs,
-                                 "outputs": [d.name for d in _written_by(step)],
-                                 "after": [step_key(s.name) for s in step._after], "allow_reuse": step.allow_reuse}
+        entry = {"overrides": list(request.choices()), "values": request.config or {},
+                 "params": params, "inputs": data.inputs, "outputs": [d.name for d in _written_by(step)],
+                 "after": [step_key(s.name) for s in step._after], "allow_reuse": step.allow_reuse}
         if step.version is not None:
             entry["version"] = str(step.version)
         if step.hash_paths:
@@ -391,10 +390,7 @@ class MpiStep(_Step):
         _mark_producers(self)
 
     def _program(self) -> Dict[str, Any]:
-        from mltrain.launch.request import override  # submission
-
-        extra = [override("job.use_gpu", True)] if self.options.get("use_gpu") else []
-        return {"script": self.script_name, "extra": extra}
+        return {"script": self.script_name, "values": {"job": {"use_gpu": True}} if self.options.get("use_gpu") else {}}
 
     def _estimator(self) -> Any:
         from azureml.train.estimator import Estimator

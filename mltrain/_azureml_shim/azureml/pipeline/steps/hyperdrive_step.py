@@ -86,18 +86,15 @@ class HyperDriveStep(_Step):
         from azureml.pipeline.steps.base import _workspace_of
         from azureml.train.hyperdrive.config import _safe
 
-        from mltrain.launch.request import override  # submission
-
         config = self.hyperdrive_config
         arguments = [data.value(a) for a in self.estimator_entry_script_arguments]
         for item in self.inputs:
             data.value(item)
         workspace = _workspace_of(self)
         experiment = Experiment(workspace, "pipeline", _skip_name_validation=True)
-        overrides, dirs = config._overrides(experiment, None, {}, extra_arguments=arguments)
-        overrides = [o for o in overrides if not o.startswith("experiment_name=")]
+        choices, values, dirs = config._request(experiment, {}, extra_arguments=arguments)
         names = {f"job.params.{_safe(n)}": n for n in config._sampling.specs()}
-        payload = {"request": {"overrides": list(overrides), "config_dirs": [str(d) for d in dirs]},
+        payload = {"request": {"overrides": list(choices), "values": values, "config_dirs": [str(d) for d in dirs]},
                    "cwd": os.getcwd(), "outputs": self.output_kinds(), "names": names}
         encoded = base64.b64encode(json.dumps(payload).encode()).decode()  # no `$`, quote or space
         args = [f'--input "{name}=${{inputs.{name}}}"' for name in data.inputs]
@@ -106,8 +103,8 @@ class HyperDriveStep(_Step):
         folder = os.path.abspath(self.source_directory or ".")
         compute, _ = _compile.compute_overrides(self.compute_target, workspace)
         # the step's snapshot is the trial's folder, so editing the trial's script reruns the step (reuse key)
-        return {"overrides": ["job=command", override("job.source_directory", folder), override("job.command", command),
-                              *compute, "environment=current", "distribution=none"],
+        return {"overrides": ["job=command", *compute, "environment=current", "distribution=none"],
+                "values": {"job": {"source_directory": folder, "command": command}},
                 "controller": True, "config_dirs": tuple(str(d) for d in dirs)}
 
 

@@ -118,24 +118,22 @@ class Estimator:
         return env
 
     def _job(self) -> V1Job:
-        from mltrain.launch.request import override  # submission
-
         arguments: List[Any] = []
         for key, value in self.script_params.items():  # Azure: each key, then its value unless it is ''
             arguments.append(key)
             if value is not None and value != "":
                 arguments.append(value)
-        extra = [override("job.use_gpu", bool(self.use_gpu))] if self.use_gpu else []
+        values: Dict[str, Any] = {"job": {"use_gpu": True}} if self.use_gpu else {}
         data = {}
         for item in self.inputs:
             name = getattr(item, "name", None) or getattr(item, "data_reference_name", None)
             if name:
                 data[str(name)] = item._mltrain_path()
         if data:
-            extra.append(override("inputs", data))
+            values["inputs"] = data
         return V1Job(source_directory=self.source_directory, script=self.entry_script, arguments=arguments,
                      compute_target=self.compute_target, environment=self._environment(),
-                     distribution=self._distribution(), extra=extra)
+                     distribution=self._distribution(), values=values)
 
     def _submit(self, experiment: Any, tags: Any, origin: Any) -> Any:
         import warnings

@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 import time
 import uuid
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence
 
 from azureml.exceptions import UserErrorException
 
@@ -96,14 +96,14 @@ class HyperDriveConfig:
         except MltrainError as exc:
             raise UserErrorException(f"HyperDriveConfig: {exc}") from None
 
-    def _overrides(self, experiment: Any, sweep_dir: Optional[str], origin: Dict[str, Any],
-                   extra_arguments: Sequence[Any] = ()) -> tuple:
-        """(overrides, config folders) of the sweep; `extra_arguments` follow the trial script's own (a
-        HyperDriveStep's estimator_entry_script_arguments); without `sweep_dir` the caller places the sweep."""
+    def _request(self, experiment: Any, origin: Dict[str, Any], extra_arguments: Sequence[Any] = ()) -> tuple:
+        """(group choices, typed values, config folders) of the sweep; `extra_arguments` follow the trial
+        script's own (a HyperDriveStep's estimator_entry_script_arguments). The caller places the sweep
+        (`hydra.sweep.dir`) and names its experiment."""
         from azureml.core import _compile
 
         from mltrain.azureml.sweep_job import grammar  # submission
-        from mltrain.launch.request import override  # submission
+        from mltrain.launch.request import merge_values  # submission
 
         job = self._run_config._job()
         # a new list: the run config's own arguments stay as the user wrote them, whatever is submitted twice
@@ -114,15 +114,9 @@ class HyperDriveConfig:
             job.params[_safe(name)] = _placeholder(spec)
         request = _compile.request(job, experiment, origin)
         space = {f"job.params.{_safe(name)}": grammar(spec) for name, spec in specs.items()}
-        sweep = self._sweep_values()
-        policy = sweep.pop("early_termination")
-        overrides: List[str] = list(request.all_overrides())
-        overrides += [override(f"sweep.{k}", v) for k, v in sweep.items()]
-        overrides += [override(f"sweep.early_termination.{k}", v) for k, v in policy.items()]
-        overrides.append("++" + override("sweep.params", space))
-        if sweep_dir is not None:
-            overrides.append(override("hydra.sweep.dir", sweep_dir))
-        return overrides, request.config_dirs
+        sweep = {**self._sweep_values(), "params": space}
+        values = merge_values(request.config or {}, {"sweep": sweep})
+        return list(request.choices()), values, request.config_dirs
 
     def _submit(self, experiment: Any, tags: Any, origin: Dict[str, Any]) -> Any:
         from azureml.train.hyperdrive.run import HyperDriveRun
@@ -130,14 +124,17 @@ class HyperDriveConfig:
         from mltrain.api import MultirunRequest, submit_multirun  # submission
         from mltrain.config.paths import mltrain_home  # submission
         from mltrain.errors import MltrainError  # submission
+        from mltrain.launch.request import REQUEST_CHOICE, merge_values, values_node  # submission
 
         self._check()
         name = self._custom_run_id or f"HD_{experiment.name}_{time.strftime('%Y%m%d_%H%M%S')}_{uuid.uuid4().hex[:6]}"
         sweep_dir = mltrain_home() / "runs" / "_sweeps" / name
-        overrides, dirs = self._overrides(experiment, str(sweep_dir), origin)
+        choices, values, dirs = self._request(experiment, origin)
+        values = merge_values(values, {"experiment_name": experiment.name, "hydra": {"sweep": {"dir": str(sweep_dir)}}})
         try:
-            driver = submit_multirun(MultirunRequest(overrides=tuple(overrides), ready=str(sweep_dir / "sweep.json"),
-                                                     config_dirs=tuple(dirs), name=name))
+            driver = submit_multirun(MultirunRequest(overrides=(*choices, REQUEST_CHOICE), nodes=(values_node(values),),
+                                                     ready=str(sweep_dir / "sweep.json"), config_dirs=tuple(dirs),
+                                                     name=name))
         except MltrainError as exc:
             raise UserErrorException(str(exc)) from None
         run = HyperDriveRun(experiment, name, _sweep_dir=str(sweep_dir), _driver=driver,
