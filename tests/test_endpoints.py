@@ -162,6 +162,11 @@ def test_a_port_in_use_and_a_killed_server(served, home):
         assert refused.rc != 0 and refused.err.count("\n") == 1 and f"port {port}" in refused.err
     assert "no endpoints" in run_mltrain("endpoints", "list", cwd=served).out
     assert run_mltrain("endpoints", "create", "victim", cwd=served).rc == 0
+    # given no --port, a port below the kernel's ephemeral range: no program's outgoing connection can be
+    # holding it when the endpoint is started again on it (restart, after a reboot)
+    port = _port(_endpoint(served, "victim")["scoring_uri"])
+    lowest_ephemeral = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    assert 20000 <= port < lowest_ephemeral, port
     assert _deploy(served, "victim", "blue").rc == 0
     pid = _endpoint(served, "victim")["deployments"][0]["pid"]
     os.killpg(pid, signal.SIGKILL)
@@ -172,6 +177,7 @@ def test_a_port_in_use_and_a_killed_server(served, home):
     assert run_mltrain("endpoints", "restart", "victim", cwd=served).rc == 0
     answer = run_mltrain("endpoints", "invoke", "victim", "--data", '{"data": [4]}', cwd=served)
     assert json.loads(answer.out) == {"answer": [12], "who": "blue"}
+    assert _port(_endpoint(served, "victim")["scoring_uri"]) == port and not _refused(port)  # the port it was given
     assert "Failed" not in run_mltrain("endpoints", "list", cwd=served).out
     assert run_mltrain("endpoints", "delete", "victim", cwd=served).rc == 0
 

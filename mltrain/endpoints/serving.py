@@ -14,7 +14,6 @@ import http.client
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,8 +24,8 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from mltrain.endpoints import endpoint_port, inference_server, models_dir
 from mltrain.endpoints import endpoint_record as records
-from mltrain.endpoints import inference_server, models_dir
 from mltrain.endpoints.endpoint_record import LOG_FILE, DeploymentRecord, EndpointError, EndpointRecord
 from mltrain.environments.materialize import materialize
 from mltrain.environments.spec import EnvironmentSpec, from_config
@@ -87,8 +86,8 @@ def create_or_update_endpoint(spec: EndpointSpec) -> EndpointRecord:
                 if spec.auth_mode != "none" and not records.load_keys(spec.name):
                     records.make_keys(spec.name)
         else:
-            port = spec.port or free_port(spec.host)
-            _check_port(spec.host, port, spec.name)
+            port = spec.port or endpoint_port.draw(spec.host)
+            endpoint_port.check(spec.host, port, spec.name)
             record = EndpointRecord(name=spec.name, auth_mode=spec.auth_mode, host=spec.host, port=port,
                                     description=spec.description, tags=dict(spec.tags), kind=spec.kind,
                                     cloud_settings=dict(spec.cloud_settings), created=time.time())
@@ -171,13 +170,13 @@ def deploy(spec: DeploymentSpec, log: Log = print) -> DeploymentRecord:
             models=[models_dir.describe(m) for m in spec.models], environment=environment, interpreter=interpreter,
             instance_count=spec.instance_count, request_timeout_ms=spec.request_timeout_ms,
             max_concurrent_requests_per_instance=spec.max_concurrent_requests_per_instance,
-            environment_variables=dict(spec.environment_variables), port=free_port("127.0.0.1"),
+            environment_variables=dict(spec.environment_variables), port=endpoint_port.os_port("127.0.0.1"),
             cloud_settings=dict(spec.cloud_settings), started=time.time(), description=spec.description,
             tags=dict(spec.tags))
         generation = int(time.time() * 1000)
         record.model_dir = str(models_dir.lay_out(folder / f"azureml-models.{generation}", spec.models))
         if previous is None:
-            _check_port(endpoint.host, endpoint.port, endpoint.name)
+            endpoint_port.check(endpoint.host, endpoint.port, endpoint.name)
         records.save_deployment(record)
         proc = _start(record, endpoint, folder)
         record.pid = proc.pid
@@ -281,29 +280,6 @@ def names() -> List[str]:
 
 
 # -------------------------------------------------------------------------------------------------- helpers
-def free_port(host: str) -> int:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
-
-
-def _check_port(host: str, port: int, endpoint: str) -> None:
-    """A port another program holds fails here, in one line, before any server starts. (Our own endpoint's
-    servers hold it with SO_REUSEPORT, so binding with the same flag tells the two apart.)"""
-    for other in records.list_names():
-        if other != endpoint and records.load_endpoint(other).port == port:
-            raise EndpointError(f"port {port} is endpoint {other}'s; give endpoint {endpoint} another port")
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-        try:
-            s.bind((host, port))
-        except OSError as exc:
-            raise EndpointError(f"port {port} on {host} is in use by another program ({exc.strerror}); give "
-                                f"endpoint {endpoint} another port, or stop that program") from None
-
-
 def _scoring_script(spec: DeploymentSpec) -> Tuple[Optional[str], Optional[str]]:
     code = Path(spec.code_dir).expanduser().resolve() if spec.code_dir else None
     if code is not None and not code.is_dir():
