@@ -16,15 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from mltrain.endpoints import endpoint_port
+
 SCRIPTS = Path(__file__).parent / "scripts"
-
-
-def _ephemeral_range() -> tuple:
-    try:
-        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
-        return int(low), int(high)
-    except (OSError, ValueError):
-        return 32768, 60999  # Linux's default
 
 
 def free_port(span: int = 2) -> int:
@@ -34,9 +28,9 @@ def free_port(span: int = 2) -> int:
     to any connection made before the server starts, and a test that runs jobs first (gloo's sockets,
     MLflow's client) made `mltrain ui` find its port taken (CI, 2026-11-28). Below that range only an
     explicit bind can take it."""
-    low, _ = _ephemeral_range()
+    low, _ = endpoint_port.ephemeral_range()
     for _ in range(200):
-        port = random.randrange(20000, max(20001, low - span))
+        port = random.randrange(endpoint_port.LOWEST, max(endpoint_port.LOWEST + 1, low - span))
         try:
             for offset in range(span):
                 with socket.socket() as probe:

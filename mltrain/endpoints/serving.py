@@ -86,8 +86,9 @@ def create_or_update_endpoint(spec: EndpointSpec) -> EndpointRecord:
                 if spec.auth_mode != "none" and not records.load_keys(spec.name):
                     records.make_keys(spec.name)
         else:
-            port = spec.port or endpoint_port.draw(spec.host)
-            endpoint_port.check(spec.host, port, spec.name)
+            if spec.port:
+                endpoint_port.check(spec.host, spec.port, spec.name)
+            port = spec.port or endpoint_port.draw(spec.host)  # drawn: already free and no other endpoint's
             record = EndpointRecord(name=spec.name, auth_mode=spec.auth_mode, host=spec.host, port=port,
                                     description=spec.description, tags=dict(spec.tags), kind=spec.kind,
                                     cloud_settings=dict(spec.cloud_settings), created=time.time())
