@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import random
 import shutil
 import signal
 import socket
@@ -24,13 +23,13 @@ SCRIPTS = Path(__file__).parent / "scripts"
 def free_port(span: int = 2) -> int:
     """A port, and the `span - 1` after it, free to listen on now (`mltrain ui` takes --port and --port + 1).
 
-    Drawn below the kernel's ephemeral range: a port the OS hands out (bind to 0) can be handed out again
-    to any connection made before the server starts, and a test that runs jobs first (gloo's sockets,
-    MLflow's client) made `mltrain ui` find its port taken (CI, 2026-11-28). Below that range only an
-    explicit bind can take it."""
-    low, _ = endpoint_port.ephemeral_range()
+    Drawn where endpoints draw theirs, outside the kernel's ephemeral range: a port the OS hands out (bind
+    to 0) can be handed out again to any connection made before the server starts, and a test that runs jobs
+    first (gloo's sockets, MLflow's client) made `mltrain ui` find its port taken (CI, 2026-11-28); and above
+    Slurm jobs' rendezvous ports, which the other worker's Slurm tests take by number."""
+    ranges = [range(r.start, r.stop - span + 1) for r in endpoint_port.drawn_ranges() if len(r) >= span]
     for _ in range(200):
-        port = random.randrange(endpoint_port.LOWEST, max(endpoint_port.LOWEST + 1, low - span))
+        port = endpoint_port.pick(ranges)
         try:
             for offset in range(span):
                 with socket.socket() as probe:
@@ -38,7 +37,7 @@ def free_port(span: int = 2) -> int:
         except OSError:
             continue
         return port
-    raise RuntimeError("no free port below the ephemeral range")
+    raise RuntimeError("no free port outside the ephemeral range")
 
 
 def mltrain_exe() -> list:

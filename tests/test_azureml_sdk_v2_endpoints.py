@@ -48,12 +48,24 @@ def post(uri, headers):
 
 
 def refused(uri):
+    # nothing of the endpoint listens on its port: the connection is refused, or (the port is outside the
+    # ephemeral range, but another test's server can draw it once it is free) whatever took it is not a
+    # server of this MLTRAIN_HOME's
     host, port = uri.split("//")[1].split("/")[0].split(":")
     try:
         socket.create_connection((host, int(port)), timeout=5).close()
     except ConnectionRefusedError:
         return True
-    return False
+    import psutil
+
+    def ours(pid):
+        try:
+            return psutil.Process(pid).environ().get("MLTRAIN_HOME") == os.environ["MLTRAIN_HOME"]
+        except psutil.Error:  # it has ended since
+            return False
+
+    listeners = [c.pid for c in psutil.net_connections("tcp") if c.laddr.port == int(port) and c.status == "LISTEN"]
+    return not any(ours(pid) for pid in listeners if pid)
 """
 
 ROLLOUT = HEADER + """

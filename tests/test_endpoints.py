@@ -162,11 +162,12 @@ def test_a_port_in_use_and_a_killed_server(served, home):
         assert refused.rc != 0 and refused.err.count("\n") == 1 and f"port {port}" in refused.err
     assert "no endpoints" in run_mltrain("endpoints", "list", cwd=served).out
     assert run_mltrain("endpoints", "create", "victim", cwd=served).rc == 0
-    # given no --port, a port below the kernel's ephemeral range: no program's outgoing connection can be
-    # holding it when the endpoint is started again on it (restart, after a reboot)
+    # given no --port, a port outside the kernel's ephemeral range, above Slurm jobs' rendezvous ports: no
+    # program's outgoing connection, and no job, can be holding it when the endpoint is started again on it
+    # (restart, after a reboot)
     port = _port(_endpoint(served, "victim")["scoring_uri"])
-    lowest_ephemeral = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    assert 20000 <= port < lowest_ephemeral, port
+    low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    assert 30000 <= port < low or high < port <= 65535, port
     assert _deploy(served, "victim", "blue").rc == 0
     pid = _endpoint(served, "victim")["deployments"][0]["pid"]
     os.killpg(pid, signal.SIGKILL)

@@ -45,7 +45,10 @@ if TYPE_CHECKING:
 #: What signal.getsignal gives back: a Python handler, or SIG_DFL / SIG_IGN (or None: not set from Python).
 _Handler = Union[Callable[[int, Optional[FrameType]], object], int, signal.Handlers, None]
 
-PORT_BASE, PORT_SPAN = 20000, 20000
+#: MASTER_PORT is derived from the job id into 20000-29999: below the kernel's ephemeral range (Linux's
+#: default starts at 32768), where an outgoing connection could hold it, and below the ports endpoints are
+#: drawn from (endpoints/endpoint_port.py, 30000 up), so a job never takes a stopped endpoint's port.
+PORT_BASE, PORT_SPAN = 20000, 10000
 RENDEZVOUS_WAIT_S = 300
 CHECKPOINT_FILE = "checkpoint_requested"
 #: How long a checkpoint waits for the program to end after its SIGUSR1 before stopping it (SIGTERM).
@@ -80,11 +83,11 @@ def rendezvous(run_dir: Path, job_id: str, attempt: int, rank: int, master: str)
     in the run directory; the other ranks read it there."""
     path = run_dir / "ranks" / f"rendezvous_{job_id}_{attempt}.json"
     if rank == 0:
-        port = derived_port(job_id)
-        for _ in range(100):
+        derived = port = derived_port(job_id)
+        for step in range(100):  # the next ports up, wrapping within the span (never into endpoints' ports)
+            port = PORT_BASE + (derived - PORT_BASE + step) % PORT_SPAN
             if _bindable(port):
                 break
-            port += 1
         atomic_write(path, json.dumps({"master_addr": master, "master_port": port}))
         return port
     deadline = time.monotonic() + RENDEZVOUS_WAIT_S
