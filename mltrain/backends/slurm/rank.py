@@ -83,7 +83,7 @@ def rendezvous(run_dir: Path, job_id: str, attempt: int, rank: int, master: str)
     in the run directory; the other ranks read it there."""
     path = run_dir / "ranks" / f"rendezvous_{job_id}_{attempt}.json"
     if rank == 0:
-        derived = port = derived_port(job_id)
+        derived = derived_port(job_id)
         for step in range(100):  # the next ports up, wrapping within the span (never into endpoints' ports)
             port = PORT_BASE + (derived - PORT_BASE + step) % PORT_SPAN
             if _bindable(port):
