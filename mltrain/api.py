@@ -32,7 +32,7 @@ from mltrain.config.paths import user_conf_dirs
 from mltrain.errors import MltrainError
 from mltrain.handle import Run
 from mltrain.home import mltrain_home
-from mltrain.launch import multirun_files
+from mltrain.launch import multirun_files, nesting
 from mltrain.launch.driver import drive, listen
 from mltrain.launch.orchestrate import create_run
 from mltrain.launch.request import JobRequest, freeze_request
@@ -45,6 +45,7 @@ __all__ = ["JobRequest", "MultirunRequest", "Run", "submit", "submit_multirun", 
 
 def submit_request(request: JobRequest, console: Optional[Console] = None) -> Run:
     """Queue one run and return its handle as soon as the run exists (its driver runs on)."""
+    nesting.refuse_in_a_rank()  # a job's code submitting itself again, or nested too deep: its process ends
     job = freeze_request(request)
     backends.get(job.backend).preflight([job])
     record = create_run(job, console or Console())
@@ -176,13 +177,14 @@ class MultirunDriver:
 def submit_multirun(request: MultirunRequest, timeout: float = 300.0) -> MultirunDriver:
     """Start the driver and return once its engine has started; a refusal before that raises the
     driver's MltrainError (its one line, read from the typed outcome)."""
+    nesting.refuse_in_a_rank()
     folder = mltrain_home() / "drivers" / f"{request.name}_{uuid.uuid4().hex[:8]}"
     folder.mkdir(parents=True)
     file = multirun_files.write_request(folder, request.overrides, request.config_dirs, request.nodes)
     with open(folder / "driver.log", "ab") as out:
         process = subprocess.Popen(multirun_files.driver_argv(file),
                                    stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                   start_new_session=True, env=unmarked(dict(os.environ)))
+                                   start_new_session=True, env=nesting.driver_env(unmarked(dict(os.environ))))
     driver = MultirunDriver(process, folder)
     ready = Path(request.ready)
     waited = wait_until(lambda: ready.exists() or driver.outcome() is not None, timeout)

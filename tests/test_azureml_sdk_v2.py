@@ -10,10 +10,11 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
-from support import mltrain_exe, runs
+from support import mltrain_exe, runs, until
 from test_azureml_v2 import COMPONENT, STEP, write
 
 pytest.importorskip("azure.ai.ml", reason="the azure extra: pip install 'mltrain[azure]'")
@@ -368,6 +369,115 @@ def test_mldesigner_command_components_run_as_a_pipeline(home, project):
             if "." in r["id"]}
     assert "prep wrote 12" in logs["made"] and "count 12" in logs["count"], logs
     assert "building environment AzureML-mldesigner-minimal" in p.stdout + p.stderr
+
+
+SELF_SUBMITTING = """\
+from azure.ai.ml import MLClient, dsl
+from azure.identity import DefaultAzureCredential
+from mldesigner import command_component
+
+
+@command_component(display_name="Train")
+def train(epochs: int = 1):
+    print("trained", epochs)
+
+
+@dsl.pipeline(compute="cpu-cluster")
+def pipe():
+    train(epochs=2)
+
+
+ml_client = MLClient(DefaultAzureCredential(), "s", "rg", "ws")
+job = ml_client.jobs.create_or_update(pipe())
+ml_client.jobs.stream(job.name)
+"""
+
+
+def processes_of(home: Path) -> list:
+    """The processes whose environment names this test's MLTRAIN_HOME: everything its jobs started."""
+    import psutil
+
+    want, out = str(home), []
+    for proc in psutil.process_iter():
+        try:
+            if proc.environ().get("MLTRAIN_HOME") == want:
+                out.append(proc)
+        except (psutil.Error, OSError):
+            continue
+    return out
+
+
+def test_a_file_whose_steps_submit_it_again_is_refused_in_its_first_step(home, project):
+    """Issue 63: an mldesigner component and the @dsl.pipeline using it in one file, submitted at module level
+    without `if __name__ == "__main__":`. Each step imports the file, so each step submitted the pipeline again
+    (214 processes within four minutes). The step's submission is refused in one line naming the file; that
+    step fails, the pipeline ends Failed, and nothing is left running."""
+    pytest.importorskip("mldesigner")
+    import psutil  # noqa: F401 - processes_of
+
+    sdk_project(project)
+    write(project, "pipe.py", SELF_SUBMITTING)
+    env = {**{k: v for k, v in os.environ.items() if k != "MLTRAIN_AZUREML"}, "MLTRAIN_AZUREML": "1"}
+    started = time.monotonic()
+    user = subprocess.Popen([sys.executable, "pipe.py"], cwd=project, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env)
+    most = 0
+    try:
+        while user.poll() is None and time.monotonic() - started < 60:
+            most = max(most, len(processes_of(home)))
+            time.sleep(0.3)
+    finally:
+        if user.poll() is None:  # the recursion: everything it started, until nothing starts any more
+            user.kill()
+            while left := processes_of(home):
+                for proc in left:
+                    proc.kill()
+                time.sleep(0.5)
+    out, err = user.communicate(timeout=10)
+    took = time.monotonic() - started
+    assert took < 60, f"still running after {took:.0f}s, {most} processes at most"
+    assert user.returncode != 0, out + err
+    pipeline = [r for r in runs(home) if "." not in r["id"]]
+    assert [r["status"] for r in pipeline] == ["Failed"], (pipeline, out + err)  # one pipeline, never a second
+    (step,) = [r for r in runs(home) if "." in r["id"]]
+    log = (Path(step["dir"]) / "logs" / "rank_0.log").read_text()
+    line = (f"mltrain: refused: pipe.py submits a job from inside run {pipeline[0]['id']}'s step 'train', a job "
+            "pipe.py submitted itself (a job submitted by a job's own code, nested 2 deep); guard the submission "
+            'with if __name__ == "__main__":')
+    assert line in log.splitlines(), log
+    assert "Traceback" not in log, log
+    assert step["status"] == "Failed" and "trained" not in log
+    assert most <= 12, f"{most} processes at once"
+    until(lambda: not processes_of(home), 10, "no process of the pipeline left")
+    assert len(list((home / "azureml_sdk").iterdir())) == 1  # the step's refused submission left nothing behind
+
+
+RECURSE = """\
+import os, subprocess, sys
+
+level = int(sys.argv[1])
+print("level", level, "depth", os.environ["MLTRAIN_SUBMIT_DEPTH"], flush=True)
+argv = [os.environ["MLTRAIN_PYTHON"], "-m", "mltrain", "job=script", "job.script=recurse.py",
+        f"job.arguments=[{level + 1}]", "run.console=none"]
+sys.exit(subprocess.run(argv).returncode)
+"""
+
+
+def test_jobs_submitted_by_jobs_nest_three_deep_and_no_deeper(home, project):
+    """Issue 63: a job's code may submit a job (a pipeline's sweep step does), and that job's code one more; a
+    fourth level is refused in one line, so a submission that repeats itself through the `mltrain` command (no
+    file of the user's to recognise) still ends."""
+    write(project, "recurse.py", RECURSE)
+    p = subprocess.run(mltrain_exe() + ["job=script", "job.script=recurse.py", "job.arguments=[1]", "run.console=none"],
+                       cwd=project, capture_output=True, text=True, timeout=120)
+    assert p.returncode != 0, p.stdout + p.stderr
+    made = runs(home)
+    assert len(made) == 3 and all(r["status"] == "Failed" for r in made), made
+    logs = [(Path(r["dir"]) / "logs" / "rank_0.log").read_text() for r in made]
+    assert [log.splitlines()[0] for log in logs] == ["level 1 depth 1", "level 2 depth 2", "level 3 depth 3"], logs
+    line = (f"mltrain: error: `mltrain job=script job.script=recurse.py job.arguments=[4] run.console=none` submits a "
+            f"job from inside run {made[2]['id']} (a job submitted by a job's own code, nested 4 deep; at most 3 are)")
+    assert line in logs[2].splitlines(), logs[2]
 
 
 def test_a_notebooks_code_cells_run_in_order_with_the_runner(home, project):

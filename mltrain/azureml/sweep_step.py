@@ -25,6 +25,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from mltrain.azureml import command_job, sweep_job
 from mltrain.azureml.references import asset_name, config_dirs
 from mltrain.azureml.yaml_lines import JobFile
+from mltrain.launch import nesting
 from mltrain.processes import run_in_foreground
 from mltrain.spec.status import COMPLETED, FAILED
 
@@ -35,6 +36,7 @@ KEPT = ("search_space", "sampling_algorithm", "objective", "early_termination", 
         "experiment_name")
 #: The rank variables the step's own program has that its sweep's trials must not inherit.
 NOT_PASSED = ("MLTRAIN_", "MLFLOW_", "AZUREML_", "AZURE_ML_", "AML_PARAMETER_", "AZ_BATCH")
+KEPT_VARIABLES = (nesting.DEPTH, nesting.FILES)
 
 
 def parse(jf: JobFile, where: tuple, body: Dict[str, Any], ctx: command_job.Context,
@@ -238,7 +240,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     run_dir = Path(os.environ["MLTRAIN_RUN_DIR"])
     run_id = os.environ["MLTRAIN_RUN_ID"]
     sweep_dir = run_dir / "sweep"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(NOT_PASSED) or k in ("MLTRAIN_HOME",)}
+    # the nesting variables pass: the sweep is a job this step's code submits (mltrain.launch.nesting)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(NOT_PASSED) or k in ("MLTRAIN_HOME", *KEPT_VARIABLES)}
     for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "NODE_RANK", "GROUP_RANK", "MASTER_ADDR",
                  "MASTER_PORT", "TF_CONFIG"):
         env.pop(name, None)

@@ -22,6 +22,7 @@ from typing import Any, Dict, List, Sequence
 from omegaconf import OmegaConf
 
 from mltrain.errors import ConfigError, MltrainError, one_line
+from mltrain.launch import nesting
 from mltrain.launch.composer import Composer
 
 
@@ -32,6 +33,8 @@ def run_command(composer: Composer, arguments: Sequence[str]) -> None:
 
     config = composer.config
     arguments = list(arguments)
+    if not OmegaConf.select(config, "dry_run", default=False):
+        nesting.check()  # the `mltrain` command run by a job's own code (mltrain.launch.nesting)
     pipelines.refuse_sweep(arguments)
     sweep_dir = Path(str(config.hydra.sweep.dir))
     existing = next(p for p in (sweep_dir, *sweep_dir.parents) if p.exists())

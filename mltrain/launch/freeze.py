@@ -23,7 +23,7 @@ from mltrain.config.compose import is_mltrain_config, uses_hydra_resolver
 from mltrain.environments import materialize
 from mltrain.environments import spec as env_spec
 from mltrain.errors import ConfigError, MltrainError
-from mltrain.launch import programs
+from mltrain.launch import nesting, programs
 from mltrain.ranks import hangs
 from mltrain.runs import mlflow_run
 from mltrain.spec.job import HYDRA_TASK_MODULE, FrozenJob, new_run_id
@@ -191,6 +191,7 @@ def _freeze_mltrain(cfg, overrides, sweep_dir, sweep_index, given_id: Optional[s
     env.update(_data_env(cfg))
     env["MLTRAIN_DIST_TIMEOUT_S"] = str(cfg.distribution.timeout_s)
     env["MLTRAIN_PYTHON"] = sys.executable  # mltrain's own interpreter (Run.register_model calls its CLI)
+    env.update(nesting.job_variables())  # how deep its ranks run in jobs submitted by jobs' code, and by which files
     env.update(mlflow_run.rank_env(run_dir))  # scripts' mlflow.log_metric lands in this run
     env.update(backend_env)
     env.update({k: v for k, v in hangs.hang_env(process_group, run_dir).items() if k not in env and k not in os.environ})
@@ -323,7 +324,7 @@ def _freeze_hydra_app(sweep_config, resolved, overrides, runs_root, sweep_dir, s
         process_group=None,
         argv=[sys.executable, "-m", HYDRA_TASK_MODULE],
         cwd=os.getcwd(),
-        env={},
+        env=nesting.job_variables(),
         overrides=overrides,
         sweep_dir=sweep_dir,
         sweep_index=sweep_index,

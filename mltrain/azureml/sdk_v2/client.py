@@ -24,6 +24,7 @@ from mltrain.azureml.sdk_v2 import submit as submission
 from mltrain.errors import MltrainError
 from mltrain.handle import Run
 from mltrain.home import mltrain_home
+from mltrain.launch import nesting
 from mltrain.processes import pid_alive
 from mltrain.runs.waiting import wait_until
 
@@ -138,6 +139,7 @@ class JobOperations:
     def create_or_update(self, job: Any, *, description: Optional[str] = None, compute: Optional[str] = None,
                          tags: Optional[Dict[str, str]] = None, experiment_name: Optional[str] = None,
                          skip_validation: bool = False, **kwargs: Any) -> Any:
+        nesting.refuse_in_a_rank()  # before the job's folder is written (mltrain.launch.nesting)
         azure = _azure()
         try:
             done = submission.submit(job, experiment_name=experiment_name, compute=compute)

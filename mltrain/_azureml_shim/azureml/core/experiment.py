@@ -24,6 +24,9 @@ class Experiment:
         """Queue `config` (ScriptRunConfig, an estimator, HyperDriveConfig or a Pipeline); returns its run."""
         from azureml.core._bridge import origin
 
+        from mltrain.launch import nesting  # submission
+
+        nesting.refuse_in_a_rank()  # a job's code submitting itself again: before anything of it is written
         submit = getattr(config, "_submit", None)
         if submit is None:
             raise UserErrorException(f"Experiment.submit: {type(config).__name__} is not a run configuration "
