@@ -3,19 +3,21 @@
 File input (a folder, a file, an MLTable of files: Azure's uri_folder / FileDataset): every file, in path
 order, `mini_batch_size` files at a time (Azure's default 10). Tabular input (an MLTable with a read_delimited
 or read_parquet transformation, a CSV/TSV/Parquet file or a folder of them: Azure's mltable / TabularDataset):
-rows, about `mini_batch_size` bytes of them at a time (default 1 MB; a delimited file is cut at line ends, a
+rows, about `mini_batch_size` bytes of them at a time (default 1 MB; a delimited file is cut between records, a
 Parquet file at row groups), or one mini-batch per value of `partition_keys`. A mini-batch is a small JSON
 description (files, or a file and a byte range) that a worker reads itself, so the agent never loads the data.
-A delimited file is cut at line ends: a quoted field holding a line break would be cut through (say so once).
+A delimited file's records are found as Python's csv module reads them (a quoted field, with "" for a quote, may
+hold delimiters and line breaks), so a record is never cut between two mini-batches and each counts as one item.
 """
 from __future__ import annotations
 
+import csv
 import glob
 import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, BinaryIO, Dict, Iterator, List, Optional, Tuple
 
 import yaml
 
@@ -140,24 +142,56 @@ def table_batches(found: Source, size: int) -> List[Dict[str, Any]]:
 
 
 def _delimited_batches(path: str, size: int, delimiter: str, header: bool, encoding: str) -> List[Dict[str, Any]]:
-    """Byte ranges of about `size` bytes each, cut at line ends; the header line goes with every one."""
+    """Byte ranges of about `size` bytes each, cut between records; the header record goes with every one."""
     out: List[Dict[str, Any]] = []
     with open(path, "rb") as f:
-        head = f.readline() if header else b""
-        start, rows, taken = f.tell(), 0, 0
-        for line in iter(f.readline, b""):
-            if not line.strip():
-                taken += len(line)
-                continue
-            rows += 1
-            taken += len(line)
-            if taken >= size:
-                end = start + taken
-                out.append(_range(path, start, end, rows, head, delimiter, encoding))
-                start, rows, taken = end, 0, 0
+        records = records_in(f, delimiter, encoding)
+        start = next(records, (0, True))[0] if header else 0
+        with open(path, "rb") as again:  # the header record, which a quoted name may spread over lines
+            head = again.read(start)
+        begin, rows = start, 0
+        for end, blank in records:
+            rows += 0 if blank else 1
+            if end - begin >= size and rows:
+                out.append(_range(path, begin, end, rows, head, delimiter, encoding))
+                begin, rows = end, 0
         if rows:
-            out.append(_range(path, start, start + taken, rows, head, delimiter, encoding))
+            out.append(_range(path, begin, os.path.getsize(path), rows, head, delimiter, encoding))
     return out
+
+
+def records_in(f: BinaryIO, delimiter: str, encoding: str) -> Iterator[Tuple[int, bool]]:
+    """(the offset where it ends, whether it is blank) of each record of a delimited file, from its start.
+
+    Records as Python's csv module (and pandas) reads them: quote char '"', doubled to quote it; a quoted field
+    may hold line breaks, so a record is one line or several. A line without a quote is a record of its own; from
+    a line with one the csv module reads the record, over as many lines as it takes (streaming, in C: the table is
+    never parsed whole, and a file without quotes costs a scan of its lines).
+    """
+    offset = 0
+    # the csv module takes a one-character delimiter; a longer one's first character starts a field as well
+    sep = (delimiter or ",")[0]
+    more = [0]
+
+    def record(first: bytes) -> Iterator[str]:
+        yield first.decode(encoding, errors="replace")
+        for line in f:
+            more[0] += len(line)
+            yield line.decode(encoding, errors="replace")
+
+    for line in f:
+        offset += len(line)
+        if b'"' not in line:
+            # a blank line is no row to pandas (skip_blank_lines), nor to the item count
+            yield offset, not line.strip()
+            continue
+        more[0] = 0
+        try:
+            next(csv.reader(record(line), delimiter=sep, quotechar='"', doublequote=True, strict=False))
+        except csv.Error:
+            pass  # a line the csv module refuses (a lone '\r' in it) is still a record: the worker's pandas says why
+        offset += more[0]
+        yield offset, False
 
 
 def _range(path: str, start: int, end: int, rows: int, head: bytes, delimiter: str, encoding: str) -> Dict[str, Any]:
