@@ -78,7 +78,9 @@ class LogCopy:
 def copy_output(stream, log_path, on_chunk=None, on_line=None, copy: Optional[LogCopy] = None) -> LogCopy:
     """Copy a rank's output to its log as it comes, and hand it on in chunks or in whole lines.
 
-    Chunks pass partial lines and '\r' redraws through (a live progress bar); the log keeps only
+    Chunks pass partial lines and '\r' redraws through (a live progress bar), and end with a line end
+    (one is added when the rank's last line had none, so what follows starts a line of its own); whole
+    lines wait for their end, or for the rank's end. The log keeps only
     what each line ends as (no bar frames, no terminal escapes). A log that cannot be written (a full
     disk) stops being written, never being read: the rank must not block on a pipe nobody empties,
     and its last lines are kept in memory (the returned LogCopy) for the run's error.
@@ -87,6 +89,7 @@ def copy_output(stream, log_path, on_chunk=None, on_line=None, copy: Optional[Lo
     copy.log_path = str(log_path)
     fd = stream.fileno()
     pending = b""
+    ended = True  # the chunks so far end a line
     log = _open_log(log_path, copy)
     try:
         while True:
@@ -95,6 +98,7 @@ def copy_output(stream, log_path, on_chunk=None, on_line=None, copy: Optional[Lo
                 break
             if on_chunk is not None:
                 on_chunk(chunk)
+                ended = chunk.endswith(b"\n")
             pending += chunk
             *lines, pending = pending.split(b"\n")
             for line in lines:
@@ -105,6 +109,8 @@ def copy_output(stream, log_path, on_chunk=None, on_line=None, copy: Optional[Lo
             log = _write_line(log, _final_frame(pending), copy)
             if on_line is not None:
                 on_line(pending.decode("utf-8", "replace"))
+        if on_chunk is not None and not ended:
+            on_chunk(b"\n")
     finally:
         if log is not None:
             try:

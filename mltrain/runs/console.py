@@ -36,14 +36,20 @@ class Console:
     def status(self, text: str) -> None:
         self.write_line(f"mltrain: {self.prefix}{text}")
 
-    def rank_output(self, rank: int) -> Tuple[Optional[Callable[[bytes], None]], Optional[Callable[[str], None]]]:
+    def rank_output(self, rank: int, whole_lines: bool) -> Tuple[Optional[Callable[[bytes], None]],
+                                                                Optional[Callable[[str], None]]]:
         """(on_chunk, on_line) for a shown rank. Rank 0 of a lone run passes through as written, so a
-        progress bar redraws; anything else goes whole line by line, each with its member and rank
-        prefix, so concurrent runs never mix within a line."""
-        if rank == 0 and not self.prefix:
+        progress bar redraws, unless `whole_lines` (other ranks share the console, or what is read may end
+        mid-line: a log's tail). Anything else goes whole line by line, each with its member and rank prefix,
+        so ranks and concurrent runs never mix within a line: a part of a line is held until its end comes."""
+        if rank == 0 and not self.prefix and not whole_lines:
             return self.raw, None
+        return None, self.rank_lines(rank)
+
+    def rank_lines(self, rank: int) -> Callable[[str], None]:
+        """Shows one whole line of a rank, with its member and rank prefix (rank 0 has none)."""
         label = self.prefix + (f"[rank {rank}] " if rank else "")
-        return None, lambda line: self.write_line(label + line)
+        return lambda line: self.write_line(label + line)
 
     def is_terminal(self) -> bool:
         try:

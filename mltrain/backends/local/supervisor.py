@@ -148,7 +148,9 @@ class LocalSupervisor:
 
     def _pump(self, rank: _Rank) -> None:
         show = self.job.console == "all" or (self.job.console == "rank0" and rank.rank == 0)
-        on_chunk, on_line = self.console.rank_output(rank.rank) if show else (None, None)
+        # rank 0 passes through as written only when no other rank's lines share the console
+        shared = self.job.console == "all" and self.job.world_size > 1
+        on_chunk, on_line = self.console.rank_output(rank.rank, whole_lines=shared) if show else (None, None)
         assert rank.proc.stdout is not None
         copy_output(rank.proc.stdout, rank.log_path, on_chunk=on_chunk, on_line=on_line, copy=rank.copy)
 

@@ -75,7 +75,10 @@ class MpiSupervisor:
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
         launcher_log = self.record.log_path()
         # mpirun's own output carries what each rank shows (mltrain.backends.mpi.rank decides)
-        on_chunk, on_line = self.console.rank_output(0) if self.job.console != "none" else (None, None)
+        # (every shown rank's lines, whole, when several are shown: held here until each line's end)
+        shared = self.job.console == "all" and self.job.world_size > 1
+        on_chunk, on_line = (self.console.rank_output(0, whole_lines=shared) if self.job.console != "none"
+                             else (None, None))
         pump = threading.Thread(target=copy_output, args=(proc.stdout, launcher_log),
                                 kwargs={"on_chunk": on_chunk, "on_line": on_line}, daemon=True)
         pump.start()

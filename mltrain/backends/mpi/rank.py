@@ -64,7 +64,9 @@ def main() -> None:
 
     # mpirun collects every rank's stdout for the driver: each rank prints only what is shown
     show = job.console == "all" or (job.console == "rank0" and place.rank == 0)
-    on_chunk, on_line = Console().rank_output(place.rank) if show else (None, None)
+    # whole lines when other ranks share mpirun's output: a part of a line would be forwarded before its end
+    shared = job.console == "all" and job.world_size > 1
+    on_chunk, on_line = Console().rank_output(place.rank, whole_lines=shared) if show else (None, None)
     code = run_program(contract.rank_argv(job, env), job.cwd, env, run_dir / "logs" / f"rank_{place.rank}.log",
                        on_start=forward_signals, on_chunk=on_chunk, on_line=on_line)
     for s in sampler:

@@ -295,11 +295,12 @@ def mark_running(record: RunRecord, console: Optional[Console], at: Optional[flo
 
 
 class _Stream:
-    """Follows one rank's log and shows what is new: raw bytes, or whole lines with a prefix."""
+    """Follows one rank's log and shows its whole lines: the last line read may still be being written (a
+    read can end anywhere in a write, on a shared file system above all), so a part of a line waits for its
+    end, or for the rank's end (`final`)."""
 
-    def __init__(self, path: Path, on_chunk: Optional[Callable[[bytes], None]],
-                 on_line: Optional[Callable[[str], None]]) -> None:
-        self.path, self.on_chunk, self.on_line = path, on_chunk, on_line
+    def __init__(self, path: Path, on_line: Callable[[str], None]) -> None:
+        self.path, self.on_line = path, on_line
         self.offset, self.pending = 0, b""
 
     def has_new(self) -> bool:
@@ -310,14 +311,11 @@ class _Stream:
 
     def pump(self, final: bool = False) -> bool:
         chunk, self.offset = follow(self.path, self.offset)
-        if self.on_chunk is not None and chunk:
-            self.on_chunk(chunk)
-        elif self.on_line is not None:
-            *lines, self.pending = (self.pending + chunk).split(b"\n")
-            if final and self.pending:
-                lines, self.pending = lines + [self.pending], b""
-            for line in lines:  # the rank's wrapper wrote each line's final frame only (process.copy_output)
-                self.on_line(line.decode("utf-8", "replace"))
+        *lines, self.pending = (self.pending + chunk).split(b"\n")
+        if final and self.pending:
+            lines, self.pending = lines + [self.pending], b""
+        for line in lines:  # the rank's wrapper wrote each line's final frame only (process.copy_output)
+            self.on_line(line.decode("utf-8", "replace"))
         return bool(chunk)
 
 
@@ -327,7 +325,7 @@ def rank_streams(plan: Plan, record: RunRecord, console: Console) -> List[_Strea
     if job.console == "none":
         return []
     ranks = range(job.world_size) if job.console == "all" else [0]
-    return [_Stream(record.log_path(r), *console.rank_output(r)) for r in ranks]
+    return [_Stream(record.log_path(r), console.rank_lines(r)) for r in ranks]
 
 
 def wait(plans: List[Plan], records: List[RunRecord], ids: List[str], consoles: List[Console],
