@@ -245,3 +245,156 @@ def test_a_packed_member_whose_worker_never_came_is_queued_again(home, project, 
         [m["params"] for m in whole["members"][:2]], out
     records = runs(home)
     assert [r["status"] for r in records] == ["Completed"] * 2 and not any(r.get("attempts") for r in records), records
+
+
+MARKED = """\
+import os, sys
+from pathlib import Path
+from mltrain import run
+
+with open(Path(sys.argv[1]) / os.environ["MLTRAIN_RUN_ID"], "a") as marks:
+    marks.write("ran\\n")
+run.log("score", float(os.environ["AML_PARAMETER_x"]), step=1)
+"""
+
+
+def test_a_packed_member_recorded_queued_but_never_queued_runs_once_on_resume(home, project):
+    """Issue 63: the driver records a packed member Queued, then puts it in its queue. Killed between the two (as
+    its workers ran out of work and left), it left a member no worker will ever take: the resume followed it as
+    Queued, for ever. Here the state is made as that kill leaves it (the entry taken out of the queue, the workers
+    gone): the resume queues that member again too, keeps a worker for it, and each member runs once."""
+    require_cluster()
+    name = f"unqueued{os.getpid()}"
+    (project / "marked.py").write_text(MARKED)
+    marks = project / "marks"
+    marks.mkdir()
+    args = ["-m", "job=script", "job.script=marked.py", f"job.arguments=[{marks}]", "+job.params.x=interval(0,1)",
+            "sweep.sampling=random", "sweep.seed=11", "sweep.max_total_runs=2", "sweep.max_concurrent_runs=2",
+            "sweep.primary_metric=score", "run.console=none", "compute=slurm", "compute.poll_s=0.3", "compute.pack=1",
+            "+compute.additional_parameters.hold=true", f"experiment_name={name}"]
+    driver = subprocess.Popen(mltrain_exe() + args, cwd=project, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              env={**os.environ, "MLTRAIN_HOME": str(home)})
+    try:
+        until(lambda: len(runs(home)) == 2 and all(r["status"] == "Queued" for r in runs(home)), 60, "2 members queued")
+        first = until(lambda: squeue_ids(f"{name}-pack"), 30, "the held worker")
+    finally:
+        driver.kill()
+        driver.wait(timeout=30)
+    subprocess.run(["scancel", *first], check=True)  # the queue's workers have left
+    (late,) = [r for r in runs(home) if r["sweep"]["index"] == 1]
+    part = late["slurm"]
+    (Path(part["pack"]) / "todo" / part["entry"]).unlink()  # the driver died before queuing it
+    sweep = the_sweep(home)
+    resume = subprocess.Popen(mltrain_exe() + ["runs", "resume", sweep.name], cwd=project, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env={**os.environ, "MLTRAIN_HOME": str(home)})
+    try:
+        again = until(lambda: squeue_ids(f"{name}-pack") - first, 60, "a worker submitted by the resume")
+        subprocess.run(["scontrol", "release", *again], check=True)
+        out, err = resume.communicate(timeout=90)
+    finally:
+        resume.kill()
+        subprocess.run(["scancel", "-n", f"{name}-pack"], check=False)
+    assert resume.returncode == 0, out + err
+    assert sorted(re.findall(r"\[#(\d+)\] Queued: queued again \(nothing had started it\)", out)) == ["0", "1"], out
+    assert doc_of(sweep)["status"] == "Completed", out
+    records = runs(home)
+    assert [r["status"] for r in records] == ["Completed"] * 2 and not any(r.get("attempts") for r in records), records
+    assert {p.name: p.read_text() for p in marks.iterdir()} == {r["id"]: "ran\n" for r in records}  # each ran once
+
+
+GATED = """\
+import os, sys, time
+from pathlib import Path
+from mltrain import run
+
+gate = Path(sys.argv[1])
+while not (gate / "go").exists():
+    time.sleep(0.1)
+with open(gate / os.environ["MLTRAIN_RUN_ID"], "a") as marks:
+    marks.write("ran\\n")
+run.log("score", float(os.environ["AML_PARAMETER_x"]), step=1)
+"""
+
+
+def test_a_resumed_packed_sweep_keeps_a_worker_for_a_member_put_back_in_its_queue(home, project, tmp_path):
+    """Issue 63: a resume follows the packed member a worker runs for the dead driver; when that worker is stopped
+    under it (scancel here; a node drained), the member goes back to the queue, and only a worker takes it from
+    there. The resume keeps the queue's workers as the driver did: it submits one, and the member runs once to
+    its end. Before, the resume followed it as Queued, for ever."""
+    require_cluster()
+    name = f"putback{os.getpid()}"
+    (project / "gated.py").write_text(GATED)
+    gate = project / "gate"
+    gate.mkdir()
+    args = ["-m", "job=script", "job.script=gated.py", f"job.arguments=[{gate}]", "+job.params.x=interval(0,1)",
+            "sweep.sampling=random", "sweep.seed=11", "sweep.max_total_runs=1", "sweep.primary_metric=score",
+            "run.console=none", "compute=slurm", "compute.poll_s=0.3", "compute.pack=1", f"experiment_name={name}"]
+    env = {**os.environ, "MLTRAIN_HOME": str(home)}
+    driver = subprocess.Popen(mltrain_exe() + args, cwd=project, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              env=env)
+    try:
+        until(lambda: [r["status"] for r in runs(home)] == ["Running"], 60, "the member running in its worker")
+        (worker,) = squeue_ids(f"{name}-pack")
+    finally:
+        driver.kill()
+        driver.wait(timeout=30)
+    said = tmp_path / "resume.out"
+    with open(said, "w") as out:
+        resume = subprocess.Popen(mltrain_exe() + ["runs", "resume", the_sweep(home).name], cwd=project, stdout=out,
+                                  stderr=subprocess.STDOUT, text=True, env=env)
+    try:
+        until(lambda: "[#0] Running: followed again" in said.read_text(), 60, "the resume following the member")
+        subprocess.run(["scancel", worker], check=True)  # its worker stopped under it: back in the queue
+        until(lambda: worker not in squeue_ids(f"{name}-pack"), 60, "the stopped worker gone")
+        (gate / "go").touch()
+        resume.wait(timeout=90)
+    finally:
+        resume.kill()
+        subprocess.run(["scancel", "-n", f"{name}-pack"], check=False)
+    text = said.read_text()
+    assert resume.returncode == 0, text
+    (record,) = runs(home)
+    assert record["status"] == "Completed" and len(record.get("attempts") or []) == 1, (record, text)  # stopped once
+    assert {p.name: p.read_text() for p in gate.iterdir() if p.name != "go"} == {record["id"]: "ran\n"}
+
+
+def test_a_resumed_packed_sweep_counts_the_workers_slurm_still_holds_for_it(home, project, tmp_path):
+    """Issue 63: the dead driver's worker is still queued in Slurm (held here), not started: the resume counts it
+    (squeue: PENDING) and submits none of its own; once Slurm starts it, it runs the members queued again."""
+    require_cluster()
+    name = f"pending{os.getpid()}"
+    (project / "marked.py").write_text(MARKED)
+    marks = project / "marks"
+    marks.mkdir()
+    args = ["-m", "job=script", "job.script=marked.py", f"job.arguments=[{marks}]", "+job.params.x=interval(0,1)",
+            "sweep.sampling=random", "sweep.seed=11", "sweep.max_total_runs=2", "sweep.max_concurrent_runs=2",
+            "sweep.primary_metric=score", "run.console=none", "compute=slurm", "compute.poll_s=0.3", "compute.pack=1",
+            "+compute.additional_parameters.hold=true", f"experiment_name={name}"]
+    env = {**os.environ, "MLTRAIN_HOME": str(home)}
+    driver = subprocess.Popen(mltrain_exe() + args, cwd=project, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              env=env)
+    try:
+        until(lambda: len(runs(home)) == 2 and all(r["status"] == "Queued" for r in runs(home)), 60, "2 members queued")
+        first = until(lambda: squeue_ids(f"{name}-pack"), 30, "the held worker")
+    finally:
+        driver.kill()
+        driver.wait(timeout=30)
+    said = tmp_path / "resume.out"
+    with open(said, "w") as out:
+        resume = subprocess.Popen(mltrain_exe() + ["runs", "resume", the_sweep(home).name], cwd=project, stdout=out,
+                                  stderr=subprocess.STDOUT, text=True, env=env)
+    try:
+        until(lambda: said.read_text().count("queued again (nothing had started it)") == 2, 60, "both queued again")
+        time.sleep(2)  # the resume tends its pool at once, and then every 0.1 s
+        assert squeue_ids(f"{name}-pack") == first, "a worker submitted beside the one Slurm holds for the queue"
+        subprocess.run(["scontrol", "release", *first], check=True)
+        resume.wait(timeout=90)
+    finally:
+        resume.kill()
+        subprocess.run(["scancel", "-n", f"{name}-pack"], check=False)
+    text = said.read_text()
+    assert resume.returncode == 0, text
+    records = runs(home)
+    assert [r["status"] for r in records] == ["Completed"] * 2 and not any(r.get("attempts") for r in records), records
+    assert {p.name: p.read_text() for p in marks.iterdir()} == {r["id"]: "ran\n" for r in records}
+

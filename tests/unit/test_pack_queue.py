@@ -64,3 +64,21 @@ def test_the_workers_of_a_queue_start_where_its_first_driver_ran_also_when_a_lat
     monkeypatch.chdir(later)  # `runs resume` from another folder submits more workers of the same queue
     assert worker_submission(queue, params)["slurm_additional_parameters"]["chdir"] == str(first)
     assert params["slurm_additional_parameters"] == {"qos": "normal"}  # the plan's own parameters are not changed
+
+
+def test_the_pool_submits_workers_for_waiting_members_counting_those_slurm_holds():
+    """The pool's decision (mltrain.backends.slurm.pack_pool), the same for a live driver and a resumed sweep:
+    members waiting and under way, workers there (pending in Slurm included) -> workers to submit."""
+    from mltrain.backends.slurm.pack_pool import COMING, parse_squeue, wanted
+
+    assert wanted(size=2, todo=1, claimed=0, live=0) == 1  # issue 63: a member left queued, every worker gone
+    assert wanted(size=2, todo=1, claimed=0, live=1) == 0  # a worker queued in Slurm will take it
+    assert wanted(size=2, todo=5, claimed=0, live=0) == 2  # up to the pool's size
+    assert wanted(size=2, todo=5, claimed=1, live=1) == 1
+    assert wanted(size=3, todo=4, claimed=1, live=5) == 0  # more than enough (another driver's too)
+    assert wanted(size=4, todo=1, claimed=2, live=1) == 1  # never more workers than members waiting
+    assert wanted(size=2, todo=0, claimed=2, live=0) == 0  # none waits: a lost worker's member is the driver's
+    # squeue's states of the queue's workers: pending, starting or running ones will take members
+    states = parse_squeue("101|PENDING\n102|RUNNING\n103|COMPLETING\n104|CANCELLED\n105|CONFIGURING\n\n")
+    assert [job for job, state in states.items() if state in COMING] == ["101", "102", "105"]
+

@@ -10,7 +10,8 @@ file system: `todo/SEQ` (the member's run folder) -> `claimed/SEQ@WORKER` -> `do
 an entry owns the member: a worker, or the driver for a member it cancels before any worker took it. A
 worker keeps `workers/WORKER.alive` fresh while it lives and renames it `.gone` when it leaves, so the
 driver asks Slurm's accounting only about workers whose heartbeat stopped: a worker lost with its node
-has its member run again elsewhere, once. Members run one process each (world size 1).
+has its member run again elsewhere, once (mltrain.backends.slurm.pack_pool keeps the workers). Members run
+one process each (world size 1).
 """
 from __future__ import annotations
 
@@ -25,13 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from mltrain.backends.slurm import accounting
-from mltrain.backends.slurm.pack_member import requeue, run_member
+from mltrain.backends.slurm.pack_member import run_member
 from mltrain.backends.slurm.rank import SlurmRank
 from mltrain.backends.slurm.run_part import NAME
 from mltrain.runs.lifecycle import finish
 from mltrain.runs.record import RunRecord
-from mltrain.spec.status import CANCELED, FAILED, QUEUED, TERMINAL
+from mltrain.spec.status import CANCELED, QUEUED, TERMINAL
 
 #: Seconds a worker waits on an empty queue before it leaves (members of a HyperDrive sweep arrive as
 #: others end; a plain sweep's are all queued before the first worker starts).
@@ -39,8 +39,6 @@ IDLE_S = 5.0
 #: A heartbeat older than this makes the driver ask accounting whether the worker still runs.
 STALE_S = 15.0
 HEARTBEAT_S = 1.0
-#: Times a member whose worker was lost runs again.
-RERUNS = 1
 #: A deferred sweep's member maker (pickled by its driver: mltrain.launch.deferred), and what it could not make.
 DEFERRED = "deferred.pkl"
 DEFERRED_ERRORS = "deferred_errors.log"
@@ -259,134 +257,3 @@ def _beat(alive: Path, stop: threading.Event) -> None:
             os.utime(alive)
         except OSError:
             return
-
-
-# ---------------------------------------------------------------------------------------- the driver
-
-
-@dataclass
-class Pool:
-    """The workers of one queue, as the driver knows them."""
-
-    pack_dir: Path
-    params: Dict[str, Any]
-    size: int
-    max_requeues: int
-    submitted: Dict[str, float] = field(default_factory=dict)  # worker job id -> when submitted
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    reruns: Dict[str, int] = field(default_factory=dict)
-    asked: float = 0.0
-    interval: float = 5.0
-    following: int = 0  # launch() calls of this driver following members of this queue
-    slots: int = 1  # members each worker runs at once (compute.pack_slots)
-
-    def close(self) -> None:
-        """No more members will come: the workers leave once the queue is empty, without waiting IDLE_S."""
-        try:
-            (self.pack_dir / CLOSED).touch()
-        except OSError:  # the sweep's folder is gone: so are its workers' reasons to wait
-            pass
-
-    def tend(self, now: Optional[float] = None) -> None:
-        """Start workers while queued members outnumber them; find lost workers and run their members again."""
-        now = time.monotonic() if now is None else now
-        with self.lock:
-            self._lost(now)
-            todo = len(os.listdir(self.pack_dir / "todo"))
-            live = [w for w in self.submitted if not (self.pack_dir / "workers" / f"{w}.gone").exists()
-                    and not (self.pack_dir / "workers" / f"{w}.lost").exists()]
-            live += self._others_alive()  # an earlier driver's workers (a resumed sweep) count too
-            claimed = len(os.listdir(self.pack_dir / "claimed"))
-            want = min(self.size, todo + claimed) - len(live)
-            if todo and want > 0:
-                self._submit(min(want, todo))
-
-    def _others_alive(self) -> List[str]:
-        out = []
-        for path in (self.pack_dir / "workers").glob("*.alive"):
-            try:
-                fresh = time.time() - path.stat().st_mtime <= STALE_S
-            except FileNotFoundError:
-                continue
-            if fresh and path.stem not in self.submitted:
-                out.append(path.stem)
-        return out
-
-    def _submit(self, count: int) -> None:
-        from mltrain.backends.slurm.submission import make_executor  # heavy
-
-        executor = make_executor(worker_submission(self.pack_dir, self.params), self.pack_dir / "submitit",
-                                 self.max_requeues)
-        with executor.batch():
-            jobs = [executor.submit(PackWorker(str(self.pack_dir), int(self.params["timeout_min"]), self.slots))
-                    for _ in range(count)]
-        for job in jobs:
-            self.submitted[str(job.job_id)] = time.monotonic()
-
-    def _lost(self, now: float) -> None:
-        """Workers whose heartbeat stopped (or that never started) and that accounting says have ended."""
-        workers = self.pack_dir / "workers"
-        doubtful = []
-        for w, when in self.submitted.items():
-            alive = workers / f"{w}.alive"
-            if (workers / f"{w}.gone").exists() or (workers / f"{w}.lost").exists():
-                continue
-            try:
-                stale = time.time() - alive.stat().st_mtime > STALE_S
-            except FileNotFoundError:
-                stale = now - when > self.interval  # queued, or lost before it began
-            if stale:
-                doubtful.append(w)
-        if not doubtful or now - self.asked < self.interval:
-            return
-        self.asked = now
-        states = accounting.query(doubtful)
-        for w in doubtful:
-            state = states.get(w)
-            if state is not None and state.status in TERMINAL:
-                (workers / f"{w}.lost").write_text(state.state, encoding="utf-8")
-                self._rerun_members_of(w, state.state)
-
-    def _rerun_members_of(self, worker: str, state: str) -> None:
-        for claimed in os.listdir(self.pack_dir / "claimed"):
-            entry, _, owner = claimed.partition("@")
-            if owner != worker:
-                continue
-            content = (self.pack_dir / "claimed" / claimed).read_text(encoding="utf-8")
-            if is_deferred(content):  # lost before its member was made: nothing ran
-                release(self.pack_dir, entry, owner, again=True)
-                continue
-            record = RunRecord.load(content)
-            if record.status in TERMINAL:
-                release(self.pack_dir, entry, owner)
-                continue
-            why = f"its worker, Slurm job {worker}, ended {state}"
-            if self.reruns.get(entry, 0) >= RERUNS or record.cancel_requested():
-                release(self.pack_dir, entry, owner)
-                finish(record, FAILED, why + " (run again once already)")
-                continue
-            self.reruns[entry] = self.reruns.get(entry, 0) + 1
-            requeue(record, why)
-            release(self.pack_dir, entry, owner, again=True)
-
-    def cancel_queued(self, entries: List[str], reason: str, status: str = CANCELED) -> None:
-        """Members no worker has taken yet end here (Canceled, or Failed when no worker could be submitted);
-        those under way are asked (their worker stops them)."""
-        end_queued(self.pack_dir, entries, "driver", reason, status)
-
-    def stop(self) -> None:
-        accounting.scancel(list(self.submitted))
-
-
-_pools: Dict[str, Pool] = {}
-_pools_lock = threading.Lock()
-
-
-def pool_for(pack_dir: Path, params: Dict[str, Any], size: int, max_requeues: int, slots: int = 1) -> Pool:
-    """One pool per queue in this driver: a HyperDrive sweep's members, launched one by one, share it."""
-    with _pools_lock:
-        key = str(pack_dir)
-        if key not in _pools:
-            _dirs(pack_dir)
-            _pools[key] = Pool(pack_dir, params, size, max_requeues, slots=slots)
-        return _pools[key]

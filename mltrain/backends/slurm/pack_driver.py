@@ -20,7 +20,6 @@ from mltrain.backends.slurm.pack import (
     DEFERRED,
     STALE_S,
     STOPPED,
-    Pool,
     claim,
     end_queued,
     enqueue,
@@ -28,10 +27,10 @@ from mltrain.backends.slurm.pack import (
     is_deferred,
     pack_part,
     packed_in,
-    pool_for,
     release,
     worker_submission,
 )
+from mltrain.backends.slurm.pack_pool import Pool, pool_for, saved_pool
 from mltrain.backends.slurm.run_part import NAME
 from mltrain.backends.slurm.submission import sbatch_script
 from mltrain.errors import ConfigError
@@ -285,15 +284,42 @@ def take_back(record: RunRecord) -> bool:
     """A packed member still in its queue (no worker took it) when its driver died: out of the queue, for the
     resuming driver to queue it again and keep workers for it. The dead driver may have queued it and died
     before submitting a worker, and a worker submitted may never come: left in the queue, it could wait forever.
-    False if a worker has it (or it has ended)."""
+    So too a member the dead driver recorded Queued and died before queuing (its entry is nowhere). False if a
+    worker has it (or it has ended): the resuming process follows it, and keeps the queue's workers from then on
+    (`refresh`), since a worker stopped under it puts it back in the queue, where only a worker takes it."""
     where = packed_in(record)
     if where is None or driver_alive(record):
         return False
     queue, entry = where
-    if claim(queue, "resume", entry) is None:
-        return False
-    (queue / "claimed" / f"{entry}@resume").unlink()
-    return True
+    if claim(queue, "resume", entry) is not None:
+        (queue / "claimed" / f"{entry}@resume").unlink()
+        return True
+    if not _queued(queue, entry):
+        return True
+    pool = saved_pool(queue)
+    if pool is not None:
+        _tended[str(queue)] = pool
+    return False
+
+
+#: The queues whose members this process follows for a driver that died (take_back): it keeps their workers.
+_tended: Dict[str, Pool] = {}
+
+
+def _queued(queue: Path, entry: str) -> bool:
+    """Whether the entry is in its queue (waiting, taken or done): an entry moves by rename, so it is always in
+    one of the three once queued, and nowhere if its driver died before queuing it. Looked at in the order it
+    moves (a worker may be moving it meanwhile: taken, done, or back to wait), twice, so that a move between
+    two looks does not hide it."""
+    for _ in range(2):
+        try:
+            if any(n.partition("@")[0] == entry for n in os.listdir(queue / "claimed")):
+                return True
+        except FileNotFoundError:
+            return False
+        if (queue / "done" / entry).exists() or (queue / "todo" / entry).exists():
+            return True
+    return False
 
 
 def refresh(record: RunRecord) -> None:
@@ -302,6 +328,9 @@ def refresh(record: RunRecord) -> None:
     if where is None or record.status in TERMINAL or driver_alive(record):
         return
     queue, entry = where
+    tended = _tended.get(str(queue))
+    if tended is not None:  # a worker stopped under it puts it back in the queue: one must come for it
+        tended.tend()
     owners = [n.partition("@")[2] for n in os.listdir(queue / "claimed") if n.partition("@")[0] == entry]
     if not owners:
         return  # still queued (a worker will take it) or just done (its record says so next look)
