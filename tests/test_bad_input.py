@@ -3,11 +3,13 @@ file, no hang, and nothing left behind: no run or sweep folder for a refused com
 in a non-final status once its folder exists."""
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import shutil
 import subprocess
 
+import hydra
 import pytest
 from support import mltrain_exe, only_run, run_mltrain, runs
 
@@ -35,6 +37,14 @@ REFUSED = [
                              "its own command (mltrain pipeline=a; mltrain pipeline=b)"),
     (["trainer.export_onnx=true", "trainer.onnx_opset=3"],
      "trainer.onnx_opset: 3 is outside what torch's ONNX exporter writes: 18 to 23"),
+    # Hydra's flags given wrong: the usage error a plain Hydra app gives, in one line. A flag missing its value
+    # ran the job instead (a quick one here, so that a regression fails at once instead of training for minutes)
+    (["job=command", "job.command=true", "--cfg"], "argument --cfg/-c: expected one argument"),
+    (["job=command", "job.command=true", "-c"], "argument --cfg/-c: expected one argument"),
+    (["--cfg", "job", "-p"], "argument --package/-p: expected one argument"),
+    (["--cfg", "jobs"], "argument --cfg/-c: invalid choice: 'jobs' (choose from 'job', 'hydra', 'all')"),
+    (["--shell-completion"], "--shell-completion needs one of install=SHELL, uninstall=SHELL or query=SHELL"),
+    (["--resolve"], "--resolve can only be used with --cfg or --help"),
 ]
 
 
@@ -55,6 +65,13 @@ def test_refused_before_anything_is_written(home, project, args, expected):
     expected = expected.replace("{project}", str(project))
     assert len(lines) == 1 and lines[0].startswith(f"mltrain: error: {expected}"), r.err
     assert _nothing_written(home), "a refused command left a folder behind"
+
+
+def test_version_names_mltrain_and_hydra_beside_it(home, project):
+    r = run_mltrain("--version", cwd=project, timeout=60)
+    assert r.rc == 0 and r.err == "", r.err
+    assert r.out.splitlines() == [f"mltrain {importlib.metadata.version('mltrain')} (Hydra {hydra.__version__})"]
+    assert _nothing_written(home)
 
 
 def test_a_dry_run_writes_nothing(home, project):

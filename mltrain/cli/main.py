@@ -2,16 +2,19 @@
 
 `mltrain [overrides]` and `mltrain -m [overrides]` are one command: composed once with Hydra's compose API and
 run by mltrain's engines, a sweep wherever an override sweeps (mltrain.command.app_request). Hydra's own app
-runs only what it alone reads (its other flags, another launcher or sweeper). `mltrain runs ...` are
+runs only what it alone reads (its other flags, another launcher or sweeper). Either way the command line is
+read first by Hydra's own parser, so a flag given wrong is the usage error a plain Hydra app gives (one line, exit
+status 2), and `--version` names mltrain's version beside Hydra's. `mltrain runs ...` are
 management commands and never start Hydra. Nothing here imports torch.
 """
 from __future__ import annotations
 
+import argparse
 import importlib
 import os
 import signal
 import sys
-from typing import Callable, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
 from mltrain.config.paths import builtin_conf_dir, builtin_search_url, list_options, user_conf_dirs
 from mltrain.errors import MltrainError, RunCanceled, RunFailed
@@ -138,6 +141,7 @@ def launch_argv(argv: List[str]) -> None:
     for arg in argv:
         if arg.startswith("="):  # Hydra's parser takes it and then fails deep inside with a traceback
             raise MltrainError(f"cannot parse override '{arg}': the key before '=' is missing")
+    _hydra_args([a for a in argv if a not in FLAG_OVERRIDES])  # its usage errors and --version, before anything
     from mltrain.command.app_request import AppRequest, HydraAppNeeded, run_app, show_config  # startup
 
     command = _command_line(argv)
@@ -188,8 +192,71 @@ def _command_line(argv: List[str]) -> Optional[Tuple[List[str], Optional[Tuple[s
     return overrides, (shown["part"], shown["package"], shown["resolve"])
 
 
+def _hydra_args(argv: List[str]) -> Tuple[argparse.Namespace, List[str]]:
+    """argv read by Hydra's own parser, as a plain `@hydra.main` app reads it, and what it leaves over (the
+    overrides after a flag, `a=1 -m b=2`, which `mltrain` takes). Its usage error (`--cfg` with no value, a choice
+    it does not know) is raised as one line, exit status 2 as argparse's: argparse prints its whole usage first,
+    and `mltrain --cfg` with no value must not fall through to running the main job. `--version` names mltrain's
+    version, Hydra's beside it."""
+    from mltrain.config.hydra_internals import args_parser  # startup
+
+    # Hydra's parser as the parent of mltrain's: its errors raised (argparse.ArgumentError), not printed with the
+    # usage, and mltrain's --version in place of Hydra's
+    parser = argparse.ArgumentParser(prog="mltrain", parents=[args_parser()], add_help=False, exit_on_error=False,
+                                     conflict_handler="resolve")
+    parser.add_argument("--version", action=_Version)
+    try:
+        return parser.parse_known_args(argv)
+    except argparse.ArgumentError as exc:
+        raise MltrainError(str(exc)) from None
+
+
+class _Version(argparse.Action):
+    """`mltrain --version`: mltrain's version and Hydra's, read when asked (importlib.metadata would cost every
+    command about 10 ms)."""
+
+    def __init__(self, option_strings: List[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, nargs=0,
+                         help="Show mltrain's version (and Hydra's) and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: Optional[str] = None) -> None:
+        from importlib.metadata import version  # startup
+
+        import hydra  # startup
+
+        sys.stdout.write(f"mltrain {version('mltrain')} (Hydra {hydra.__version__})\n")
+        parser.exit()
+
+
+#: Hydra's app's shell-completion subcommands (`mltrain --shell-completion install=bash`)
+_COMPLETION = ("install", "uninstall", "query")
+
+
+def _check_hydra_app_args(argv: List[str]) -> None:
+    """The mistakes Hydra's app would raise as a ValueError, with its traceback (mltrain lets Hydra's exceptions
+    through to print them in one line), checked before it starts and refused in one line, as usage errors."""
+    args, extra = _hydra_args(argv)
+    if extra:  # what Hydra's parse_args refuses after its parse_known_args
+        raise MltrainError(f"unrecognized arguments: {' '.join(extra)}")
+    if args.help or args.experimental_rerun is not None:
+        return
+    if args.resolve and args.cfg is None:
+        raise MltrainError("--resolve can only be used with --cfg or --help")
+    if args.hydra_help:
+        return
+    if args.run + (args.cfg is not None) + args.multirun + args.shell_completion + (args.info is not None) > 1:
+        raise MltrainError("only one of --run, --multirun, --cfg, --info and --shell-completion can be given")
+    chosen = [o.split("=", 1)[0] for o in args.overrides if o.split("=", 1)[0] in _COMPLETION]
+    if args.shell_completion and len(chosen) != 1:
+        raise MltrainError("--shell-completion needs one of install=SHELL, uninstall=SHELL or query=SHELL "
+                           "(e.g. `mltrain --shell-completion install=bash`)")
+
+
 def _run_hydra_app(argv: List[str]) -> None:
-    sys.argv = [sys.argv[0] if sys.argv else "mltrain"] + _rewrite_argv(argv)
+    rewritten = _rewrite_argv(argv)
+    _check_hydra_app_args(rewritten)
+    sys.argv = [sys.argv[0] if sys.argv else "mltrain"] + rewritten
     # Let Hydra's exceptions reach us: Hydra would print several lines and a hint; we print one.
     os.environ["HYDRA_FULL_ERROR"] = "1"
     from mltrain.command.app_request import one_line_errors  # startup

@@ -21,20 +21,25 @@ hydra-core 1.3.8.
   `_get_value_element_as_str`; the public `get_value_element_as_str` needs a parsed Override around the value).
   It is the grammar's inverse: a string with spaces or commas comes back quoted, so the override parses back to
   the same value (mltrain.sweeps.space.override_for).
+- `args_parser`: Hydra's command-line parser (`hydra._internal.utils.get_args_parser`, what `@hydra.main` parses
+  argv with). `mltrain` composes with the compose API and reads most of its command line itself; it parses argv
+  with Hydra's own parser first, so a flag's usage error (`--cfg` with no value) is the one a plain Hydra app gives.
 """
 from __future__ import annotations
 
+import argparse
 import importlib
 from typing import Any, List
 
 from hydra._internal.config_loader_impl import ConfigLoaderImpl, get_overrides_dirname
 from hydra._internal.sources_registry import SourcesRegistry
+from hydra._internal.utils import get_args_parser
 from hydra.core.override_parser.types import Override
 from hydra.core.plugins import Plugins
 from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn
 
-__all__ = ["apply_value_overrides", "failed_job_error", "overrides_dirname", "restore_singletons", "saved_singletons",
+__all__ = ["apply_value_overrides", "args_parser", "failed_job_error", "overrides_dirname", "restore_singletons", "saved_singletons",
            "value_as_override_text"]
 
 CHECKED_AGAINST = {"hydra-core": "1.3.8"}
@@ -85,3 +90,8 @@ def failed_job_error(ret: JobReturn) -> BaseException:
 def value_as_override_text(value: Any) -> str:
     """A value (str, int, float, bool, None, a list or dict of them) as Hydra's override grammar writes it."""
     return str(Override._get_value_element_as_str(value))
+
+
+def args_parser() -> argparse.ArgumentParser:
+    """A new instance of the parser a plain `@hydra.main` app reads its command line with."""
+    return get_args_parser()
