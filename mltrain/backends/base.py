@@ -226,6 +226,24 @@ def lose_orphan(record: RunRecord, when: str, still: Callable[[RunRecord], bool]
         finish(record, FAILED, error=f"driver lost: the mltrain driver (pid {pid}) exited {when}")
 
 
+def earlier_ranks_gone(record: RunRecord) -> None:
+    """A local run's ranks end after their driver's death, when its guard has stopped them (SIGTERM, then SIGKILL
+    after `kill_grace_s`): a resume started in that instant would run beside them, in the same folder, both
+    writing its checkpoints. Wait for them, a little longer than the guard takes; refuse if they stay."""
+    if record.doc.backend != "local" or not record.host_is_here():
+        return
+    pids = [int(rank.pid) for rank in record.doc.ranks.values() if rank.pid]
+    deadline = time.monotonic() + float(record.doc.kill_grace_s or 5.0) + 5.0
+    while True:
+        alive = [pid for pid in pids if pid_alive(pid)]
+        if not alive:
+            return
+        if time.monotonic() > deadline:
+            raise MltrainError(f"run {record.id}: its earlier ranks still run (pids {', '.join(map(str, alive))}); "
+                               "stop them first (kill them) and resume again")
+        time.sleep(0.05)
+
+
 def stop_driver(record: RunRecord) -> bool:
     """Ask a run's driver to cancel it (SIGTERM: it stops the ranks and records Canceled) and wait until
     the record says it ended. False when no driver was there to ask."""

@@ -12,16 +12,14 @@ import dataclasses
 import json
 import shutil
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from mltrain import backends
 from mltrain.atomic import atomic_write
-from mltrain.backends.base import failure_text
+from mltrain.backends.base import earlier_ranks_gone, failure_text
 from mltrain.errors import ConfigError, MltrainError
-from mltrain.processes import pid_alive
 from mltrain.runs import mlflow_run
 from mltrain.runs.console import Console, RunLog
 from mltrain.runs.lifecycle import finish
@@ -143,31 +141,13 @@ def resume(record: RunRecord, detach: bool = False) -> RunResult:
     backends.refresh([record])  # a run whose driver was just killed reads Failed "driver lost" from here, as a look shows it
     if record.status not in (FAILED, CANCELED):
         raise MltrainError(f"run {record.id} is {record.status}; only Failed or Canceled runs can be resumed")
-    wait_for_old_ranks(record)
+    earlier_ranks_gone(record)
     if not (record.dir / "job.json").is_file():  # a deferred member whose config was refused (launch.deferred)
         raise MltrainError(f"run {record.id} was never made, so it cannot be resumed: {record.error}")
     # Whether to wait is this command's choice, not the one frozen with the first submission.
     job = dataclasses.replace(FrozenJob.load(record.dir), detach=detach)
     record.reopen()
     return execute([job], [record], [Console()])[0]
-
-
-def wait_for_old_ranks(record: RunRecord) -> None:
-    """A local run's ranks end after their driver's death, when its guard has stopped them (SIGTERM, then SIGKILL
-    after `kill_grace_s`): a resume started in that instant would run beside them, in the same folder, both
-    writing its checkpoints. Wait for them, a little longer than the guard takes; refuse if they stay."""
-    if record.doc.backend != "local" or not record.host_is_here():
-        return
-    pids = [int(rank.pid) for rank in record.doc.ranks.values() if rank.pid]
-    deadline = time.monotonic() + float(record.doc.kill_grace_s or 5.0) + 5.0
-    while True:
-        alive = [pid for pid in pids if pid_alive(pid)]
-        if not alive:
-            return
-        if time.monotonic() > deadline:
-            raise MltrainError(f"run {record.id}: its earlier ranks still run (pids {', '.join(map(str, alive))}); "
-                               "stop them first (kill them) and resume again")
-        time.sleep(0.05)
 
 
 def summary_rows(results: List[RunResult]) -> List[Dict[str, Any]]:

@@ -23,10 +23,23 @@ def _clean(value: object) -> object:
     return value
 
 
+def attempt_here(run_dir: Path) -> List[int]:
+    """[resumes, requeues]: which attempt of the run in `run_dir` this process belongs to. `runs resume` records
+    each earlier attempt in run.json (`attempts`); Slurm counts a job's requeues (SLURM_RESTART_COUNT)."""
+    try:
+        resumes = len(json.loads((run_dir / "run.json").read_text()).get("attempts") or [])
+    except (OSError, ValueError, AttributeError):
+        resumes = 0
+    return [resumes, int(os.environ.get("SLURM_RESTART_COUNT") or 0)]
+
+
 class MetricsWriter:
     def __init__(self, path: str | Path, rank: Optional[int] = None) -> None:
         self.path = Path(path)
         self.rank = int(os.environ.get("RANK", "0")) if rank is None else rank
+        # Lines of a later attempt carry it, so that its values replace an earlier attempt's (latest_attempts).
+        attempt = attempt_here(self.path.parent)
+        self.attempt: Optional[List[int]] = attempt if any(attempt) else None
 
     def log(self, name: str, value: object, step: Optional[int] = None, **extra: object) -> None:
         self.write({"name": name, "value": _clean(value), "step": step, **extra})
@@ -36,7 +49,10 @@ class MetricsWriter:
             self.log(name, value, step, **extra)
 
     def write(self, record: Dict[str, Any]) -> None:
-        line = json.dumps({**record, "rank": self.rank, "time": time.time()}) + "\n"
+        stamped = {**record, "rank": self.rank, "time": time.time()}
+        if self.attempt is not None:
+            stamped["attempt"] = self.attempt
+        line = json.dumps(stamped) + "\n"
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
@@ -46,7 +62,24 @@ class MetricsWriter:
 
 
 def read_metrics(path: str | Path) -> List[Dict[str, Any]]:
-    return list(iter_metrics(path))
+    return latest_attempts(list(iter_metrics(path)))
+
+
+def _attempt_of(record: Mapping[str, Any]) -> Tuple[int, ...]:
+    return tuple(record.get("attempt") or (0, 0))
+
+
+def latest_attempts(records: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """A run started again in its folder (`runs resume`, a Slurm requeue) logs again the steps its earlier attempt
+    had logged, unless it goes on from a checkpoint: for each metric, rank and step, the values of the latest
+    attempt that logged it replace the earlier attempts' (steps only an earlier attempt reached are kept)."""
+    if not any("attempt" in r for r in records):
+        return records
+    newest: Dict[Tuple[Any, Any, Any], Tuple[int, ...]] = {}
+    for r in records:
+        key = (r.get("name"), r.get("rank"), r.get("step"))
+        newest[key] = max(newest.get(key, ()), _attempt_of(r))
+    return [r for r in records if _attempt_of(r) == newest[(r.get("name"), r.get("rank"), r.get("step"))]]
 
 
 def iter_metrics(path: str | Path) -> Iterator[Dict[str, Any]]:

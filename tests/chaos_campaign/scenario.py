@@ -5,7 +5,6 @@ A scenario says which faults apply to it, what the user does after each (`recove
 """
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 import time
@@ -91,16 +90,17 @@ class Scenario:
 
     def metric_violations(self, record: dict, name: str, steps: int) -> List[str]:
         """A Completed run holds metric `name` once at each step 1..steps in metrics.jsonl."""
+        from mltrain.runs.metrics import read_metrics  # what `runs show`, Run.get_metrics and the sweeps read
+
         path = Path(record.get("run_dir") or self.t.home / "runs" / record["id"]) / "metrics.jsonl"
         seen: Counter = Counter()
-        if path.is_file():
-            for line in path.read_text().splitlines():
-                try:
-                    m = json.loads(line)
-                except ValueError:
-                    return [f"metrics: {record['id']}: an unreadable line in metrics.jsonl: {line[:80]!r}"]
-                if m.get("name", m.get("key")) == name:
-                    seen[m.get("step")] += 1
+        try:
+            found = read_metrics(path)
+        except ValueError as e:
+            return [f"metrics: {record['id']}: metrics.jsonl cannot be read: {e}"]
+        for m in found:
+            if m.get("name") == name:
+                seen[m.get("step")] += 1
         want = set(range(1, steps + 1))
         lost = sorted(want - set(seen))
         doubled = sorted(s for s, n in seen.items() if n > 1)
