@@ -38,3 +38,19 @@ def test_a_job_requeued_after_a_node_failure_is_reported_node_fail_with_its_node
     got = accounting.parse(text, ["30", "31"])
     assert got["30"].state == "NODE_FAIL" and got["30"].status == FAILED and got["30"].nodes == "n[1-2]"
     assert got["31"].state == "RUNNING"  # a requeue after a time limit runs on: the latest attempt stands
+
+
+def test_a_loss_slurm_repaired_before_the_look_is_kept_among_the_incarnations():
+    # sacct -X -D: the job's first incarnation ended NODE_FAIL on n1; Slurm requeued it and it ran again on n2
+    # before anyone looked (issue 63): its state is the last incarnation's, the loss is still listed
+    # (40's lines are the two-node test cluster's own, for its job 4)
+    text = "40|NODE_FAIL|2026-12-02T13:32:24|2026-12-02T13:32:52|n1\n40|COMPLETED|2026-12-02T13:33:07|2026-12-02T13:33:26|n2\n" \
+           "41|NODE_FAIL|2026-12-02T13:32:24|2026-12-02T13:32:52|n1\n41|PENDING|Unknown|Unknown|None assigned\n" \
+           "42|COMPLETED|2026-12-02T13:33:07|2026-12-02T13:33:26|n2\n"
+    got = accounting.parse(text, ["40", "41", "42"])
+    assert got["40"].state == "COMPLETED" and got["40"].nodes == "n2" and got["40"].incarnations == 2
+    [lost] = got["40"].node_fails
+    assert lost.state == "NODE_FAIL" and lost.nodes == "n1"
+    assert lost.end == time.mktime(time.strptime("2026-12-02T13:32:52", "%Y-%m-%dT%H:%M:%S"))
+    assert got["41"].state == "NODE_FAIL" and [f.end for f in got["41"].node_fails] == [got["41"].end]
+    assert got["42"].node_fails == () and got["42"].incarnations == 1

@@ -2,6 +2,7 @@
 states mapped to run statuses. The parsing is pure, so it is tested on recorded sacct text."""
 from __future__ import annotations
 
+import dataclasses
 import functools
 import subprocess
 import threading
@@ -29,6 +30,11 @@ class JobState:
     start: Optional[float] = None
     end: Optional[float] = None
     nodes: str = ""  # Slurm's node list of the job ('n[1-2]'), when accounting gave one
+    #: The job's incarnations that ended NODE_FAIL, oldest first (sacct -D lists each requeue's incarnation apart):
+    #: a loss Slurm repaired itself (requeued, and ran again on other nodes) before anyone looked is seen here.
+    node_fails: Tuple[JobState, ...] = ()
+    #: How many incarnations accounting listed; 0 when this is not accounting's word (the ranks' own reports).
+    incarnations: int = 0
 
     @property
     def status(self) -> Optional[str]:
@@ -47,10 +53,11 @@ def _when(text: str) -> Optional[float]:
 def parse(text: str, job_ids: List[str]) -> Dict[str, JobState]:
     """`sacct -X -D -n -P -o JobID,State,Start,End,NodeList` output, for the given ids. Array members not
     started yet are listed together as '<id>_[0-2]' and reported PENDING. A requeued job has one line per
-    attempt (-D), oldest first: the last one is its state, except that a job waiting again after a
+    incarnation (-D), oldest first: the last one is its state, except that a job waiting again after a
     NODE_FAIL (Slurm requeues a batch job whose node died) is reported NODE_FAIL: the node it needs may
-    never come back, and a run waiting for it would wait for ever."""
-    states: Dict[str, JobState] = {}
+    never come back, and a run waiting for it would wait for ever. Every NODE_FAIL incarnation is kept in
+    node_fails, also once a later one runs: Slurm may requeue and start the job again between two looks."""
+    lines: Dict[str, List[JobState]] = {}
     pending_arrays = set()
     for line in text.splitlines():
         parts = line.split("|")
@@ -60,12 +67,17 @@ def parse(text: str, job_ids: List[str]) -> Dict[str, JobState]:
         start = _when(parts[2]) if len(parts) > 2 else None
         end = _when(parts[3]) if len(parts) > 3 else None
         nodes = parts[4] if len(parts) > 4 and parts[4] != "None assigned" else ""
-        before = states.get(jid)
-        if before is not None and before.state == "NODE_FAIL" and STATES.get(state) == QUEUED:
-            continue
-        states[jid] = JobState(state, start, end, nodes)
+        lines.setdefault(jid, []).append(JobState(state, start, end, nodes))
         if "_[" in jid:
             pending_arrays.add(jid.split("_[")[0])
+    states: Dict[str, JobState] = {}
+    for jid, seen in lines.items():
+        last = len(seen) - 1
+        while last > 0 and seen[last].status == QUEUED:
+            last -= 1
+        current = seen[last] if seen[last].state == "NODE_FAIL" else seen[-1]
+        fails = tuple(s for s in seen if s.state == "NODE_FAIL")
+        states[jid] = dataclasses.replace(current, node_fails=fails, incarnations=len(seen))
     out = {}
     for jid in job_ids:
         if jid in states:
@@ -92,6 +104,24 @@ def query(job_ids: List[str]) -> Dict[str, JobState]:
     if proc.returncode != 0:
         return {}
     return parse(proc.stdout, job_ids)
+
+
+#: How long a look back waits for accounting to list a requeued job's every incarnation: slurmctld hands them to
+#: slurmdbd asynchronously, so sacct may lag the job by a moment; past this, what it lists is taken as it is.
+LOOK_BACK_WAIT_S = 5.0
+
+
+def look_back(job_id: str, incarnations: int) -> Optional[JobState]:
+    """The job as accounting lists it once it lists at least `incarnations` of it (attempt N of a job is its
+    N+1th), or after LOOK_BACK_WAIT_S whatever it lists then; None when it never answered."""
+    deadline = time.monotonic() + LOOK_BACK_WAIT_S
+    while True:
+        found = query([job_id]).get(job_id)
+        if found is not None and found.incarnations >= incarnations:
+            return found
+        if time.monotonic() >= deadline:
+            return found
+        time.sleep(0.5)
 
 
 class SharedQuery:

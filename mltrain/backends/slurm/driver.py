@@ -262,11 +262,14 @@ def settle(record: RunRecord, job: accounting.JobState, console: Optional[Consol
            before_end: Callable[[], None] = lambda: None, canceled: Optional[str] = None) -> bool:
     """Apply what accounting says to one run: Running, or its end (output first, then Finalizing); True once it
     has ended. `canceled` is the reason when mltrain itself stopped the job. A lost node (NODE_FAIL) is replaced
-    where it can be (node_loss): the run goes on, Queued again."""
+    where it can be (node_loss): the run goes on, Queued again. A loss Slurm repaired before this look is recorded."""
+    if canceled is None and slurm_job(record) is not None:
+        job = node_loss.look_back(record, job, _job_id(record), console)
     if job.state == "NODE_FAIL" and canceled is None and slurm_job(record) is not None:
-        if node_loss.handled(record, job):
+        entry = node_loss.recorded(record, job)
+        if entry is not None and node_loss.replaced(entry):
             return False  # replaced already: accounting says NODE_FAIL until the job runs again
-        said = node_loss.replace(record, job, _job_id(record))
+        said = node_loss.replace(record, job, _job_id(record)) if entry is None else None
         if said is not None:
             RunLog(record.log_path(), console).info(said, show=True)
             return False
@@ -384,6 +387,8 @@ def wait(plans: List[Plan], records: List[RunRecord], ids: List[str], consoles: 
                 continue
             if canceled and state.state == "UNKNOWN":
                 state = accounting.JobState("CANCELLED")
+            if not canceled and state.status not in TERMINAL and state.node_fails:
+                state = node_loss.look_back(record, state, ids[i], console)  # a loss Slurm repaired since the last look
             if state.status in TERMINAL:
                 if settle(record, state, console, live=True, before_end=flush,
                           canceled=cancel_reason(cancel) if canceled else None):

@@ -8,22 +8,31 @@ node and Slurm's reason for it, when, and what was done), shown by `runs show`. 
 job's do: MLTRAIN_ATTEMPT one higher, the rank contract's checkpoint folder as it was, so a script that saves and
 resumes from checkpoints goes on from its last one. When no set of healthy nodes can serve the job (fewer up
 than it needs), the run ends Failed saying so, and the job is cancelled.
+
+Slurm may also be quicker than the driver's look: it requeues the job and starts it again on a healthy node
+before any `sacct` has shown it waiting after its NODE_FAIL. Such a loss is recognised after the fact, in the
+job's earlier incarnations (`sacct -D` lists each apart: look_back), and recorded all the same, once.
 """
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import time
-from typing import List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from mltrain.backends.slurm import accounting
 from mltrain.backends.slurm.compute import SlurmComputeConf
+from mltrain.ranks import reports
+from mltrain.runs.console import Console, RunLog
 from mltrain.runs.record import RunRecord
 from mltrain.spec.job import FrozenJob
 from mltrain.spec.schema import compute_as
-from mltrain.spec.status import QUEUED
+from mltrain.spec.status import QUEUED, TERMINAL
 
 #: What node_failures records of a loss that was replaced (runs show prints it as is).
 REPLACED = "submitted again"
+#: ...and of a loss Slurm repaired itself before the driver saw it (look_back); it counts as a replacement.
+BY_SLURM = f"{REPLACED} by Slurm, before mltrain saw the loss"
 #: Node states sinfo reports for a node a job can be given.
 HEALTHY = ("idle", "mixed", "allocated", "completing")
 
@@ -48,9 +57,67 @@ def healthy_nodes(partition: Optional[str], excluded: List[str]) -> List[str]:
     return out
 
 
-def handled(record: RunRecord, job: accounting.JobState) -> bool:
-    """Whether this NODE_FAIL (accounting reports the requeued job so until it runs again) was replaced already."""
-    return any(f.get("end") == job.end and f.get("then") == REPLACED for f in record.doc.node_failures)
+def replaced(entry: Dict[str, Any]) -> bool:
+    """Whether a recorded loss was followed by the job running again (by mltrain or by Slurm itself)."""
+    return str(entry.get("then", "")).startswith(REPLACED)
+
+
+def recorded(record: RunRecord, job: accounting.JobState) -> Optional[Dict[str, Any]]:
+    """The loss run.json records for this NODE_FAIL incarnation, if any: an incarnation is known by its end
+    (accounting reports the requeued job NODE_FAIL until it runs again, so the same loss is seen at each look)."""
+    return next((f for f in record.doc.node_failures if f.get("end") == job.end), None)
+
+
+def look_back(record: RunRecord, job: accounting.JobState, job_id: str,
+              console: Optional[Console] = None) -> accounting.JobState:
+    """Record every NODE_FAIL incarnation of the job that run.json does not list yet, other than the one `job`
+    itself reports (replace() takes that one): Slurm requeued the job and ran it again before a look saw it
+    wait. Each counts once towards compute.max_node_failures. When the ranks' reports ended the run (`job` is
+    not accounting's word) and they ran a later attempt, accounting is asked, waiting briefly for it to list
+    every incarnation. Returns the state to go on with: `job`, or a loss beyond compute.max_node_failures while
+    the job runs on (the run ends there, as it would have had the loss been seen in time)."""
+    said, stop = _record_late(record, job, job_id)
+    for line in said:
+        RunLog(record.log_path(), console).info(line, show=True)
+    return stop or job
+
+
+def _record_late(record: RunRecord, job: accounting.JobState,
+                 job_id: str) -> Tuple[List[str], Optional[accounting.JobState]]:
+    ended = job.status in TERMINAL
+    current = job.end if job.state == "NODE_FAIL" and job.incarnations else None
+    if not job.incarnations:
+        if not ended:
+            return [], None
+        attempt = max((int(r.get("attempt") or 0) for r in reports.read_now(record.dir).values()), default=0)
+        found = accounting.look_back(job_id, attempt + 1) if attempt else None
+        if found is None:
+            return [], None
+        job = found
+    known = {f.get("end") for f in record.doc.node_failures}
+    new = [f for f in job.node_fails if f.end not in known and f.end != current]
+    if not new:
+        return [], None
+    most = compute_as(FrozenJob.load(record.dir).compute, SlurmComputeConf).max_node_failures
+    failures = list(record.doc.node_failures)
+    said: List[str] = []
+    stop: Optional[accounting.JobState] = None
+    for loss in new:
+        lost = accounting.lost_nodes(loss.nodes) or ([loss.nodes] if loss.nodes else [])
+        done = len([f for f in failures if replaced(f)])
+        entry = {"attempt": done, "job_id": job_id, "lost": lost, "nodes": loss.nodes, "end": loss.end, "at": time.time(),
+                 # kept out of any later replacement (replace() excludes every node recorded here)
+                 "excluded": sorted({n for f in failures for n in f.get("excluded", [])} | set(_names(lost)))}
+        if done < most or ended:
+            entry["then"] = BY_SLURM + ("" if done < most else f" (beyond compute.max_node_failures={most})")
+            said.append(f"node(s) {', '.join(lost) or loss.nodes} lost; Slurm had already run job {job_id} again on "
+                        f"other nodes (node failure {done + 1} of at most {most})")
+        else:
+            entry["then"] = f"stopped: compute.max_node_failures={most} used up (Slurm had run the job again)"
+            stop = stop or dataclasses.replace(loss, incarnations=job.incarnations)  # accounting's word: not asked again
+        failures.append(entry)
+    record.update(node_failures=failures)
+    return said, stop
 
 
 def replace(record: RunRecord, job: accounting.JobState, job_id: str) -> Optional[str]:
@@ -61,7 +128,7 @@ def replace(record: RunRecord, job: accounting.JobState, job_id: str) -> Optiona
     failures = list(record.doc.node_failures)
     lost = accounting.lost_nodes(job.nodes) or ([job.nodes] if job.nodes else [])
     excluded = sorted({n for f in failures for n in f.get("excluded", [])} | set(_names(lost)))
-    done = len([f for f in failures if f.get("then") == REPLACED])
+    done = len([f for f in failures if replaced(f)])
     entry = {"attempt": done, "job_id": job_id, "lost": lost, "nodes": job.nodes, "end": job.end, "at": time.time(),
              "excluded": excluded}
     if done >= compute.max_node_failures:
@@ -84,10 +151,9 @@ def replace(record: RunRecord, job: accounting.JobState, job_id: str) -> Optiona
 
 
 def why_not(record: RunRecord) -> str:
-    """What the last recorded loss says of why the run was not submitted again ('' if it was or none is recorded)."""
+    """What the last recorded loss says of why the run did not go on ('' if it did or none is recorded)."""
     last = record.doc.node_failures[-1] if record.doc.node_failures else None
-    then = str(last.get("then", "")) if last else ""
-    return f"; {then}" if then.startswith("not submitted again") else ""
+    return f"; {last.get('then')}" if last and last.get("then") and not replaced(last) else ""
 
 
 #: How long the job may take to be pending again after its NODE_FAIL (Slurm requeues it a moment later).
