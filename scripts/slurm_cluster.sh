@@ -2,12 +2,13 @@
 # A real single-node Slurm cluster for mltrain's tests and for trying mltrain on one machine.
 #
 #   bash scripts/slurm_cluster.sh start [STATE_DIR]   # install (Debian, root), configure, start, wait READY
-#   bash scripts/slurm_cluster.sh stop  [STATE_DIR]   # cancel jobs, stop the daemons
+#   bash scripts/slurm_cluster.sh stop  [STATE_DIR]   # cancel jobs, stop the daemons (also those whose folder is gone)
 #   source STATE_DIR/env.sh                           # then: sinfo, sbatch, mltrain compute=slurm ...
 #
 # Daemons: munged -> mariadbd -> slurmdbd -> slurmctld -> slurmd, every file under STATE_DIR
 # (default /tmp/mltrain-slurm). Accounting is on because submitit reads job states with sacct:
-# without it a cancelled or killed job is never seen to end.
+# without it a cancelled or killed job is never seen to end. Ports: SLURM_PORT_BASE (slurmctld; slurmd +1,
+# slurmdbd +2; default 6817) and MARIADB_PORT (default 3306), so that a second cluster can run beside the first.
 set -euo pipefail
 # shellcheck source=scripts/slurm_conf_common.sh
 . "$(dirname "$0")/slurm_conf_common.sh"
@@ -44,27 +45,38 @@ stop() {
   for pair in slurmd:slurmd slurmctld:slurmctld slurmdbd:slurmdbd mariadbd:mariadbd munged:munged; do
     local name=${pair%%:*} pidfile="$DIR/run/${pair%%:*}.pid"
     if alive "$pidfile" "$name"; then
+      # until it has exited, not until it is reaped (kill -0): an init that reaps late cost ~2 s a daemon
       pid=$(cat "$pidfile"); kill -TERM "$pid"
-      for _ in $(seq 80); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
-      kill -0 "$pid" 2>/dev/null && kill -KILL "$pid"
+      for _ in $(seq 200); do running "$pid" || break; sleep 0.1; done
+      running "$pid" && { kill -KILL "$pid"; for _ in $(seq 50); do running "$pid" || break; sleep 0.1; done; }
       log "stopped $name"
     fi
     rm -f "$pidfile"
   done
-  # Daemons of an earlier start whose pidfiles went with its folder (test.sh starts afresh):
-  # found by the folder they were started with.
-  for pid in $(pgrep -x 'slurmctld|slurmd|slurmdbd|munged|mariadbd'); do
-    if { tr '\0' '\n' < "/proc/$pid/environ"; } 2>/dev/null | grep -q "^SLURM_CONF=$DIR/" \
-       || { tr '\0' ' ' < "/proc/$pid/cmdline"; } 2>/dev/null | grep -q -- "$DIR/"; then
-      kill -KILL "$pid" 2>/dev/null || true
-    fi
+  # Daemons of an earlier start whose pidfiles went with its folder (test.sh starts afresh): found by the
+  # folder they were started with; jobs' slurmstepd and slurmctld's slurmscriptd with them.
+  local n; n=$(stop_strays "$DIR" slurmctld slurmd slurmdbd mariadbd munged slurmstepd slurmscriptd)
+  [ "$n" = 0 ] || log "stopped $n daemons whose pidfiles were gone"
+}
+
+# A port that another process holds fails the start here in one line, before any daemon starts, instead of
+# as a wait for READY that times out. This cluster's own running daemons keep theirs (start is idempotent).
+check_ports() {
+  local spec port name holder
+  for spec in "$DB_PORT:mariadbd" "$PORT:slurmctld" "$((PORT + 1)):slurmd" "$((PORT + 2)):slurmdbd"; do
+    port=${spec%%:*} name=${spec#*:}
+    alive "$DIR/run/$name.pid" "$name" && continue
+    holder=$(port_holder "$port")
+    [ -z "$holder" ] || die "port $port (for $name) is taken by $holder: stop it, or choose other ports (SLURM_PORT_BASE, MARIADB_PORT)"
   done
+  return 0
 }
 
 install_packages() {
+  # iproute2: ss, which names the process holding a port (check_ports).
   # libpmix-dev: Slurm's mpi/pmix plugin opens the unversioned libpmix.so, which only the -dev package ships;
   # without it (a machine with no Open MPI development files) every srun fails "can not load PMIx library"
-  local pkgs=(slurm-wlm munge libpmix2 libpmix-dev slurmdbd mariadb-server-core mariadb-client-core) missing=()
+  local pkgs=(slurm-wlm munge libpmix2 libpmix-dev slurmdbd mariadb-server-core mariadb-client-core iproute2) missing=()
   for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$' || missing+=("$p")
   done
@@ -130,6 +142,7 @@ start() {
   install -d -m 0755 "$DIR" "$DIR"/{etc,state,spool,log,run,munge,tmp}
   install_packages
   getent hosts "$HOST" >/dev/null || die "hostname '$HOST' does not resolve (add '127.0.0.1 $HOST' to /etc/hosts)"
+  check_ports
   [ -s "$DIR/munge/munge.key" ] || mungekey --create --keyfile "$DIR/munge/munge.key"
   chmod 600 "$DIR/munge/munge.key"
   write_configs

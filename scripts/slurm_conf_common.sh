@@ -51,3 +51,56 @@ slurm_gpus() {
   printf 'AutoDetect=off\nNodeName=%s Name=gpu File=%s/dev/nvidia[0-%d]\n' "$nodes" "$dir" $((count - 1)) > "$dir/etc/gres.conf"
   echo "Gres=gpu:$count"
 }
+
+# stop_strays DIR NAME...: kills the daemons named NAME (their /proc/PID/comm) that a start in DIR left running,
+# and waits until they are gone, so that their ports are free when a stop returns. A daemon is DIR's when its
+# SLURM_CONF is DIR's or an argument of its command line is a path in DIR (munged, mariadbd): nobody else's is
+# touched. This is how a stop finds the daemons whose pidfiles went with their folder. By /proc, not one
+# `pgrep -x 'a|b|...'`: a pattern over 15 characters matches nothing in a pgrep that enforces the kernel's name
+# length (uutils'; procps' only warns so when nothing matched). Issue 67: the stop killed them without waiting,
+# and returned while their ports were still held.
+stop_strays() {
+  local dir=$1 f pid name pids=() i; shift
+  for f in /proc/[0-9]*/comm; do
+    { read -r name < "$f"; } 2>/dev/null || continue
+    case " $* " in *" $name "*) ;; *) continue ;; esac
+    pid=${f#/proc/}; pid=${pid%/comm}
+    if { tr '\0' '\n' < "/proc/$pid/environ"; } 2>/dev/null | grep -qxF "SLURM_CONF=$dir/etc/slurm.conf" \
+       || { tr '\0' '\n' < "/proc/$pid/cmdline"; } 2>/dev/null | D="$dir/" awk \
+         '{ i = index($0, ENVIRON["D"]) } i == 1 || (i > 1 && substr($0, i - 1, 1) == "=") { found = 1 } END { exit !found }'; then
+      kill -KILL "$pid" 2>/dev/null && pids+=("$pid")
+    fi
+  done
+  # until every thread has exited (a zombie's sockets are closed; a container's init may never reap it): a
+  # killed daemon's first thread is a zombie while its others still hold its files, and its port
+  for pid in "${pids[@]}"; do
+    for ((i = 0; i < 100; i++)); do
+      running "$pid" || break
+      sleep 0.05
+    done
+  done
+  echo "${#pids[@]}"
+}
+
+# running PID: whether a thread of PID has yet to exit
+running() {
+  local f state
+  for f in /proc/"$1"/task/*/stat; do
+    { read -r _ _ state _ < "$f"; } 2>/dev/null || continue
+    case $state in Z | X) ;; *) return 0 ;; esac
+  done
+  return 1
+}
+
+# port_holder PORT: who listens on TCP PORT in this network namespace ("pid N (NAME)"; "a process ss cannot
+# name" when not root), nothing when nobody does. A start asks before its daemons are started: a daemon
+# that cannot bind its port would otherwise only be seen when its wait for READY times out.
+port_holder() {
+  local line; line=$(ss -Hltnp "sport = :$1" 2>/dev/null | head -n 1)
+  [ -n "$line" ] || return 0
+  if [[ $line =~ \(\(\"([^\"]*)\",pid=([0-9]+) ]]; then
+    echo "pid ${BASH_REMATCH[2]} (${BASH_REMATCH[1]})"
+  else
+    echo "a process ss cannot name"
+  fi
+}

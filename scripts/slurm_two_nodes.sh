@@ -44,7 +44,7 @@ stop() {
     pidfile="$DIR/run/$name.pid"
     if [ -s "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
       pid=$(cat "$pidfile"); kill -TERM "$pid"
-      for _ in $(seq 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
+      for _ in $(seq 100); do running "$pid" || break; sleep 0.1; done
       kill -KILL "$pid" 2>/dev/null || true
     fi
     rm -f "$pidfile"
@@ -52,11 +52,7 @@ stop() {
   # Daemons of an earlier start whose pidfiles went with its folder: found by their network
   # namespace or the config they were started with.
   for i in 1 2; do ip netns pids "${TAG}n$i" 2>/dev/null | xargs -r kill -KILL 2>/dev/null || true; done
-  for pid in $(pgrep -x 'slurmctld|slurmd'); do
-    { tr '\0' '\n' < "/proc/$pid/environ"; } 2>/dev/null | grep -qx "SLURM_CONF=$DIR/etc/slurm.conf" \
-      && kill -KILL "$pid" 2>/dev/null || true
-  done
-  sleep 0.5
+  stop_strays "$DIR" slurmctld slurmd slurmstepd slurmscriptd >/dev/null
   for i in 1 2; do ip netns del "${TAG}n$i" 2>/dev/null || true; ip link del "${TAG}v$i" 2>/dev/null || true; done
   ip link del "$BR" 2>/dev/null || true
   hosts_block remove
@@ -67,6 +63,9 @@ start() {
   [ "$(id -u)" = 0 ] || die "needs root (network namespaces)"
   [ -S "$MAIN/munge/munge.socket.2" ] || die "start the main test cluster first (scripts/slurm_cluster.sh start $MAIN)"
   stop >/dev/null 2>&1 || true
+  # a port another process holds: one line now, not a node that never comes up (the slurmds listen in their own namespaces)
+  local holder; holder=$(port_holder "$PORT")
+  [ -z "$holder" ] || die "port $PORT (for slurmctld) is taken by $holder: stop it, or choose another (SLURM2_PORT_BASE)"
   install -d "$DIR"/{etc,state,log,run,tmp} "$DIR/spool/${NODE}1" "$DIR/spool/${NODE}2"
   ip link add "$BR" type bridge
   ip addr add "$NET.1/24" dev "$BR"
