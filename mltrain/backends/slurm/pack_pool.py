@@ -12,6 +12,7 @@ by the first driver, so that a later process submits the same workers.
 """
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import subprocess
@@ -99,11 +100,21 @@ class Pool:
     _looked: float = float("-inf")
 
     def close(self) -> None:
-        """No more members will come: the workers leave once the queue is empty, without waiting IDLE_S."""
+        """No more members will come: the workers leave once the queue is empty, without waiting IDLE_S. Those of
+        this process's workers still held by Slurm when the queue is empty are cancelled: a worker requeued
+        (`scontrol requeue`, a preemption) waits in Slurm's queue and would start after the sweep had ended, only
+        to leave (chaos seed 17: the sweep Completed with its worker job still queued)."""
         try:
             (self.pack_dir / CLOSED).touch()
+            empty = not os.listdir(self.pack_dir / "todo") and not os.listdir(self.pack_dir / "claimed")
         except OSError:  # the sweep's folder is gone: so are its workers' reasons to wait
-            pass
+            return
+        if not empty or not self.submitted:
+            return
+        # A requeued worker left its first incarnation's `.gone` behind: Slurm, not the folder, says who waits.
+        held = in_slurm(list(self.submitted))
+        if held:
+            accounting.scancel(sorted(held))
 
     def tend(self, now: Optional[float] = None) -> None:
         """Start workers while queued members outnumber them; find lost workers and run their members again."""
@@ -232,8 +243,21 @@ def pool_for(pack_dir: Path, params: Dict[str, Any], size: int, max_requeues: in
             if not (pack_dir / POOL_FILE).exists():
                 atomic_write(pack_dir / POOL_FILE, json.dumps({"params": params, "size": size,
                                                                "max_requeues": max_requeues, "slots": slots}))
+            if not _pools:
+                atexit.register(close_all)
             _pools[key] = Pool(pack_dir, params, size, max_requeues, slots=slots)
         return _pools[key]
+
+
+def close_all() -> None:
+    """At this process's exit, its queues get no more members from it. A HyperDrive sweep launches its members one
+    by one, so no launch closes the queue: its workers waited IDLE_S for more, and a requeued one waited in
+    Slurm's queue past the sweep's end (chaos seeds 17, 41, 65)."""
+    with _pools_lock:
+        pools = list(_pools.values())
+    for pool in pools:
+        if not pool.following:
+            pool.close()
 
 
 def saved_pool(pack_dir: Path) -> Optional[Pool]:
