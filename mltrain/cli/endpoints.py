@@ -3,15 +3,18 @@ Azure's endpoint and deployment YAML (`az ml online-endpoint create -f` / `onlin
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
+import threading
 import time
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, Iterator, List, Optional
 
 from mltrain.endpoints import serving
 from mltrain.endpoints.endpoint_record import EndpointError, deployment_names, load_deployment, load_endpoint
 from mltrain.errors import MltrainError
+from mltrain.signals import SignalsSetEvent
 
 
 def _create(args: argparse.Namespace) -> int:
@@ -49,7 +52,8 @@ def _deploy(args: argparse.Namespace) -> int:
                                         environment=_environment(args.environment),
                                         instance_count=args.instance_count)
     endpoint = load_endpoint(spec.endpoint)
-    serving.deploy(spec)
+    with _stop_on_signals() as stop:
+        serving.deploy(spec, stop=stop)
     if args.all_traffic:
         serving.set_traffic(endpoint.name, {n: (100 if n == spec.name else 0) for n in deployment_names(endpoint.name)})
         print(f"all of endpoint {endpoint.name}'s traffic goes to {spec.name}")
@@ -175,9 +179,20 @@ def _restart(args: argparse.Namespace) -> int:
     names = [args.deployment] if args.deployment else deployment_names(args.endpoint)
     if not names:
         raise EndpointError(f"endpoint {args.endpoint} has no deployments to restart")
-    for name in names:
-        serving.restart(args.endpoint, name)
+    with _stop_on_signals() as stop:
+        for name in names:
+            serving.restart(args.endpoint, name, stop=stop)
     return 0
+
+
+@contextlib.contextmanager
+def _stop_on_signals() -> Iterator[threading.Event]:
+    """Ctrl-C and SIGTERM while a server is being started set an event the deployment watches, instead of
+    raising wherever the command is (holding the endpoint's lock, writing a record): it stops the new server and
+    puts the records back, then ends with one line, exit status 130 (serving.DeployInterrupted)."""
+    stop = threading.Event()
+    with SignalsSetEvent(stop):
+        yield stop
 
 
 def _delete(args: argparse.Namespace) -> int:

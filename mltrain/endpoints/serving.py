@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import copy
 import http.client
-import os
 import shutil
-import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,15 +23,13 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from mltrain.endpoints import endpoint_port, inference_server, models_dir
+from mltrain.endpoints import endpoint_port, inference_server, models_dir, server_process
 from mltrain.endpoints import endpoint_record as records
 from mltrain.endpoints.endpoint_record import LOG_FILE, DeploymentRecord, EndpointError, EndpointRecord
 from mltrain.environments.materialize import materialize
 from mltrain.environments.spec import EnvironmentSpec, from_config
-from mltrain.processes import pid_alive, stop_group, within
+from mltrain.errors import MltrainError
 
-SERVE_MODULE = "mltrain.endpoints.serve"
-_PACKAGE_DIR = Path(__file__).resolve().parent.parent
 Log = Callable[[str], None]
 
 
@@ -134,7 +131,7 @@ def delete_endpoint(name: str) -> None:
     with records.locked(name):
         records.load_endpoint(name)
         for deployment in records.deployment_names(name):
-            _stop(records.load_deployment(name, deployment))
+            server_process.stop(records.load_deployment(name, deployment))
     shutil.rmtree(records.endpoint_dir(name), ignore_errors=True)
 
 
@@ -152,17 +149,26 @@ def regenerate_keys(name: str) -> Dict[str, str]:
 
 
 # ---------------------------------------------------------------------------------------------- deployments
-def deploy(spec: DeploymentSpec, log: Log = print) -> DeploymentRecord:
+def deploy(spec: DeploymentSpec, log: Log = print, stop: Optional[threading.Event] = None) -> DeploymentRecord:
     """Create or update a deployment: its server is ready when this returns (or it raised, and nothing of the
-    new server is left running)."""
+    new server is left running). Interrupted before its server is ready (`stop` set, as `mltrain endpoints
+    deploy` sets it on Ctrl-C or SIGTERM: DeployInterrupted; or KeyboardInterrupt in the caller's process, raised
+    on), the new server is stopped and the records are left as they were: no deployment, or the previous one."""
     records.check_name(spec.name, "deployment")
     endpoint = records.load_endpoint(spec.endpoint)
     code_dir, script = _scoring_script(spec)
     if spec.instance_count < 1:
         raise EndpointError(f"deployment {spec.name}: instance_count is {spec.instance_count}; give 1 or more")
-    interpreter, environment = _environment(spec, log)
-    inference_server.ensure_layer(log)
+    try:
+        interpreter, environment = _environment(spec, log, stop)
+        inference_server.ensure_layer(log)  # its pip, in the command's process group, ends at a Ctrl-C too
+    except MltrainError:
+        if stop is not None and stop.is_set():
+            raise _interrupted(spec) from None
+        raise
     with records.locked(spec.endpoint):
+        if stop is not None and stop.is_set():
+            raise _interrupted(spec)
         previous = records.load_deployment(spec.endpoint, spec.name) if spec.name in records.deployment_names(spec.endpoint) else None
         folder = records.deployment_dir(spec.endpoint, spec.name)
         folder.mkdir(parents=True, exist_ok=True)
@@ -174,18 +180,31 @@ def deploy(spec: DeploymentSpec, log: Log = print) -> DeploymentRecord:
             environment_variables=dict(spec.environment_variables), port=endpoint_port.os_port("127.0.0.1"),
             cloud_settings=dict(spec.cloud_settings), started=time.time(), description=spec.description,
             tags=dict(spec.tags))
-        generation = int(time.time() * 1000)
-        record.model_dir = str(models_dir.lay_out(folder / f"azureml-models.{generation}", spec.models))
-        if previous is None:
-            endpoint_port.check(endpoint.host, endpoint.port, endpoint.name)
-        records.save_deployment(record)
-        proc = _start(record, endpoint, folder)
-        record.pid = proc.pid
-        records.save_deployment(record)
-    error = _wait_ready(record, proc, spec.ready_timeout_s)
+        models_root = folder / f"azureml-models.{int(time.time() * 1000)}"  # this generation's: a new folder
+        proc: Optional[subprocess.Popen[bytes]] = None
+        try:
+            record.model_dir = str(models_dir.lay_out(models_root, spec.models))
+            if previous is None:
+                endpoint_port.check(endpoint.host, endpoint.port, endpoint.name)
+            records.save_deployment(record)
+            proc = server_process.start(record, endpoint, folder)
+            record.pid = proc.pid
+            records.save_deployment(record)
+        except BaseException:  # a refusal, or Ctrl-C in the caller's process: no half-made deployment is kept
+            _withdraw(record, proc, previous, models_root)
+            raise
+    assert proc is not None
+    try:
+        error = server_process.wait_ready(record, proc, spec.ready_timeout_s, stop)
+    except BaseException as exc:  # interrupted: `stop` set, or KeyboardInterrupt in the caller's process
+        with records.locked(spec.endpoint):
+            _withdraw(record, proc, previous, models_root)
+        if isinstance(exc, server_process.Stopped):
+            raise _interrupted(spec, previous) from None
+        raise
     with records.locked(spec.endpoint):
         if error is not None:
-            _stop(record, proc)
+            server_process.stop(record, proc)
             record.state, record.error, record.pid = "Failed", error, None
             if previous is not None:  # the old server keeps serving, as Azure keeps the old version on a failed update
                 records.save_deployment(previous)
@@ -202,13 +221,41 @@ def deploy(spec: DeploymentSpec, log: Log = print) -> DeploymentRecord:
         current.traffic.setdefault(spec.name, 0)
         records.save_endpoint(current)
     if previous is not None:
-        _stop(previous)
+        server_process.stop(previous)
         _remove_old_models(folder, Path(record.model_dir))
     log(f"deployment {spec.name} of endpoint {spec.endpoint} is ready ({record.ready_s:.1f} s): {endpoint.scoring_uri}")
     return record
 
 
-def restart(endpoint: str, name: str, log: Log = print) -> DeploymentRecord:
+class DeployInterrupted(EndpointError):
+    """`deploy` was stopped before its server was ready; nothing of it is left. Exit status 130, as a shell
+    reports SIGINT (and as a run's driver ends when canceled by SIGINT or SIGTERM)."""
+
+    exit_code = 130
+
+
+def _interrupted(spec: DeploymentSpec, previous: Optional[DeploymentRecord] = None) -> DeployInterrupted:
+    if previous is None and spec.name not in records.deployment_names(spec.endpoint):
+        return DeployInterrupted(f"interrupted; deployment {spec.name} of endpoint {spec.endpoint} not created")
+    return DeployInterrupted(f"interrupted; deployment {spec.name} of endpoint {spec.endpoint} not updated "
+                             "(it is as it was)")
+
+
+def _withdraw(record: DeploymentRecord, proc: Optional[subprocess.Popen[bytes]], previous: Optional[DeploymentRecord],
+              models_root: Path) -> None:
+    """Undo a deployment that never became ready (called under the endpoint's lock): its new server's whole
+    group stopped, its record and models gone, the previous record back. The endpoint's record (traffic,
+    routes) was not changed yet: it names the new server only once it is ready."""
+    if proc is not None:
+        server_process.stop(record, proc)
+    if previous is None:
+        shutil.rmtree(records.deployment_dir(record.endpoint, record.name), ignore_errors=True)
+        return
+    records.save_deployment(previous)
+    shutil.rmtree(models_root, ignore_errors=True)
+
+
+def restart(endpoint: str, name: str, log: Log = print, stop: Optional[threading.Event] = None) -> DeploymentRecord:
     """Start a deployment again from its record (after a reboot, or its server killed): the same models,
     scoring script, environment and settings, as an update would."""
     from mltrain.models.registry import Model  # heavy
@@ -223,7 +270,7 @@ def restart(endpoint: str, name: str, log: Log = print) -> DeploymentRecord:
                           environment_variables=dict(record.environment_variables),
                           cloud_settings=dict(record.cloud_settings), description=record.description,
                           tags=dict(record.tags))
-    return deploy(spec, log)
+    return deploy(spec, log, stop)
 
 
 def delete_deployment(endpoint: str, name: str) -> None:
@@ -236,13 +283,13 @@ def delete_deployment(endpoint: str, name: str) -> None:
         record.traffic.pop(name, None)
         record.routes.pop(name, None)
         records.save_endpoint(record)
-        _stop(deployment)
+        server_process.stop(deployment)
         shutil.rmtree(records.deployment_dir(endpoint, name), ignore_errors=True)
 
 
 def deployment_state(record: DeploymentRecord) -> Tuple[str, Optional[str]]:
     """(state, why): what the record says, corrected by whether its server still runs."""
-    if record.state == "Succeeded" and (record.pid is None or not _is_server(record.pid)):
+    if record.state == "Succeeded" and (record.pid is None or not server_process.is_server(record.pid)):
         return "Failed", f"its server (pid {record.pid}) is not running: it was stopped or killed outside mltrain"
     return record.state, record.error
 
@@ -298,12 +345,12 @@ def _scoring_script(spec: DeploymentSpec) -> Tuple[Optional[str], Optional[str]]
     return str(code or script.parent.resolve()), str(script.resolve())
 
 
-def _environment(spec: DeploymentSpec, log: Log) -> Tuple[str, Dict[str, Any]]:
+def _environment(spec: DeploymentSpec, log: Log, stop: Optional[threading.Event] = None) -> Tuple[str, Dict[str, Any]]:
     given = spec.environment if spec.environment is not None else _mlflow_environment(spec, log)
     if given is None:
         return sys.executable, {"name": "current"}
     environment = _without_server_packages(given, spec.name, log)
-    info = materialize(environment, containerized=False, check_mode="warn", log=log)
+    info = materialize(environment, containerized=False, check_mode="warn", log=log, stop=stop)
     return str(info["interpreter"]), environment.to_json()
 
 
@@ -349,66 +396,6 @@ def _without_server_packages(spec: EnvironmentSpec, deployment: str, log: Log) -
         log(f"note: deployment {deployment}: not installing the environment's {', '.join(dropped)}: Azure's "
             f"inference server brings {', '.join(layer[name(p)] for p in dropped)}, first on the server's path")
     return spec
-
-
-def _start(record: DeploymentRecord, endpoint: EndpointRecord, folder: Path) -> subprocess.Popen[bytes]:
-    env = dict(os.environ)
-    env.update({str(k): str(v) for k, v in (record.environment.get("environment_variables") or {}).items()})
-    env.update(record.environment_variables)  # the deployment's own win over its environment's
-    shim = str(_PACKAGE_DIR / "_azureml_shim")
-    path = [str(inference_server.layer_dir()), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep)), shim]
-    env["PYTHONPATH"] = os.pathsep.join(path)
-    env["PYTHONUNBUFFERED"] = "1"
-    cwd = record.code_dir or str(folder)  # Azure runs the scoring script from its folder
-    with open(folder / LOG_FILE, "ab") as out:
-        return subprocess.Popen([record.interpreter, "-m", SERVE_MODULE, str(folder.resolve())], stdout=out,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=cwd,
-                                start_new_session=True)
-
-
-def _wait_ready(record: DeploymentRecord, proc: subprocess.Popen[bytes], timeout_s: float) -> Optional[str]:
-    """None once the server answers its liveness probe; else why it never will."""
-    deadline = time.monotonic() + timeout_s
-    log_path = records.deployment_dir(record.endpoint, record.name) / LOG_FILE
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            return inference_server.failure_line(log_path.read_text(errors="replace"))
-        try:
-            connection = http.client.HTTPConnection("127.0.0.1", record.port, timeout=2)
-            connection.request("GET", "/")
-            if connection.getresponse().status == 200:
-                return None
-        except OSError:
-            pass
-        time.sleep(0.05)
-    return f"its server was not ready after {timeout_s:.0f} s"
-
-
-def _is_server(pid: int) -> bool:
-    if not pid_alive(pid):
-        return False
-    try:
-        return SERVE_MODULE in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
-    except OSError:
-        return True
-
-
-def _stop(record: DeploymentRecord, proc: Optional[subprocess.Popen[bytes]] = None) -> None:
-    """Stop the server's whole process group: gunicorn's quick shutdown (SIGINT), then SIGKILL."""
-    pid = record.pid
-    if pid is None or not (_is_server(pid) or proc is not None):
-        return
-    def gone(grace: Optional[float]) -> bool:  # the server itself (our child, or a pid from its record)
-        if proc is not None:
-            return within(proc.wait)(grace)
-        deadline = time.monotonic() + (grace or 0.0)
-        while pid_alive(pid):
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.02)
-        return True
-
-    stop_group(pid, ((signal.SIGINT, 5.0), (signal.SIGKILL, 5.0)), gone)
 
 
 def _remove_old_models(folder: Path, keep: Path) -> None:

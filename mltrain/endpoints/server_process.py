@@ -1,0 +1,96 @@
+"""A deployment's server process seen from the command that deploys it (serving.py): started in a session of its
+own, waited for until it answers, told apart from another program that took its pid, and stopped, its whole
+process group (gunicorn's master and workers)."""
+from __future__ import annotations
+
+import http.client
+import os
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Optional
+
+from mltrain.endpoints import endpoint_record as records
+from mltrain.endpoints import inference_server
+from mltrain.endpoints.endpoint_record import LOG_FILE, DeploymentRecord, EndpointRecord
+from mltrain.processes import pid_alive, stop_group, within
+
+SERVE_MODULE = "mltrain.endpoints.serve"
+_PACKAGE_DIR = Path(__file__).resolve().parent.parent
+
+
+class Stopped(Exception):
+    """The deploying command was asked to stop (its `stop` event set: Ctrl-C or SIGTERM) before the server was
+    ready."""
+
+
+def start(record: DeploymentRecord, endpoint: EndpointRecord, folder: Path) -> subprocess.Popen[bytes]:
+    env = dict(os.environ)
+    env.update({str(k): str(v) for k, v in (record.environment.get("environment_variables") or {}).items()})
+    env.update(record.environment_variables)  # the deployment's own win over its environment's
+    shim = str(_PACKAGE_DIR / "_azureml_shim")
+    path = [str(inference_server.layer_dir()), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep)), shim]
+    env["PYTHONPATH"] = os.pathsep.join(path)
+    env["PYTHONUNBUFFERED"] = "1"
+    cwd = record.code_dir or str(folder)  # Azure runs the scoring script from its folder
+    with open(folder / LOG_FILE, "ab") as out:
+        return subprocess.Popen([record.interpreter, "-m", SERVE_MODULE, str(folder.resolve())], stdout=out,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=cwd,
+                                start_new_session=True)
+
+
+def wait_ready(record: DeploymentRecord, proc: subprocess.Popen[bytes], timeout_s: float,
+               stop: Optional[threading.Event] = None) -> Optional[str]:
+    """None once the server answers its liveness probe; else why it never will. Raises Stopped once `stop` is
+    set (a scoring script's init() may take minutes: the command is not held until it ends)."""
+    deadline = time.monotonic() + timeout_s
+    log_path = records.deployment_dir(record.endpoint, record.name) / LOG_FILE
+    while time.monotonic() < deadline:
+        if stop is not None and stop.is_set():
+            raise Stopped()
+        if proc.poll() is not None:
+            return inference_server.failure_line(log_path.read_text(errors="replace"))
+        try:
+            connection = http.client.HTTPConnection("127.0.0.1", record.port, timeout=2)
+            connection.request("GET", "/")
+            if connection.getresponse().status == 200:
+                return None
+        except OSError:
+            pass
+        time.sleep(0.05)
+    return f"its server was not ready after {timeout_s:.0f} s"
+
+
+def is_server(pid: int) -> bool:
+    if not pid_alive(pid):
+        return False
+    try:
+        return SERVE_MODULE in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return True
+
+
+def stop(record: DeploymentRecord, proc: Optional[subprocess.Popen[bytes]] = None) -> None:
+    """Stop the server's whole process group: gunicorn's quick shutdown (SIGINT), then SIGKILL; then whatever of
+    the group outlived its master (a worker still in the scoring script's init())."""
+    pid = record.pid
+    if pid is None or not (is_server(pid) or proc is not None):
+        return
+
+    def gone(grace: Optional[float]) -> bool:  # the server itself (our child, or a pid from its record)
+        if proc is not None:
+            return within(proc.wait)(grace)
+        deadline = time.monotonic() + (grace or 0.0)
+        while pid_alive(pid):
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.02)
+        return True
+
+    stop_group(pid, ((signal.SIGINT, 5.0), (signal.SIGKILL, 5.0)), gone)
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):  # the group is gone: the usual end
+        pass
