@@ -27,7 +27,12 @@ def main(argv=None) -> int:
     p.add_argument("--keep", action="store_true", help="keep every trial's folder (a broken trial's is always kept)")
     p.add_argument("--scenarios", help="only these scenarios (comma-separated); the draws stay those of the seeds")
     p.add_argument("--plan", action="store_true", help="print each seed's draw and run nothing")
+    p.add_argument("--table", metavar="FILE", nargs="+", help="print the scenarios x faults table (markdown) of "
+                   "these --json files, and run nothing")
     a = p.parse_args(argv)
+    if a.table:
+        print(table([json.loads(Path(f).read_text()) for f in a.table]))
+        return 0
     seeds = parse_seeds(a.seeds)
     only = a.scenarios.split(",") if a.scenarios else None
     known = {k.name for k in catalogue()}
@@ -57,6 +62,26 @@ def main(argv=None) -> int:
     if a.json:
         Path(a.json).write_text(json.dumps(result, indent=2))
     return 1 if result["violations"] else 0
+
+
+def table(results: list) -> str:
+    """Trials and violations per scenario and fault, over several campaign files (docs/faults.md)."""
+    cells: dict = {}
+    for result in results:
+        for o in result["outcomes"]:
+            if o["skipped"]:
+                continue
+            cell = cells.setdefault((o["scenario"], o["fault"]), [0, 0])
+            cell[0] += 1
+            cell[1] += 0 if o["held"] else 1
+    faults = sorted({f for _, f in cells})
+    rows = ["| scenario | " + " | ".join(f"`{f}`" for f in faults) + " |", "|---|" + "---|" * len(faults)]
+    for kind in [k.name for k in catalogue()]:
+        if any(s == kind for s, _ in cells):
+            rows.append(f"| {kind} | " + " | ".join(
+                (f"{cells[(kind, f)][0]}" + (f" ({cells[(kind, f)][1]} broke)" if cells[(kind, f)][1] else ""))
+                if (kind, f) in cells else "" for f in faults) + " |")
+    return "\n".join(rows)
 
 
 if __name__ == "__main__":

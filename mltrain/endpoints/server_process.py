@@ -76,7 +76,10 @@ def stop(record: DeploymentRecord, proc: Optional[subprocess.Popen[bytes]] = Non
     """Stop the server's whole process group: gunicorn's quick shutdown (SIGINT), then SIGKILL; then whatever of
     the group outlived its master (a worker still in the scoring script's init())."""
     pid = record.pid
-    if pid is None or not (is_server(pid) or proc is not None):
+    if pid is None:
+        return
+    if not (is_server(pid) or proc is not None):
+        _stop_orphans(record, pid)
         return
 
     def gone(grace: Optional[float]) -> bool:  # the server itself (our child, or a pid from its record)
@@ -94,3 +97,24 @@ def stop(record: DeploymentRecord, proc: Optional[subprocess.Popen[bytes]] = Non
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):  # the group is gone: the usual end
         pass
+
+
+def _stop_orphans(record: DeploymentRecord, pgid: int) -> None:
+    """A master killed outside mltrain (SIGKILL, the OOM killer) leaves its workers running in its process group,
+    still serving on its port (chaos seed 5: `endpoints restart` and `delete` then left one for ever). Those of
+    this deployment's folder in that group are killed; nothing else is touched."""
+    folder = str(records.deployment_dir(record.endpoint, record.name).resolve())
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                group = int(f.read().rsplit(")", 1)[1].split()[2])
+            argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+        except (OSError, ValueError, IndexError):
+            continue
+        if group == pgid and SERVE_MODULE.encode() in argv and folder.encode() in argv:
+            try:
+                os.kill(int(entry), signal.SIGKILL)
+            except ProcessLookupError:
+                pass

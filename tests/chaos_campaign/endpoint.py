@@ -63,9 +63,9 @@ class Endpoint(Scenario):
         green = self.deployment("green")
         interrupted = fault in ("sigint_foreground", "sigterm_foreground") and self.rc not in (0,)
         if interrupted:
-            want_rc = 130 if fault == "sigint_foreground" else 143
-            if self.rc != want_rc:
-                out.append(f"deploy: interrupted, it exited {self.rc}, expected {want_rc}")
+            # 130, as every interrupted mltrain command ends (a run's driver too), on SIGINT and SIGTERM alike
+            if self.rc != 130:
+                out.append(f"deploy: interrupted, it exited {self.rc}, expected 130")
             if green and green.get("state") != "Failed":
                 out.append(f"record: the interrupted deployment green is listed {green.get('state')}")
             if self.endpoint_record().get("traffic") != self.before.get("traffic"):

@@ -111,6 +111,7 @@ def run_trial(seed: int, root: Path, keep: bool = False, only: Optional[List[str
             sc.notes.append(str(e))
         time.sleep(d.delay_s)
         out.done = inject(d.fault, sc, rng)
+        trial.log.append(f"# fault ({d.moment}): {out.done}")
         sc.recover(d.fault)
         out.violations = sc.check(d.fault) + sc.unit_violations(d.fault) + runs_list_violations(trial)
         out.violations += leftover_violations(trial, allowed=sc_allowed(sc)) + mlflow_violations(trial)
