@@ -39,6 +39,7 @@ SAMPLE = ["trainer.epochs=1", "data.image_size=16"]
 SHORT = SAMPLE + ["data=image_directory", "data.train_dir=./train", "data.val_dir=./val"]
 SETUP = "set-up: scripts/test.sh runs it before the tests"
 TESTS = "the test command itself"
+CAMPAIGN = "the fault-injection campaign: tests/test_chaos.py replays its seeds through the same code"
 NO_GPU = "dry run: needs GPUs / a GPU partition this machine lacks"
 NO_CONTAINER = "dry run: needs pyxis (a container runtime) on the cluster"
 
@@ -59,6 +60,9 @@ COMMANDS = {
     'mltrain endpoints delete digits-api --deployment blue': ("run", []),
     'mltrain endpoints delete digits-api': ("run", []),
     "bash scripts/setup.sh": ("skip", SETUP),
+    "python benchmarks/chaos.py --seeds 1-20 --json out.json": ("skip", CAMPAIGN),
+    "python benchmarks/chaos.py --seeds 67": ("skip", CAMPAIGN),
+    "python benchmarks/chaos.py --plan --seeds 1-20": ("skip", CAMPAIGN),
     ".venv/bin/mltrain": ("run", SAMPLE),
     "bash scripts/test.sh": ("skip", TESTS),
     ".venv/bin/pytest -q tests/unit": ("skip", TESTS),
