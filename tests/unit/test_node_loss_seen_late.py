@@ -126,3 +126,19 @@ def test_a_first_attempt_that_ended_well_asks_accounting_nothing(tmp_path, slurm
     record = _running(tmp_path)
     _ended_well(record, attempt=0)
     assert Run(record.dir).status == COMPLETED and slurm["asked"] == []
+
+
+def test_a_job_slurm_started_again_before_it_could_be_kept_off_the_lost_node_goes_on(tmp_path, slurm, monkeypatch):
+    """The driver saw the NODE_FAIL, but Slurm started the requeued job on the other node before `scontrol update
+    ExcNodeList` could take (it is refused for a running job): the run goes on there, the loss recorded as
+    replaced by Slurm, never ended Failed with its healthy rerun cancelled."""
+    record = _running(tmp_path)
+    monkeypatch.setattr(node_loss, "healthy_nodes", lambda partition, excluded: ["n2"])
+    monkeypatch.setattr(node_loss, "_exclude", lambda job_id, nodes: False)  # refused: the job runs already
+    monkeypatch.setattr(accounting, "queue_state", lambda job_id: "RUNNING")
+    job = accounting.parse(LOST, ["4"])["4"]
+    said = node_loss.replace(record, job, "4")
+    assert said is not None and "Slurm had already run job 4 again" in said
+    entry = record.doc.node_failures[-1]
+    assert node_loss.replaced(entry) and entry["then"] == node_loss.STARTED_BY_SLURM
+    assert slurm["cancelled"] == []

@@ -188,6 +188,18 @@ def lost_nodes(nodes: str) -> List[str]:
     return found
 
 
+def queue_state(job_id: str) -> Optional[str]:
+    """What slurmctld says of the job now (squeue: PENDING, RUNNING, ...); None when it does not answer or no
+    longer holds the job."""
+    try:
+        proc = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True,
+                              timeout=QUERY_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    state = proc.stdout.strip().upper() if proc.returncode == 0 else ""
+    return state or None
+
+
 def scancel(job_ids: List[str]) -> None:
     if job_ids:
         subprocess.run(["scancel", *job_ids], check=False, timeout=30, capture_output=True)

@@ -33,6 +33,10 @@ from mltrain.spec.status import QUEUED, TERMINAL
 REPLACED = "submitted again"
 #: ...and of a loss Slurm repaired itself before the driver saw it (look_back); it counts as a replacement.
 BY_SLURM = f"{REPLACED} by Slurm, before mltrain saw the loss"
+#: ...and of one Slurm started again before mltrain could keep it off the lost node(s) (it runs on others).
+STARTED_BY_SLURM = f"{REPLACED} by Slurm, before mltrain could keep it off the lost node(s)"
+#: The states of a job that runs again (squeue).
+UNDER_WAY = ("RUNNING", "CONFIGURING", "COMPLETING")
 #: Node states sinfo reports for a node a job can be given.
 HEALTHY = ("idle", "mixed", "allocated", "completing")
 
@@ -140,9 +144,14 @@ def replace(record: RunRecord, job: accounting.JobState, job_id: str) -> Optiona
                              f"{len(healthy)} healthy one(s) are left" + (f" ({', '.join(healthy)})" if healthy else ""))
         elif _exclude(job_id, excluded):
             entry["then"] = REPLACED
+        elif accounting.queue_state(job_id) in UNDER_WAY:  # the update was refused: Slurm had started it already
+            entry["then"] = STARTED_BY_SLURM
         else:
             entry["then"] = "not submitted again: Slurm did not requeue the job (scontrol update refused)"
     record.update(node_failures=failures + [entry])
+    if entry["then"] == STARTED_BY_SLURM:
+        return (f"node(s) {', '.join(lost) or job.nodes} lost; Slurm had already run job {job_id} again on other "
+                f"nodes (node failure {done + 1} of at most {compute.max_node_failures})")
     if entry["then"] != REPLACED:
         return None
     record.set_status(QUEUED)
