@@ -1,6 +1,7 @@
 """Atomic file writes: a reader (another rank, `mltrain runs`, a requeued job) never sees half a file."""
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 from pathlib import Path
@@ -17,6 +18,11 @@ def atomic_write_bytes(path: Path, data: bytes) -> os.stat_result:
             f.flush()
             st = os.fstat(f.fileno())
         os.replace(tmp, path)
+    except OSError as exc:
+        os.unlink(tmp)
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT) and not exc.filename:  # say which file could not be written
+            raise OSError(exc.errno, exc.strerror, str(path)) from None
+        raise
     except BaseException:
         os.unlink(tmp)
         raise

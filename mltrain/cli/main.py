@@ -10,6 +10,7 @@ management commands and never start Hydra. Nothing here imports torch.
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import os
 import signal
@@ -132,6 +133,12 @@ def _exit_as_runs_ended(command: Callable[[], None]) -> None:
         sys.exit(exc.exit_code)
     except MltrainError as exc:
         _die(str(exc), exc.exit_code)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        # A full disk is the machine's state, not mltrain's defect: one line, and how to go on (chaos seed 14).
+        where = f" writing {exc.filename}" if exc.filename else ""
+        _die(f"no space left on device{where}; make room, then `mltrain runs resume` the run or sweep", 1)
 
 
 def launch_argv(argv: List[str]) -> None:

@@ -113,9 +113,34 @@ def requeue(sc: Scenario, rng: random.Random) -> str:
     return f"scontrol requeue {job}" + (f" ({p.stderr.strip()})" if p.returncode else "")
 
 
+def full_disk(sc: Scenario, rng: random.Random) -> str:
+    return sc.t.fill_disk()
+
+
+def lose_node(sc: Scenario, rng: random.Random) -> str:
+    """The node the trial's job runs on dies as a machine does (every process in its namespace killed)."""
+    from slurm_support import kill_node  # the two-node test cluster's own helper (tests/slurm_support.py)
+
+    deadline = time.monotonic() + 30
+    nodes: List[str] = []
+    while time.monotonic() < deadline and not nodes:
+        p = _slurm(sc, "squeue", "-h", "-t", "RUNNING", "-o", "%Z|%N")
+        nodes = sorted({line.split("|")[1] for line in p.stdout.splitlines()
+                        if line.split("|")[0].startswith(str(sc.t.root)) and line.split("|")[1]})
+        if sc.proc is not None and sc.proc.poll() is not None:
+            break
+        time.sleep(0.1)
+    if not nodes:
+        return "no job of the trial was running on a node"
+    node = nodes[rng.randrange(len(nodes))]
+    killed = kill_node(sc.t.slurm_conf or "", node)
+    sc.lost_node = node  # type: ignore[attr-defined]
+    return f"node {node} lost ({killed} processes killed)"
+
+
 FAULTS: Dict[str, Callable[[Scenario, random.Random], str]] = {
     f.__name__: f for f in (kill_driver, sigint_foreground, sigterm_foreground, kill_rank, kill_worker, kill_server,
-                            kill_packed_worker, restart_slurmctld, requeue)}
+                            kill_packed_worker, restart_slurmctld, requeue, full_disk, lose_node)}
 
 
 def inject(name: str, sc: Scenario, rng: random.Random) -> str:

@@ -22,7 +22,7 @@ state = json.load(open(path)) if os.path.exists(path) else {"epoch": 0, "done": 
 for epoch in range(state["epoch"] + 1, EPOCHS + 1):
     t = torch.tensor([float(epoch)])
     dist.all_reduce(t)
-    time.sleep(0.3)
+    time.sleep(PAUSE)
     if rank == 0:
         state = {"epoch": epoch, "done": state["done"] + [epoch], "sum": t.item()}
         tmp = path + ".tmp"
@@ -39,14 +39,17 @@ dist.destroy_process_group()
 
 class DdpCheckpoint(Scenario):
     name = "ddp_checkpoint"
-    faults = ("kill_driver", "sigint_foreground", "sigterm_foreground", "kill_rank")
+    faults = ("kill_driver", "sigint_foreground", "sigterm_foreground", "kill_rank", "full_disk")
     units = EPOCHS
     unit_s = 0.5
     limit_s = 150.0
     extra: Tuple[str, ...] = ()
 
+    #: Seconds each epoch takes beside its all-reduce.
+    pause: float = 0.3
+
     def setup(self) -> None:
-        self.write("ddp.py", DDP)
+        self.write("ddp.py", DDP.replace("PAUSE", str(self.pause)))
 
     def start(self):
         self.proc = self.t.start("job=script", "job.script=ddp.py", "distribution=pytorch",

@@ -40,7 +40,7 @@ STEPS = ("prepare", "train", "score")
 
 class LocalPipeline(Scenario):
     name = "local_pipeline"
-    faults = ("kill_driver", "sigint_foreground", "sigterm_foreground", "kill_rank")
+    faults = ("kill_driver", "sigint_foreground", "sigterm_foreground", "kill_rank", "full_disk")
     units = 3
     unit_s = 1.5
     limit_s = 150.0

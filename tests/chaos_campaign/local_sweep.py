@@ -20,7 +20,7 @@ MEMBERS = 6
 
 class LocalSweep(Scenario):
     name = "local_sweep"
-    faults = ("kill_driver", "sigint_foreground", "sigterm_foreground", "kill_rank")
+    faults = ("kill_driver", "sigint_foreground", "sigterm_foreground", "kill_rank", "full_disk")
     units = MEMBERS
     unit_s = 1.0
     limit_s = 120.0

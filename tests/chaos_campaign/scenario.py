@@ -37,6 +37,8 @@ class Scenario:
     unit_s: ClassVar[float] = 1.0
     #: How long the foreground command may take, undisturbed.
     limit_s: ClassVar[float] = 120.0
+    #: How often the scenario is drawn against the others (a slow one, such as a lost node's, less often).
+    weight: ClassVar[int] = 4
 
     def __init__(self, trial: Trial):
         self.t = trial
@@ -146,6 +148,22 @@ def leftover_violations(t: Trial, allowed: Optional[List[int]] = None, settle_s:
         out.append("processes left: " + "; ".join(t.describe(left))[:400])
     if jobs:
         out.append("Slurm jobs left: " + ", ".join(jobs))
+    return out
+
+
+#: A frame of mltrain's own code in a traceback: a fault is said in one line, never with mltrain's internals.
+INTERNAL_FRAME = re.compile(r'File "[^"]*/site-packages/mltrain/[^"]*", line \d+')
+
+
+def traceback_violations(t: Trial) -> List[str]:
+    """Neither the foreground command nor the recovery's commands printed a traceback from mltrain's internals."""
+    out = []
+    texts = [("the command", (t.root / "foreground.out").read_text(errors="replace")
+              if (t.root / "foreground.out").exists() else "")] + [("a recovery command", x) for x in t.said]
+    for who, text in texts:
+        if "Traceback (most recent call last)" in text and INTERNAL_FRAME.search(text):
+            last = [line for line in text.splitlines() if line.strip()][-1:]
+            out.append(f"one line: {who} printed a traceback from mltrain's internals, ending {last}")
     return out
 
 

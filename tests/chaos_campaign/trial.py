@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Type
 
 from .faults import inject
-from .scenario import Scenario, leftover_violations, mlflow_violations, runs_list_violations
+from .scenario import Scenario, leftover_violations, mlflow_violations, runs_list_violations, traceback_violations
 from .world import Trial, until
 
 
@@ -23,9 +23,10 @@ def catalogue() -> List[Type[Scenario]]:
     from .local_pipeline import LocalPipeline
     from .local_sweep import LocalSweep
     from .parallel import ParallelJob
+    from .slurm_node_loss import SlurmNodeLoss
     from .slurm_scenarios import SlurmArraySweep, SlurmPackedSweep, SlurmPipeline
     return [LocalSweep, LocalPipeline, DdpCheckpoint, ParallelJob, Endpoint, SlurmArraySweep, SlurmPackedSweep,
-            SlurmPipeline]
+            SlurmPipeline, SlurmNodeLoss]
 
 
 @dataclass
@@ -44,7 +45,7 @@ class Draw:
 def draw(seed: int, scenarios: Optional[List[Type[Scenario]]] = None) -> Draw:
     rng = random.Random(seed)
     kinds = scenarios or catalogue()
-    kind = kinds[rng.randrange(len(kinds))]
+    kind = rng.choices(kinds, weights=[k.weight for k in kinds])[0]
     fault = kind.faults[rng.randrange(len(kind.faults))]
     return Draw(seed, kind.name, fault, rng.randrange(kind.units), round(rng.uniform(0, kind.unit_s), 2))
 
@@ -80,9 +81,12 @@ def cluster_for(needs: str) -> Optional[str]:
     return conf if conf and shutil.which("sbatch") and os.path.exists(conf) else None
 
 
-def run_trial(seed: int, root: Path, keep: bool = False, only: Optional[List[str]] = None) -> Outcome:
+def run_trial(seed: int, root: Path, keep: bool = False, only: Optional[List[str]] = None,
+              fixed: Optional[Draw] = None) -> Outcome:
+    """The trial `seed` draws, or `fixed`: a trial kept as it was drawn (a regression test keeps the trial that
+    found its defect, whatever the catalogue draws for that seed since)."""
     kinds = {k.name: k for k in catalogue()}
-    d = draw(seed)
+    d = fixed or draw(seed)
     out = Outcome(seed, d.scenario, d.fault, d.moment)
     kind = kinds[d.scenario]
     if only and d.scenario not in only:
@@ -92,9 +96,12 @@ def run_trial(seed: int, root: Path, keep: bool = False, only: Optional[List[str
     if kind.needs and not conf:
         out.skipped = f"no {kind.needs} test cluster here (SLURM_CONF / MLTRAIN_SLURM2_CONF)"
         return out
+    if d.fault == "full_disk" and os.geteuid() != 0:
+        out.skipped = "a full disk is a small tmpfs, which only root can mount"
+        return out
     folder = root / f"seed-{seed}"
     shutil.rmtree(folder, ignore_errors=True)
-    trial = Trial(folder, seed, conf)
+    trial = Trial(folder, seed, conf, small_disk=d.fault == "full_disk")
     out.folder = str(folder)
     started = time.monotonic()
     sc = kind(trial)
@@ -112,9 +119,13 @@ def run_trial(seed: int, root: Path, keep: bool = False, only: Optional[List[str
         time.sleep(d.delay_s)
         out.done = inject(d.fault, sc, rng)
         trial.log.append(f"# fault ({d.moment}): {out.done}")
+        if d.fault == "full_disk":  # the user makes room once the command has ended, then recovers
+            sc.wait_foreground()
+            trial.make_room()
         sc.recover(d.fault)
         out.violations = sc.check(d.fault) + sc.unit_violations(d.fault) + runs_list_violations(trial)
         out.violations += leftover_violations(trial, allowed=sc_allowed(sc)) + mlflow_violations(trial)
+        out.violations += traceback_violations(trial)
     except Exception:  # the harness's own failure is reported as one, never hidden
         out.violations.append("harness: " + traceback.format_exc().strip().splitlines()[-1])
         out.notes.append(traceback.format_exc())

@@ -17,6 +17,9 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, TypeVar
 
 T = TypeVar("T")
+#: A full-disk trial's run folders: room for the scenario's runs, filled by the fault.
+SMALL_DISK_MB = 64
+FILLER = ".chaos-filler"
 
 
 def mltrain_exe() -> List[str]:
@@ -49,7 +52,7 @@ class Trial:
     """One trial's folder: `home` (MLTRAIN_HOME), `project` (the user's repository), `markers` (each unit of
     work writes one file there when it has done its work)."""
 
-    def __init__(self, root: Path, seed: int, slurm_conf: Optional[str] = None):
+    def __init__(self, root: Path, seed: int, slurm_conf: Optional[str] = None, small_disk: bool = False):
         self.root = root
         self.seed = seed
         self.home = root / "home"
@@ -59,6 +62,33 @@ class Trial:
             d.mkdir(parents=True, exist_ok=True)
         self.slurm_conf = slurm_conf
         self.log: List[str] = []
+        self.said: List[str] = []  # what the recovery's commands printed
+        #: The run folders on a small tmpfs of their own, for a full-disk fault (home/runs: run.root's default).
+        self.disk: Optional[Path] = None
+        if small_disk:
+            self.disk = self.home / "runs"
+            self.disk.mkdir(parents=True, exist_ok=True)
+            subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={SMALL_DISK_MB}m", "tmpfs", str(self.disk)],
+                           check=True, capture_output=True, timeout=30)
+
+    def fill_disk(self) -> str:
+        """Fill the run folders' disk to its last byte (what is written next fails with ENOSPC)."""
+        assert self.disk is not None
+        written = 0
+        with open(self.disk / FILLER, "wb") as f:
+            try:
+                while True:
+                    f.write(b"\0" * 1048576)
+                    f.flush()
+                    written += 1
+            except OSError:
+                pass
+        return f"the run folders' disk filled ({written} MiB written)"
+
+    def make_room(self) -> None:
+        if self.disk is not None:
+            (self.disk / FILLER).unlink(missing_ok=True)
+            self.log.append("# room made: the filler removed")
 
     def env(self, **extra: str) -> Dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "MLTRAIN_RUN"))}
@@ -88,6 +118,7 @@ class Trial:
             done = Done(argv, 124, _text(e.stdout), _text(e.stderr) + f"\n(timed out after {timeout:.0f} s)",
                         time.monotonic() - started)
         self.log.append(f"  -> {done.rc} in {done.took:.1f} s" + (f": {done.err.strip()[-300:]}" if done.rc else ""))
+        self.said.append(done.out + done.err)
         return done
 
     def marker_names(self) -> List[str]:
@@ -161,6 +192,8 @@ class Trial:
                 os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
+        if self.disk is not None:
+            subprocess.run(["umount", "-l", str(self.disk)], capture_output=True, timeout=30)
 
 
 def _text(b: object) -> str:
