@@ -58,19 +58,10 @@ class DdpCheckpoint(Scenario):
         return self.proc
 
     def record(self) -> Optional[dict]:
-        return next((r for r in self.t.run_records() if r.get("id") == "ddp"), None)
+        return self.run_record("ddp")
 
     def recover(self, fault: str) -> None:
-        self.rc = self.wait_foreground()
-        rec = self.record()
-        if rec is None:
-            self.notes.append("no run record was made before the fault: the user runs it again")
-            self.start()
-            self.rc = self.wait_foreground()
-        elif rec.get("status") != "Completed":
-            done = self.t.mltrain("runs", "resume", "ddp", timeout=self.limit_s)
-            if done.rc != 0:
-                self.notes.append(f"runs resume exited {done.rc}: {(done.err or done.out).strip()[-300:]}")
+        self.resume_run("ddp")
 
     def expected_units(self, fault: str) -> Dict[str, Tuple[int, int]]:
         return {f"epoch{e}": (1, 1) for e in range(1, EPOCHS + 1)}

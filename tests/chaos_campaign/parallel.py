@@ -1,7 +1,6 @@
 """A parallel job: 16 files scored in mini-batches of 2 by 2 instances x 2 workers; each item writes a marker."""
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from .scenario import Scenario, status_violation
@@ -42,19 +41,10 @@ class ParallelJob(Scenario):
         return self.proc
 
     def record(self) -> Optional[dict]:
-        return next((r for r in self.t.run_records() if r.get("id") == "batch"), None)
+        return self.run_record("batch")
 
     def recover(self, fault: str) -> None:
-        self.rc = self.wait_foreground()
-        rec = self.record()
-        if rec is None:
-            self.notes.append("no run record was made before the fault: the user runs it again")
-            self.start()
-            self.rc = self.wait_foreground()
-        elif rec.get("status") != "Completed":
-            done = self.t.mltrain("runs", "resume", "batch", timeout=self.limit_s)
-            if done.rc != 0:
-                self.notes.append(f"runs resume exited {done.rc}: {(done.err or done.out).strip()[-300:]}")
+        self.resume_run("batch")
 
     def expected_units(self, fault: str) -> Dict[str, Tuple[int, int]]:
         # A mini-batch whose worker died is run again whole (Azure's retry_settings): its items before the death
@@ -78,13 +68,4 @@ class ParallelJob(Scenario):
         return out
 
     def worker_pids(self) -> List[Tuple[str, int]]:
-        """Worker processes of the job: their command line names parallel_worker."""
-        found = []
-        for pid in self.t.processes():
-            try:
-                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-            except OSError:
-                continue
-            if "parallel_worker" in cmd:
-                found.append((f"worker{pid}", pid))
-        return found
+        return self.t.processes_running("parallel_worker")

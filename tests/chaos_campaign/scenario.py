@@ -68,6 +68,24 @@ class Scenario:
         """unit -> (fewest, most) markers it may have after recovery; (1, 1) is exactly once."""
         return {}
 
+    # ------------------------------------------------------------------ a scenario of one run (run.id=...)
+    def run_record(self, run_id: str) -> Optional[dict]:
+        return next((r for r in self.t.run_records() if r.get("id") == run_id), None)
+
+    def resume_run(self, run_id: str) -> None:
+        """The user's recovery of one run: once the command has ended, `runs resume` unless it Completed (or the
+        command again, when the fault came before the run was made)."""
+        self.rc = self.wait_foreground()
+        rec = self.run_record(run_id)
+        if rec is None:
+            self.notes.append("no run record was made before the fault: the user runs it again")
+            self.start()
+            self.rc = self.wait_foreground()
+        elif rec.get("status") != "Completed":
+            done = self.t.mltrain("runs", "resume", run_id, timeout=self.limit_s)
+            if done.rc != 0:
+                self.notes.append(f"runs resume exited {done.rc}: {(done.err or done.out).strip()[-300:]}")
+
     # ------------------------------------------------------------------ shared checks
     def wait_foreground(self, limit: Optional[float] = None) -> int:
         assert self.proc is not None

@@ -26,11 +26,7 @@ class SlurmNodeLoss(DdpCheckpoint):
                 from slurm_support import start_slurmd
 
                 start_slurmd(self.t.slurm_conf or "", node)
-        rec = self.record()
-        if rec is not None and rec.get("status") != "Completed":
-            done = self.t.mltrain("runs", "resume", "ddp", timeout=self.limit_s)
-            if done.rc != 0:
-                self.notes.append(f"runs resume exited {done.rc}: {(done.err or done.out).strip()[-300:]}")
+        self.resume_run("ddp")
 
     def check(self, fault: str) -> List[str]:
         out = super().check(fault)

@@ -2,7 +2,6 @@
 (the controller restarted, a job requeued, a packed worker killed)."""
 from __future__ import annotations
 
-from pathlib import Path
 from typing import List, Tuple
 
 from .local_pipeline import LocalPipeline
@@ -29,15 +28,7 @@ class SlurmPackedSweep(LocalSweep):
     extra = ("compute=slurm", "compute.pack=2")
 
     def packed_worker_pids(self) -> List[Tuple[str, int]]:
-        found = []
-        for pid in self.t.processes():
-            try:
-                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-            except OSError:
-                continue
-            if "pack_driver" in cmd or "pack_worker" in cmd:
-                found.append((f"worker{pid}", pid))
-        return found
+        return self.t.processes_running("pack_driver", "pack_worker")
 
 
 class SlurmPipeline(LocalPipeline):

@@ -14,7 +14,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, TypeVar
+from typing import Callable, Dict, List, Optional, Tuple, TypeVar
 
 T = TypeVar("T")
 #: A full-disk trial's run folders: room for the scenario's runs, filled by the fault.
@@ -161,6 +161,18 @@ class Trial:
                 continue
             if mark in env and state != "Z":
                 found.append(int(entry))
+        return found
+
+    def processes_running(self, *names: str) -> List[Tuple[str, int]]:
+        """("worker<pid>", pid) of the trial's processes whose command line holds one of `names`."""
+        found = []
+        for pid in self.processes():
+            try:
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if any(name in cmd for name in names):
+                found.append((f"worker{pid}", pid))
         return found
 
     def describe(self, pids: List[int]) -> List[str]:
