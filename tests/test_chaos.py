@@ -11,12 +11,16 @@ from slurm_support import require_cluster
 #: MLflow's mirror kept on (the conftest turns it off for tests of other things): the store is an invariant too.
 pytestmark = pytest.mark.tracking
 
-#: The trials that found a defect (the seed of the campaign that drew them, with the catalogue of that day).
+#: The trials that found a defect (the seed of the campaign that drew them, with the catalogue of that day: 1 to 17
+#: before full disks and lost nodes joined it, the others after).
 FOUND = {
     "resume-after-kill-ddp": Draw(1, "ddp_checkpoint", "kill_driver", 4, 0.06),
     "resume-after-kill-parallel": Draw(3, "parallel_job", "kill_driver", 11, 0.27),
     "endpoint-orphan-worker": Draw(5, "endpoint", "kill_server", 0, 2.39),
     "sweep-full-disk-traceback": Draw(14, "local_sweep", "full_disk", 1, 0.27),
+    "full-disk-left-a-run-folder": Draw(71, "ddp_checkpoint", "full_disk", 0, 0.13),
+    "full-disk-step-thread-traceback": Draw(85, "local_pipeline", "full_disk", 0, 0.48),
+    "ctrl-c-while-python-imports": Draw(94, "endpoint", "sigint_foreground", 0, 0.91),
 }
 FOUND_SLURM = {
     "metrics-doubled-on-resume": Draw(7, "slurm_array_sweep", "sigint_foreground", 3, 1.30),

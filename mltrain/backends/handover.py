@@ -22,6 +22,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar, List, Optional, Protocol
 
+from mltrain.errors import MltrainError
 from mltrain.runs.console import Console
 from mltrain.runs.lifecycle import finish
 from mltrain.runs.record import RunRecord
@@ -107,10 +108,13 @@ class Supervised(Submission):
             status = self.backend.launch([plan], [self.record], [console], self._cancel)[0]
             self._final = RunState(status, True, self.record.doc.error)
         except Exception as exc:  # launch() records a failing run itself; this is mltrain's own fault, kept visible
-            error = f"internal error: {type(exc).__name__}: {exc}"
-            self.record.reload()
-            if self.record.status not in TERMINAL:
-                finish(self.record, FAILED, error=error, console=console)
+            error = str(exc) if isinstance(exc, MltrainError) else f"internal error: {type(exc).__name__}: {exc}"
+            try:
+                self.record.reload()
+                if self.record.status not in TERMINAL:
+                    finish(self.record, FAILED, error=error, console=console)
+            except MltrainError as again:  # the record cannot be written either (a full disk): said, not a traceback
+                console.status(f"{FAILED}: {again}")
             self._final = RunState(FAILED, True, error)
 
     def describe(self) -> RunState:

@@ -283,6 +283,9 @@ def entry() -> None:
         code = 0
     except SystemExit as exc:
         code = exit_code_of(exc)
+    except KeyboardInterrupt:  # Ctrl-C before a command took it over (while Python imports Hydra): one line
+        sys.stderr.write("mltrain: interrupted\n")
+        code = 130
     finish(code, collect=False)
 
 

@@ -53,22 +53,26 @@ class RunRecord:
     def create(cls, job: FrozenJob) -> RunRecord:
         run_dir = Path(job.run_dir)
         run_dir.mkdir(parents=True, exist_ok=False)  # a run directory is never reused
-        for sub in ("logs", "outputs", "checkpoints"):
-            (run_dir / sub).mkdir()
-        (run_dir / "metrics.jsonl").touch()
-        # libyaml's dumper when PyYAML has it: the same YAML, written several times faster (a sweep writes one per member)
-        atomic_write(run_dir / "config.yaml", yaml.dump(job.config, Dumper=_DUMPER, sort_keys=False))
-        atomic_write(run_dir / "job.json", json.dumps(job.to_json(), indent=2))
-        now = time.time()
-        record = cls(run_dir, RunDoc(
-            id=job.run_id, experiment=job.experiment, status=NOT_STARTED, created=now, phases={NOT_STARTED: now},
-            host=socket.gethostname(), driver_pid=os.getpid(), backend=job.backend, compute=job.compute.kind,
-            distribution=job.distribution.kind, process_group=job.process_group,
-            world=World(job.node_count, job.process_count_per_node, job.world_size), command=job.argv,
-            kill_grace_s=job.kill_grace_s, cwd=job.cwd, overrides=job.overrides,
-            sweep=SweepRef(job.sweep_dir, job.sweep_index)))
-        record._set_aside()
-        record.save()
+        try:
+            for sub in ("logs", "outputs", "checkpoints"):
+                (run_dir / sub).mkdir()
+            (run_dir / "metrics.jsonl").touch()
+            # libyaml's dumper when PyYAML has it: the same YAML, written several times faster (a sweep writes one per member)
+            atomic_write(run_dir / "config.yaml", yaml.dump(job.config, Dumper=_DUMPER, sort_keys=False))
+            atomic_write(run_dir / "job.json", json.dumps(job.to_json(), indent=2))
+            now = time.time()
+            record = cls(run_dir, RunDoc(
+                id=job.run_id, experiment=job.experiment, status=NOT_STARTED, created=now, phases={NOT_STARTED: now},
+                host=socket.gethostname(), driver_pid=os.getpid(), backend=job.backend, compute=job.compute.kind,
+                distribution=job.distribution.kind, process_group=job.process_group,
+                world=World(job.node_count, job.process_count_per_node, job.world_size), command=job.argv,
+                kill_grace_s=job.kill_grace_s, cwd=job.cwd, overrides=job.overrides,
+                sweep=SweepRef(job.sweep_dir, job.sweep_index)))
+            record._set_aside()
+            record.save()
+        except BaseException:  # never made (a full disk): no half-made folder is left to block the same run.id
+            shutil.rmtree(run_dir, ignore_errors=True)
+            raise
         return record
 
     @classmethod

@@ -26,7 +26,8 @@ for epoch in range(state["epoch"] + 1, EPOCHS + 1):
     if rank == 0:
         state = {"epoch": epoch, "done": state["done"] + [epoch], "sum": t.item()}
         tmp = path + ".tmp"
-        json.dump(state, open(tmp, "w"))
+        with open(tmp, "w") as f:  # closed before the rename: a full disk fails here, never an empty checkpoint
+            json.dump(state, f)
         os.replace(tmp, path)
         mark("epoch%d" % epoch)
         run.log("loss", 1.0 / epoch, step=epoch)
@@ -72,7 +73,10 @@ class DdpCheckpoint(Scenario):
             return ["run: no record of the run"]
         out = status_violation("the run", rec.get("status"), "Completed")
         path = self.t.home / "runs" / "ddp" / "checkpoints" / "state.json"
-        state = json.loads(path.read_text()) if path.exists() else {}
+        try:
+            state = json.loads(path.read_text()) if path.exists() else {}
+        except ValueError:
+            return out + [f"outputs: the checkpoint {path} is unreadable"]
         if state.get("done") != list(range(1, EPOCHS + 1)):
             out.append(f"outputs: the checkpoint's epochs are {state.get('done')}, expected 1..{EPOCHS} once each")
         return out + self.metric_violations(rec, "loss", EPOCHS)

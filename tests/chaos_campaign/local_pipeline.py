@@ -65,10 +65,7 @@ class LocalPipeline(Scenario):
             self.start()
             self.rc = self.wait_foreground()
             return
-        if pipe.get("status") != "Completed":
-            done = self.t.mltrain("runs", "resume", pipe["id"], timeout=self.limit_s)
-            if done.rc != 0:
-                self.notes.append(f"runs resume exited {done.rc}: {(done.err or done.out).strip()[-300:]}")
+        self.wait_or_resume(pipe["id"], pipe.get("status"))
 
     def expected_units(self, fault: str) -> Dict[str, Tuple[int, int]]:
         return {s: (1, 1) for s in STEPS}

@@ -81,7 +81,16 @@ class Scenario:
             self.notes.append("no run record was made before the fault: the user runs it again")
             self.start()
             self.rc = self.wait_foreground()
-        elif rec.get("status") != "Completed":
+        else:
+            self.wait_or_resume(run_id, rec.get("status"))
+
+    def wait_or_resume(self, run_id: str, status: Optional[str]) -> None:
+        """A run (or pipeline) still under way without its driver (its jobs run on in Slurm) is followed to its end,
+        as `runs resume` itself advises; one that ended short of Completed is resumed."""
+        if status not in ("Completed", "Failed", "Canceled"):
+            self.t.mltrain("runs", "wait", run_id, "--timeout", str(int(self.limit_s)), timeout=self.limit_s + 30)
+            status = (self.run_record(run_id) or {}).get("status")
+        if status != "Completed":
             done = self.t.mltrain("runs", "resume", run_id, timeout=self.limit_s)
             if done.rc != 0:
                 self.notes.append(f"runs resume exited {done.rc}: {(done.err or done.out).strip()[-300:]}")
