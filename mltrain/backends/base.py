@@ -174,7 +174,10 @@ def prepare_environment(job: FrozenJob, record: RunRecord, log: RunLog,
         # Listing the interpreter's packages takes a moment: it overlaps with the ranks' start.
         def listing() -> None:
             packages = materialize.record_packages(info["interpreter"])
-            record.update(environment={**record.doc.environment, "packages": packages})
+            try:
+                record.update(environment={**record.doc.environment, "packages": packages})
+            except MltrainError:  # run.json cannot be written (a full disk): the run's own end says so, once
+                pass
 
         thread = threading.Thread(target=listing, daemon=True)
         thread.start()

@@ -168,6 +168,9 @@ class RunRecord:
                   driver_pid=os.getpid(), outputs=[])
             if not (self.dir / self.RESERVE_FILE).exists():  # given up by the attempt that filled the device
                 self._set_aside()
+            # the earlier attempt's cancel was carried out: left here, it would cancel the new attempt at its start
+            # (a packed member run again by `runs resume` of a Ctrl-C'd sweep ended Canceled in 0.0 s: chaos seed 111)
+            (self.dir / self.CANCEL_FILE).unlink(missing_ok=True)
             self.save()
 
     def set_rank(self, rank: int, **fields: object) -> None:

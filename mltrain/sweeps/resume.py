@@ -235,9 +235,7 @@ class Resumed(Controller):
         # The policy cuts a member at an interval; the sweep's own stop (a cancel, a signal to its
         # driver) names no interval. What the sweep's stop ended runs again; what the policy cut stays cut.
         cut = bool(row.canceled_by) and row.canceled_at_interval is not None
-        # A member canceled in a sweep that was itself canceled, and not cut by the policy, was stopped by that
-        # cancel even where its row names no reason (a packed member ended by its queue's cancel: chaos seed 111)
-        by_sweep = (bool(row.canceled_by) or (row.status == CANCELED and self.doc.status == CANCELED)) and not cut
+        by_sweep = bool(row.canceled_by) and not cut
         if (row.status in TERMINAL and not (by_sweep and row.status == CANCELED)) or record is None:
             if member.ended is None:
                 member.status, member.ended = row.status if row.status in TERMINAL else FAILED, time.time()
