@@ -109,10 +109,13 @@ class Pool:
             empty = not os.listdir(self.pack_dir / "todo") and not os.listdir(self.pack_dir / "claimed")
         except OSError:  # the sweep's folder is gone: so are its workers' reasons to wait
             return
-        if not empty or not self.submitted:
+        # Every worker of the queue, an earlier driver's too (a resumed sweep's: chaos seed 140 left the killed
+        # driver's worker running): a requeued worker left its first incarnation's `.gone` behind, so Slurm, not the
+        # folder, says who still waits.
+        workers = set(self.submitted) | {p.stem for p in (self.pack_dir / "workers").glob("*.submitted")}
+        if not empty or not workers:
             return
-        # A requeued worker left its first incarnation's `.gone` behind: Slurm, not the folder, says who waits.
-        held = in_slurm(list(self.submitted))
+        held = in_slurm(sorted(workers))
         if held:
             accounting.scancel(sorted(held))
 
