@@ -46,6 +46,8 @@ POOL_FILE = "pool.json"
 #: Slurm's states of a worker that is there or will be (squeue's words): it will take members.
 COMING = ("PENDING", "CONFIGURING", "RUNNING", "REQUEUED", "RESIZING", "SUSPENDED")
 SQUEUE_TIMEOUT_S = 20.0
+#: Workers Slurm holds that have not started (a requeued one waits as PENDING, Reason BeginTime).
+NOT_STARTED = ("PENDING", "REQUEUED", "REQUEUE_HOLD", "SUSPENDED")
 
 
 def wanted(size: int, todo: int, claimed: int, live: int) -> int:
@@ -116,8 +118,11 @@ class Pool:
         if not empty or not workers:
             return
         held = in_slurm(sorted(workers))
-        if held:
-            accounting.scancel(sorted(held))
+        # Only those that have not started: a running worker sees the queue closed and empty and leaves by itself
+        # (its job COMPLETED); one waiting in Slurm's queue would start for nothing, after the sweep has ended.
+        waiting = sorted(w for w, state in (held or {}).items() if state in NOT_STARTED)
+        if waiting:
+            accounting.scancel(waiting)
 
     def tend(self, now: Optional[float] = None) -> None:
         """Start workers while queued members outnumber them; find lost workers and run their members again."""
