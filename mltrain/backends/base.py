@@ -25,6 +25,7 @@ from mltrain.runs import mlflow_run
 from mltrain.runs.console import Console, RunLog
 from mltrain.runs.lifecycle import finish
 from mltrain.runs.record import RunRecord
+from mltrain.runs.waiting import wait_until
 from mltrain.spec.job import FrozenJob
 from mltrain.spec.schema import ComputeConf
 from mltrain.spec.status import FAILED, PREPARING, TERMINAL
@@ -236,15 +237,10 @@ def earlier_ranks_gone(record: RunRecord) -> None:
     if record.doc.backend != "local" or not record.host_is_here():
         return
     pids = [int(rank.pid) for rank in record.doc.ranks.values() if rank.pid]
-    deadline = time.monotonic() + float(record.doc.kill_grace_s or 5.0) + 5.0
-    while True:
-        alive = [pid for pid in pids if pid_alive(pid)]
-        if not alive:
-            return
-        if time.monotonic() > deadline:
-            raise MltrainError(f"run {record.id}: its earlier ranks still run (pids {', '.join(map(str, alive))}); "
-                               "stop them first (kill them) and resume again")
-        time.sleep(0.05)
+    if not wait_until(lambda: not any(pid_alive(pid) for pid in pids), float(record.doc.kill_grace_s or 5.0) + 5.0):
+        alive = ", ".join(str(pid) for pid in pids if pid_alive(pid))
+        raise MltrainError(f"run {record.id}: its earlier ranks still run (pids {alive}); "
+                           "stop them first (kill them) and resume again")
 
 
 def stop_driver(record: RunRecord) -> bool:
