@@ -26,6 +26,7 @@ FOUND_SLURM = {
     "metrics-doubled-on-resume": Draw(7, "slurm_array_sweep", "sigint_foreground", 3, 1.30),
     "requeued-packed-worker-left": Draw(17, "slurm_packed_sweep", "requeue", 2, 0.58),
     "resumed-packed-member-canceled-again": Draw(111, "slurm_packed_sweep", "sigint_foreground", 2, 0.99),
+    "pipeline-step-never-made": Draw(217, "slurm_pipeline", "sigint_foreground", 0, 0.50),
 }
 #: Seeds of the campaign for what the trials above do not cover.
 SEEDS = [8, 16, 25, 35, 79]  # pipeline's rank killed, DDP's rank killed, a parallel worker killed, Ctrl-C of a deploy, SIGTERM of a pipeline

@@ -118,3 +118,71 @@ def test_a_pipeline_with_a_failed_step_resumes_from_that_step(home, chain):
     again = run_mltrain("runs", "resume", pipe["id"], cwd=chain, timeout=60)
     assert again.rc != 0 and "only a Failed or Canceled pipeline can be resumed" in again.err
     assert "Traceback" not in again.err
+
+
+#: Three steps of the user's own script: each step's run takes a snapshot of the project.
+MADE_ONE_BY_ONE = """\
+steps:
+  prepare:
+    overrides: [job=script, job.script=chain_step.py, 'job.arguments=[prepare,"",${outputs.out}]']
+    outputs: [out]
+  train:
+    overrides: [job=script, job.script=chain_step.py, 'job.arguments=[train,${inputs.prev},${outputs.out}]']
+    inputs: {prev: prepare.outputs.out}
+    outputs: [out]
+  score:
+    overrides: [job=script, job.script=chain_step.py, 'job.arguments=[score,${inputs.prev},${outputs.out}]']
+    inputs: {prev: train.outputs.out}
+    outputs: [out]
+"""
+CHAIN_STEP = """\
+import os, sys
+name, prev, out = sys.argv[1:4]
+before = open(os.path.join(prev, "chain.txt")).read() if prev else ""
+open(os.path.join(out, "chain.txt"), "w").write((before + " " + name).strip())
+"""
+
+
+def test_a_pipeline_whose_driver_was_killed_while_making_its_steps_makes_the_rest_when_resumed(home, project):
+    """The driver makes the steps' runs one after another before any starts; killed among them, it leaves steps
+    named in the pipeline's record whose run was never made (the campaign's seeds 85 and 217). `runs resume`
+    makes them from the plans the pipeline kept, and the pipeline completes."""
+    (project / "conf" / "pipeline").mkdir(parents=True)
+    (project / "conf" / "pipeline" / "chain.yaml").write_text(MADE_ONE_BY_ONE)
+    (project / "chain_step.py").write_text(CHAIN_STEP)
+    # a project of 3,000 files: each step's snapshot takes a while, the window in which to kill the driver
+    for i in range(30):
+        (project / "data" / f"d{i}").mkdir(parents=True)
+        for j in range(100):
+            (project / "data" / f"d{i}" / f"f{j}.txt").write_text(f"{i} {j}\n")
+    driver = subprocess.Popen([*mltrain_exe(), "pipeline=chain"], cwd=project, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    try:
+        until(lambda: _made(home, "prepare"), 120, "the first step's run to be made", every_s=0.005)
+        os.kill(driver.pid, signal.SIGKILL)
+        driver.wait(timeout=30)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    pipe = _pipeline(home)
+    never = [s for s in ("train", "score") if not (Path(pipe["pipeline"]["steps"][s]["run_dir"]) / "run.json").exists()]
+    assert never, "the driver was killed after it had made every step's run: nothing left unmade to test"
+    r = run_mltrain("runs", "resume", pipe["id"], cwd=project, timeout=240)
+    assert r.rc == 0, r.out + r.err
+    assert "Traceback" not in r.err
+    pipe = _pipeline(home)
+    assert pipe["status"] == "Completed", pipe["pipeline"]["steps"]
+    out = Path(pipe["pipeline"]["steps"]["score"]["run_dir"]) / "outputs" / "out" / "chain.txt"
+    assert out.read_text() == "prepare train score"
+    for name in never:  # made from the kept plan: the same run id and folder the record named, marked as a step
+        step = _step(home, pipe, name)
+        assert step["id"] == pipe["pipeline"]["steps"][name]["run_id"]
+        assert step["pipeline_step"]["pipeline_run"] == pipe["id"] and step["snapshot"]["files"] > 3000
+    print(f"\nkilled with {never} never made; resumed to Completed")
+
+
+def _made(home: Path, step: str) -> bool:
+    try:
+        return (Path(_pipeline(home)["pipeline"]["steps"][step]["run_dir"]) / "run.json").exists()
+    except (StopIteration, OSError, KeyError, json.JSONDecodeError):
+        return False

@@ -210,27 +210,38 @@ def squeue_ids(name: str) -> set:
     return set(out.split())
 
 
-def test_a_packed_member_whose_worker_never_came_is_queued_again(home, project, whole):
-    """The driver died with its members queued for a packed worker that never started (held by Slurm here,
-    then canceled): no worker will take them, so the resume takes them out of the queue, submits a worker of
-    its own and runs each of them once. Before, the resume followed them and waited forever."""
-    require_cluster()
-    name = f"held{os.getpid()}"
-    args = [a.replace(f"max_total_runs={TOTAL}", "max_total_runs=2") for a in sweep_args(0.0)] + [
-        "compute=slurm", "compute.poll_s=0.3", "compute.pack=1", "+compute.additional_parameters.hold=true",
-        f"experiment_name={name}"]
+def packed(name: str, args: list) -> list:
+    """`args` as a sweep on Slurm whose members are packed one per worker job named `{name}-pack`."""
+    return args + ["compute=slurm", "compute.poll_s=0.3", "compute.pack=1", f"experiment_name={name}"]
+
+
+def killed_once(home: Path, project: Path, args: list, ready) -> object:
+    """The sweep's driver started, SIGKILLed once `ready()` returned what it waited for (returned here)."""
     driver = subprocess.Popen(mltrain_exe() + args, cwd=project, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               env={**os.environ, "MLTRAIN_HOME": str(home)})
     try:
-        until(lambda: len(runs(home)) == 2 and all(r["status"] == "Queued" for r in runs(home)), 60, "2 members queued")
-        first = until(lambda: squeue_ids(f"{name}-pack"), 30, "the held worker")
+        return ready()
     finally:
         driver.kill()
         driver.wait(timeout=30)
-    subprocess.run(["scancel", *first], check=True)  # the worker the dead driver submitted never comes
-    sweep = the_sweep(home)
-    resume = subprocess.Popen(mltrain_exe() + ["runs", "resume", sweep.name], cwd=project, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env={**os.environ, "MLTRAIN_HOME": str(home)})
+
+
+def two_queued_worker_held(home: Path, name: str):
+    """Waits for 2 members Queued for a worker Slurm holds (`hold=true`); returns that worker's job ids."""
+    def ready() -> set:
+        until(lambda: len(runs(home)) == 2 and all(r["status"] == "Queued" for r in runs(home)), 60, "2 members queued")
+        return until(lambda: squeue_ids(f"{name}-pack"), 30, "the held worker")
+    return ready
+
+
+def resume_started(home: Path, project: Path, sweep: Path, stdout=subprocess.PIPE) -> subprocess.Popen:
+    return subprocess.Popen(mltrain_exe() + ["runs", "resume", sweep.name], cwd=project, stdout=stdout,
+                            stderr=subprocess.PIPE if stdout == subprocess.PIPE else subprocess.STDOUT, text=True,
+                            env={**os.environ, "MLTRAIN_HOME": str(home)})
+
+
+def resume_with_its_own_worker(resume: subprocess.Popen, name: str, first: set) -> str:
+    """The resume submits a worker of its own (held too): released, the resume ends; its output."""
     try:
         again = until(lambda: squeue_ids(f"{name}-pack") - first, 60, "a worker submitted by the resume")
         subprocess.run(["scontrol", "release", *again], check=True)
@@ -240,6 +251,21 @@ def test_a_packed_member_whose_worker_never_came_is_queued_again(home, project, 
         subprocess.run(["scancel", "-n", f"{name}-pack"], check=False)
     assert resume.returncode == 0, out + err
     assert sorted(re.findall(r"\[#(\d+)\] Queued: queued again \(nothing had started it\)", out)) == ["0", "1"], out
+    return out
+
+
+def test_a_packed_member_whose_worker_never_came_is_queued_again(home, project, whole):
+    """The driver died with its members queued for a packed worker that never started (held by Slurm here,
+    then canceled): no worker will take them, so the resume takes them out of the queue, submits a worker of
+    its own and runs each of them once. Before, the resume followed them and waited forever."""
+    require_cluster()
+    name = f"held{os.getpid()}"
+    args = packed(name, [a.replace(f"max_total_runs={TOTAL}", "max_total_runs=2") for a in sweep_args(0.0)]
+                  + ["+compute.additional_parameters.hold=true"])
+    first = killed_once(home, project, args, two_queued_worker_held(home, name))
+    subprocess.run(["scancel", *first], check=True)  # the worker the dead driver submitted never comes
+    sweep = the_sweep(home)
+    out = resume_with_its_own_worker(resume_started(home, project, sweep), name, first)
     doc = doc_of(sweep)
     assert doc["status"] == "Completed" and [m["params"] for m in doc["members"]] == \
         [m["params"] for m in whole["members"][:2]], out
@@ -258,6 +284,23 @@ run.log("score", float(os.environ["AML_PARAMETER_x"]), step=1)
 """
 
 
+def marked_sweep(project: Path, name: str) -> tuple:
+    """Two members of MARKED, packed, their worker held by Slurm; (args, the folder of their marks)."""
+    (project / "marked.py").write_text(MARKED)
+    marks = project / "marks"
+    marks.mkdir()
+    args = ["-m", "job=script", "job.script=marked.py", f"job.arguments=[{marks}]", "+job.params.x=interval(0,1)",
+            "sweep.sampling=random", "sweep.seed=11", "sweep.max_total_runs=2", "sweep.max_concurrent_runs=2",
+            "sweep.primary_metric=score", "run.console=none", "+compute.additional_parameters.hold=true"]
+    return packed(name, args), marks
+
+
+def each_ran_once(home: Path, marks: Path) -> None:
+    records = runs(home)
+    assert [r["status"] for r in records] == ["Completed"] * 2 and not any(r.get("attempts") for r in records), records
+    assert {p.name: p.read_text() for p in marks.iterdir()} == {r["id"]: "ran\n" for r in records}
+
+
 def test_a_packed_member_recorded_queued_but_never_queued_runs_once_on_resume(home, project):
     """Issue 63: the driver records a packed member Queued, then puts it in its queue. Killed between the two (as
     its workers ran out of work and left), it left a member no worker will ever take: the resume followed it as
@@ -265,41 +308,16 @@ def test_a_packed_member_recorded_queued_but_never_queued_runs_once_on_resume(ho
     gone): the resume queues that member again too, keeps a worker for it, and each member runs once."""
     require_cluster()
     name = f"unqueued{os.getpid()}"
-    (project / "marked.py").write_text(MARKED)
-    marks = project / "marks"
-    marks.mkdir()
-    args = ["-m", "job=script", "job.script=marked.py", f"job.arguments=[{marks}]", "+job.params.x=interval(0,1)",
-            "sweep.sampling=random", "sweep.seed=11", "sweep.max_total_runs=2", "sweep.max_concurrent_runs=2",
-            "sweep.primary_metric=score", "run.console=none", "compute=slurm", "compute.poll_s=0.3", "compute.pack=1",
-            "+compute.additional_parameters.hold=true", f"experiment_name={name}"]
-    driver = subprocess.Popen(mltrain_exe() + args, cwd=project, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              env={**os.environ, "MLTRAIN_HOME": str(home)})
-    try:
-        until(lambda: len(runs(home)) == 2 and all(r["status"] == "Queued" for r in runs(home)), 60, "2 members queued")
-        first = until(lambda: squeue_ids(f"{name}-pack"), 30, "the held worker")
-    finally:
-        driver.kill()
-        driver.wait(timeout=30)
+    args, marks = marked_sweep(project, name)
+    first = killed_once(home, project, args, two_queued_worker_held(home, name))
     subprocess.run(["scancel", *first], check=True)  # the queue's workers have left
     (late,) = [r for r in runs(home) if r["sweep"]["index"] == 1]
     part = late["slurm"]
     (Path(part["pack"]) / "todo" / part["entry"]).unlink()  # the driver died before queuing it
     sweep = the_sweep(home)
-    resume = subprocess.Popen(mltrain_exe() + ["runs", "resume", sweep.name], cwd=project, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env={**os.environ, "MLTRAIN_HOME": str(home)})
-    try:
-        again = until(lambda: squeue_ids(f"{name}-pack") - first, 60, "a worker submitted by the resume")
-        subprocess.run(["scontrol", "release", *again], check=True)
-        out, err = resume.communicate(timeout=90)
-    finally:
-        resume.kill()
-        subprocess.run(["scancel", "-n", f"{name}-pack"], check=False)
-    assert resume.returncode == 0, out + err
-    assert sorted(re.findall(r"\[#(\d+)\] Queued: queued again \(nothing had started it\)", out)) == ["0", "1"], out
+    out = resume_with_its_own_worker(resume_started(home, project, sweep), name, first)
     assert doc_of(sweep)["status"] == "Completed", out
-    records = runs(home)
-    assert [r["status"] for r in records] == ["Completed"] * 2 and not any(r.get("attempts") for r in records), records
-    assert {p.name: p.read_text() for p in marks.iterdir()} == {r["id"]: "ran\n" for r in records}  # each ran once
+    each_ran_once(home, marks)
 
 
 GATED = """\
@@ -326,22 +344,18 @@ def test_a_resumed_packed_sweep_keeps_a_worker_for_a_member_put_back_in_its_queu
     (project / "gated.py").write_text(GATED)
     gate = project / "gate"
     gate.mkdir()
-    args = ["-m", "job=script", "job.script=gated.py", f"job.arguments=[{gate}]", "+job.params.x=interval(0,1)",
-            "sweep.sampling=random", "sweep.seed=11", "sweep.max_total_runs=1", "sweep.primary_metric=score",
-            "run.console=none", "compute=slurm", "compute.poll_s=0.3", "compute.pack=1", f"experiment_name={name}"]
-    env = {**os.environ, "MLTRAIN_HOME": str(home)}
-    driver = subprocess.Popen(mltrain_exe() + args, cwd=project, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              env=env)
-    try:
+    args = packed(name, ["-m", "job=script", "job.script=gated.py", f"job.arguments=[{gate}]",
+                         "+job.params.x=interval(0,1)", "sweep.sampling=random", "sweep.seed=11",
+                         "sweep.max_total_runs=1", "sweep.primary_metric=score", "run.console=none"])
+
+    def running() -> set:
         until(lambda: [r["status"] for r in runs(home)] == ["Running"], 60, "the member running in its worker")
-        (worker,) = squeue_ids(f"{name}-pack")
-    finally:
-        driver.kill()
-        driver.wait(timeout=30)
+        return squeue_ids(f"{name}-pack")
+
+    (worker,) = killed_once(home, project, args, running)
     said = tmp_path / "resume.out"
     with open(said, "w") as out:
-        resume = subprocess.Popen(mltrain_exe() + ["runs", "resume", the_sweep(home).name], cwd=project, stdout=out,
-                                  stderr=subprocess.STDOUT, text=True, env=env)
+        resume = resume_started(home, project, the_sweep(home), stdout=out)
     try:
         until(lambda: "[#0] Running: followed again" in said.read_text(), 60, "the resume following the member")
         subprocess.run(["scancel", worker], check=True)  # its worker stopped under it: back in the queue
@@ -363,26 +377,11 @@ def test_a_resumed_packed_sweep_counts_the_workers_slurm_still_holds_for_it(home
     (squeue: PENDING) and submits none of its own; once Slurm starts it, it runs the members queued again."""
     require_cluster()
     name = f"pending{os.getpid()}"
-    (project / "marked.py").write_text(MARKED)
-    marks = project / "marks"
-    marks.mkdir()
-    args = ["-m", "job=script", "job.script=marked.py", f"job.arguments=[{marks}]", "+job.params.x=interval(0,1)",
-            "sweep.sampling=random", "sweep.seed=11", "sweep.max_total_runs=2", "sweep.max_concurrent_runs=2",
-            "sweep.primary_metric=score", "run.console=none", "compute=slurm", "compute.poll_s=0.3", "compute.pack=1",
-            "+compute.additional_parameters.hold=true", f"experiment_name={name}"]
-    env = {**os.environ, "MLTRAIN_HOME": str(home)}
-    driver = subprocess.Popen(mltrain_exe() + args, cwd=project, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              env=env)
-    try:
-        until(lambda: len(runs(home)) == 2 and all(r["status"] == "Queued" for r in runs(home)), 60, "2 members queued")
-        first = until(lambda: squeue_ids(f"{name}-pack"), 30, "the held worker")
-    finally:
-        driver.kill()
-        driver.wait(timeout=30)
+    args, marks = marked_sweep(project, name)
+    first = killed_once(home, project, args, two_queued_worker_held(home, name))
     said = tmp_path / "resume.out"
     with open(said, "w") as out:
-        resume = subprocess.Popen(mltrain_exe() + ["runs", "resume", the_sweep(home).name], cwd=project, stdout=out,
-                                  stderr=subprocess.STDOUT, text=True, env=env)
+        resume = resume_started(home, project, the_sweep(home), stdout=out)
     try:
         until(lambda: said.read_text().count("queued again (nothing had started it)") == 2, 60, "both queued again")
         time.sleep(2)  # the resume tends its pool at once, and then every 0.1 s
@@ -394,7 +393,4 @@ def test_a_resumed_packed_sweep_counts_the_workers_slurm_still_holds_for_it(home
         subprocess.run(["scancel", "-n", f"{name}-pack"], check=False)
     text = said.read_text()
     assert resume.returncode == 0, text
-    records = runs(home)
-    assert [r["status"] for r in records] == ["Completed"] * 2 and not any(r.get("attempts") for r in records), records
-    assert {p.name: p.read_text() for p in marks.iterdir()} == {r["id"]: "ran\n" for r in records}
-
+    each_ran_once(home, marks)

@@ -9,6 +9,7 @@ Both the pipeline's driver and, for a detached Slurm pipeline, whoever looks at 
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import sys
 import time
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
 from mltrain import backends
-from mltrain.pipelines import reuse
+from mltrain.pipelines import reuse, step_plans
 from mltrain.runs.lifecycle import finish
 from mltrain.runs.record import RunRecord
 from mltrain.spec.records import PipelineGraph, RunDoc, StepEntry, World
@@ -37,9 +38,20 @@ PIPELINE_BACKEND = "pipeline"
 
 def create(run_dir: Path, name: str, steps: List[Any], runs: Dict[str, Any], mode: str,
            overrides: List[str], continue_on_step_failure: bool = True) -> RunRecord:
-    """The pipeline's run directory and record; `runs` maps each step to its frozen job."""
+    """The pipeline's run directory and record; `runs` maps each step to its frozen job. Each step's plan
+    is written before the record: a pipeline that exists can always make the steps it names."""
     run_dir.mkdir(parents=True, exist_ok=False)
-    (run_dir / "logs").mkdir()
+    try:
+        (run_dir / "logs").mkdir()
+        step_plans.write(run_dir, {s.name: step_plans.plan(s, runs[s.name], name, run_dir.name) for s in steps})
+        return _record(run_dir, name, steps, runs, mode, overrides, continue_on_step_failure)
+    except BaseException:  # never made (a full disk, Ctrl-C): no half-made folder is left behind
+        shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+
+
+def _record(run_dir: Path, name: str, steps: List[Any], runs: Dict[str, Any], mode: str,
+            overrides: List[str], continue_on_step_failure: bool) -> RunRecord:
     now = time.time()
     table = {s.name: StepEntry(run_id=runs[s.name].run_id, run_dir=runs[s.name].run_dir, parents=list(s.parents),
                                status=NOT_STARTED) for s in steps}

@@ -10,12 +10,13 @@ side: a resume is for the steps that are left, usually one or two.
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, List
+from pathlib import Path
+from typing import Dict, List, Tuple
 
 from mltrain.backends import refresh
 from mltrain.errors import MltrainError
 from mltrain.launch.orchestrate import execute
-from mltrain.pipelines import graph_record
+from mltrain.pipelines import graph_record, step_plans
 from mltrain.runs.console import Console
 from mltrain.runs.record import RunRecord
 from mltrain.spec.job import FrozenJob
@@ -27,15 +28,13 @@ def resume(pipeline: RunRecord) -> str:
     graph = pipeline.doc.pipeline
     assert graph is not None  # the caller checked that this run is a pipeline
     console = Console()
-    try:
-        steps: Dict[str, RunRecord] = {name: RunRecord.load(graph.steps[name].run_dir) for name in graph.order}
-    except Exception as exc:  # noqa: BLE001 - a step's folder removed by hand: nothing to continue from
-        raise MltrainError(f"pipeline {pipeline.id} cannot be resumed: a step's run is unreadable ({exc})") from None
+    steps, unmade = _step_runs(pipeline)
     refresh(list(steps.values()))  # a driver that died: its steps read Failed "driver lost" from here
     status = graph_record.sync(pipeline)
     if status not in (FAILED, CANCELED):
         raise MltrainError(f"pipeline {pipeline.id} is {status}; only a Failed or Canceled pipeline can be resumed"
                            + ("" if status == COMPLETED else f" (follow it with `mltrain runs status {pipeline.id}`)"))
+    _make(pipeline, unmade, steps)  # its driver is gone (the pipeline ended): nobody else makes them
     kept = [n for n in graph.order if steps[n].status == COMPLETED]
     again = [n for n in graph.order if n not in kept]
     console.status(f"resuming pipeline {pipeline.id}: kept (completed) [{', '.join(kept)}]; "
@@ -62,6 +61,42 @@ def resume(pipeline: RunRecord) -> str:
     final = graph_record.sync(pipeline)
     _summary(pipeline, again, console)
     return final
+
+
+def _step_runs(pipeline: RunRecord) -> Tuple[Dict[str, RunRecord], List[str]]:
+    """Each step's run, and the steps whose run was never made (their driver cut short while making the
+    steps: Ctrl-C, a full disk, a kill) where the pipeline kept the plans to make them. A run.json that is
+    there but unreadable, or a step of a pipeline of 0.7 (no plans), is not guessed at."""
+    graph = pipeline.doc.pipeline
+    assert graph is not None
+    plans = step_plans.read(pipeline.dir) or {}
+    steps: Dict[str, RunRecord] = {}
+    unmade: List[str] = []
+    for name in graph.order:
+        run_dir = Path(graph.steps[name].run_dir)
+        if not (run_dir / "run.json").exists() and name in plans:
+            unmade.append(name)
+            continue
+        try:
+            steps[name] = RunRecord.load(run_dir)
+        except Exception as exc:  # noqa: BLE001 - a step's folder removed by hand
+            raise MltrainError(f"pipeline {pipeline.id} cannot be resumed: step {name}'s run is unreadable "
+                               f"({exc})") from None
+    return steps, unmade
+
+
+def _make(pipeline: RunRecord, unmade: List[str], steps: Dict[str, RunRecord]) -> None:
+    """Make the runs never made, and finish those made in part, as their driver would have; a run made
+    here reads Canceled until it runs below."""
+    plans = step_plans.read(pipeline.dir) or {}
+    for name, plan in plans.items():
+        step_console = Console(prefix=f"[{name}] ")
+        if name in unmade:
+            steps[name] = step_plans.remake(plan, step_console)
+            graph_record.cancel_unstarted(steps[name], "not started: its pipeline's driver stopped before making "
+                                          "its run", step_console)
+        elif steps[name].status != COMPLETED:
+            step_plans.complete(steps[name], plan, step_console)
 
 
 def _summary(pipeline: RunRecord, again: List[str], console: Console) -> None:

@@ -22,8 +22,7 @@ from mltrain import backends
 from mltrain.backends import backend_of, refresh
 from mltrain.backends.handover import Cancel, Submission
 from mltrain.errors import ConfigError, MltrainError
-from mltrain.launch.orchestrate import create_run
-from mltrain.pipelines import graph, reuse
+from mltrain.pipelines import graph, reuse, step_plans
 from mltrain.pipelines import graph_record as precord
 from mltrain.runs.console import Console, RunLog
 from mltrain.runs.lifecycle import outputs_manifest
@@ -84,14 +83,8 @@ class PipelineRun:
         try:
             for sr in self.runs.values():
                 sr.console = Console(prefix=f"[{sr.name}] ")
-                sr.record = create_run(sr.job, sr.console)
+                sr.record = step_plans.make(step_plans.plan(sr.step, sr.job, self.name, self.record.id), sr.console)
                 made.append(sr)
-                for out in sr.step.outputs:
-                    (sr.record.dir / "outputs" / out).mkdir()
-                sr.record.update(pipeline_step={
-                    "pipeline": self.name, "pipeline_run": self.record.id, "step": sr.name,
-                    "input_outputs": {i.name: i.output for i in sr.step.inputs.values() if i.step},
-                    "input_steps": {i.name: i.step for i in sr.step.inputs.values() if i.step}})
         except MltrainError as exc:
             for sr in made:
                 precord.cancel_unstarted(sr.record, f"not started: step could not be created ({exc})", sr.console)
