@@ -21,6 +21,7 @@ FOUND = {
     "full-disk-left-a-run-folder": Draw(71, "ddp_checkpoint", "full_disk", 0, 0.13),
     "full-disk-step-thread-traceback": Draw(85, "local_pipeline", "full_disk", 0, 0.48),
     "ctrl-c-while-python-imports": Draw(94, "endpoint", "sigint_foreground", 0, 0.91),
+    "canceled-as-its-rank-ended-well": Draw(149, "local_sweep", "sigterm_foreground", 3, 0.14),
 }
 FOUND_SLURM = {
     "metrics-doubled-on-resume": Draw(7, "slurm_array_sweep", "sigint_foreground", 3, 1.30),

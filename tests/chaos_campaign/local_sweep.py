@@ -56,9 +56,27 @@ class LocalSweep(Scenario):
 
     def expected_units(self, fault: str) -> Dict[str, Tuple[int, int]]:
         want = {f"member{i}": (1, 1) for i in range(1, MEMBERS + 1)}
+        for unit in self.stopped_at_their_end():
+            want[unit] = (1, 2)
         if fault == "kill_rank" and self.killed_member:
             want[self.killed_member] = (0, 0)
         return want
+
+    def stopped_at_their_end(self) -> List[str]:
+        """Members with an earlier attempt the fault stopped, whose rank may have done its work before the stop
+        reached it (the marker is its script's last line): that rank is not known to have ended by itself with
+        exit code 0 (no exit code recorded: its driver died; or stopped by mltrain). Such a member runs again
+        on resume, at least once as Azure's jobs are; one whose ranks all ended well must not."""
+        out = []
+        for r in self.t.run_records():
+            x = next((o.split("=", 1)[1] for o in r.get("overrides", []) if o.startswith("+job.params.x=")), None)
+            for attempt in r.get("attempts") or []:
+                ranks = (attempt.get("ranks") or {}).values()
+                ended_well = bool(ranks) and all(k.get("exit_code") == 0 and not k.get("stopped_by_mltrain")
+                                                 for k in ranks)
+                if x is not None and attempt.get("status") != "Completed" and not ended_well:
+                    out.append(f"member{x}")
+        return out
 
     def check(self, fault: str) -> List[str]:
         out: List[str] = []

@@ -79,7 +79,7 @@ class LocalSupervisor:
                 seen = {**os.environ, **spec["env"]}.get("CUDA_VISIBLE_DEVICES")
                 self.record.set_rank(spec["rank"], pid=self.ranks[-1].proc.pid, host=socket.gethostname(), devices=seen)
             sampler.start()
-            return self._watch()
+            outcome = self._watch()
         finally:
             sampler.stop()
             self._stop_all()
@@ -90,6 +90,17 @@ class LocalSupervisor:
                     r.reader.join(timeout=5)
             for r in self.ranks:
                 self.record.set_rank(r.rank, exit_code=r.proc.returncode, stopped_by_mltrain=r.terminated)
+        return self._settled(outcome)
+
+    def _settled(self, outcome: Outcome) -> Outcome:
+        """A cancel that came as the ranks ended by themselves, each with exit code 0, stopped nothing: the run
+        completed its work, and is Completed (recorded Canceled, `runs resume` ran it again: the campaign's seed
+        149, a sweep's member whose SIGTERM came as it ended)."""
+        if outcome.status == CANCELED and self.ranks and all(r.proc.returncode == 0 and not r.terminated
+                                                             for r in self.ranks):
+            self.log.info("every rank had ended by itself with exit code 0 before the cancel reached it")
+            return Outcome(COMPLETED)
+        return outcome
 
     def _pids(self) -> Dict[int, int]:
         """The ranks still running, by rank: what the system metrics sample."""
