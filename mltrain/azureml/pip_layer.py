@@ -41,10 +41,11 @@ from typing import Optional
 
 from mltrain.runs import layer_site, mlflow_run, script_store
 
-#: The layer's `pip`: one pip at a time in the layer (ranks or trials that start together).
-PIP_SCRIPT = ("#!{python}\nimport fcntl, sys\nfrom pip._internal.cli.main import main\n"
-              "with open({lock!r}, 'w') as lock:\n    fcntl.flock(lock, fcntl.LOCK_EX)\n    code = main()\n"
-              "sys.exit(code)\n")
+#: The layer's `pip`: one pip at a time in the layer (ranks or trials that start together). pip runs as
+#: `python -m pip` runs it (its public entry point; pip's own `main` is internal), and exits with its code.
+PIP_SCRIPT = ("#!{python}\nimport fcntl, runpy\n"
+              "with open({lock!r}, 'w') as lock:\n    fcntl.flock(lock, fcntl.LOCK_EX)\n"
+              "    runpy.run_module('pip', run_name='__main__', alter_sys=True)\n")
 #: Each trial's own MLflow note, in its run folder, where its layer is shared (read by layer_site).
 RUN_NOTE = "pip-layer.json"
 #: A pip call in a command: `pip`/`pip3` (the layer's) or `python -m pip`, up to the next shell operator.

@@ -43,6 +43,7 @@ from mltrain.spec.status import CANCELED, COMPLETED, FAILED, TERMINAL
 from mltrain.spec.sweep_record import MemberRow, SweepDoc
 from mltrain.sweeps import results
 from mltrain.sweeps.controller import SAMPLER_FILE, Controller, Member, make_study
+from mltrain.sweeps.optuna_internals import running_trial
 from mltrain.sweeps.space import override_for
 
 NEEDED = ("multirun.yaml", "optuna.journal")
@@ -148,7 +149,7 @@ class Resumed(Controller):
         self.rerun = 0
 
     def _begin(self) -> None:
-        from optuna.trial import Trial, TrialState  # heavy
+        from optuna.trial import TrialState  # heavy
 
         warnings.filterwarnings("ignore", message=".*is already reported.*")  # a rerun logs its steps again
         sampler, asked = self._sampler()
@@ -165,14 +166,14 @@ class Resumed(Controller):
             if frozen is None:
                 self._adopt(row, None)
             else:
-                self._adopt(row, Trial(self.study, frozen._trial_id) if frozen.state == TrialState.RUNNING
+                self._adopt(row, running_trial(self.study, frozen) if frozen.state == TrialState.RUNNING
                             else _Told(number))
         keys = {d.key for d in self.space.dimensions}
         for number, frozen in sorted(trials.items()):
             if number in taken or frozen.state != TrialState.RUNNING:
                 continue
             if keys <= set(frozen.params):  # asked, but its member was not in sweep.json yet
-                trial = Trial(self.study, frozen._trial_id)
+                trial = running_trial(self.study, frozen)
                 record = self._unlisted_run(len(self.members))
                 if record is None:
                     self._launch(trial)

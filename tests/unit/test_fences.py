@@ -11,7 +11,7 @@ What counts as touching another library's private name, outside its fence (an AS
 - `getattr(obj, "_name")` (or hasattr, setattr) of any object but a module of the standard library: mltrain
   reads its own private attributes directly (`self._x`), never through getattr with a literal name;
 - assigning `sys.modules["NAME"]` for another library's module (submitit's numpy import skipped).
-mltrain's own private names (`self._lock`, `record._path`) and the standard library's stay allowed. Not walked:
+mltrain's own private names (`self._lock`) and the standard library's stay allowed. Not walked:
 mltrain/_rank_site and mltrain/_azureml_shim, which stand in for Azure's own packages inside the user's process.
 """
 import ast
@@ -32,6 +32,7 @@ FENCES = {
     "omegaconf": "mltrain/config/omegaconf_internals.py",
     "submitit": "mltrain/backends/slurm/submitit_internals.py",
     "azure": "mltrain/azureml/sdk_v2/azure_ai_ml_internals.py",
+    "optuna": "mltrain/sweeps/optuna_internals.py",
 }
 #: Top-level modules that are mltrain's own (azureml: the v1 SDK's stand-in, mltrain/_azureml_shim) or typing's.
 OWN = {"mltrain", "hydra_plugins", "azureml", "__future__", "_typeshed"}
@@ -156,6 +157,44 @@ def touches(source: str):
     return sorted(set(found), key=lambda f: (f[0], f[2]))
 
 
+#: namedtuple's public API, underscored so as not to clash with its fields
+NAMEDTUPLE = {"_replace", "_asdict", "_fields", "_make", "_field_defaults"}
+
+
+def _defined(tree) -> set:
+    """Every name this module binds itself: its functions, classes, variables, parameters, attributes it sets."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) and _root(node.value) in ("self", "cls"):
+            names.add(node.attr)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.arg):
+            names.add(node.arg)
+    return names
+
+
+def others_private(source: str):
+    """[(line, what)] for each private attribute read or set on an object whose module owns it and this one does
+    not: a foreign object (`entity._status = ...`) or another mltrain module's (`rank._proc`). A private name
+    belongs to the module that defines it (`self._x = ...`, `def _x`); the standard library's stay allowed."""
+    tree = ast.parse(source)
+    _, stdlib = _imported(tree)
+    own = _defined(tree)
+    found = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Attribute) and _private(node.attr)) or node.attr in NAMEDTUPLE:
+            continue
+        root = _root(node.value)
+        if root in ("self", "cls") or root in stdlib:
+            continue
+        if isinstance(node.ctx, ast.Store) or node.attr not in own:
+            found.append((node.lineno, ast.unparse(node)))
+    return sorted(set(found))
+
+
 def mocks(source: str):
     """Lines importing mock (unittest.mock, or the `mock` package)."""
     out = []
@@ -193,6 +232,28 @@ def test_other_libraries_internals_are_touched_only_in_their_fence():
                 outside.append(f"{rel}:{line}: {what} (the fence of {fences[rel]}, touching {library})")
     assert not outside, ("another library's private names outside its fence (" + ", ".join(FENCES.values())
                          + "): move the use there, with why and the version it was checked against:\n" + "\n".join(outside))
+
+
+def test_no_module_reads_or_sets_another_objects_private_attributes():
+    fences = set(FENCES.values())
+    found = [f"{_rel(p)}:{line}: {what}" for p in _sources() if _rel(p) not in fences
+             for line, what in others_private(p.read_text())]
+    assert not found, ("a private attribute of another module's or library's object (give its owner a public name, "
+                       "or move the use into the library's fence):\n" + "\n".join(found))
+
+
+@pytest.mark.parametrize("source, expected", [
+    ("def f(entity):\n    entity._status = 'Completed'\n", ["entity._status"]),
+    ("def f(rank):\n    return rank._proc\n", ["rank._proc"]),
+    ("def f(worker):\n    worker.slots[0]._stop()\n", ["worker.slots[0]._stop"]),
+    # allowed: this module's own private names, the standard library's, namedtuple's API
+    ("class A:\n    def __init__(self):\n        self._x = 1\n    def same(self, other):\n        return other._x\n", []),
+    ("def _helper():\n    pass\nclass A:\n    _helper = staticmethod(_helper)\ndef f(a):\n    return a._helper\n", []),
+    ("import os\nimport sys\nos._exit(0)\nsys._getframe(1)\n", []),
+    ("def f(point):\n    return point._replace(x=1)._asdict()\n", []),
+])
+def test_another_objects_private_attribute_is_caught(source, expected):
+    assert [what for _, what in others_private(source)] == expected
 
 
 def test_each_fence_says_what_it_was_checked_against():

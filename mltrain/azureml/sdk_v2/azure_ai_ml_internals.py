@@ -20,6 +20,8 @@ them here. What a job file would say is read from the entity:
   by Azure's own `_refine_component`, as Azure's ComponentOperations does.
 - `workspace`: a Workspace entity carrying its Azure resource id (`_id`), which the SDK sets only from the service's
   answer (`Workspace.id` is read-only); notebooks split it to read the subscription and resource group back.
+- `set_status`: a job entity's status (`_status`), which the SDK sets only from the service's answer (`Job.status`
+  is read-only); mltrain's client answers `jobs.get`/`create_or_update` with the run's status here.
 - `is_anonymous`: whether an asset entity was given no name (`_is_anonymous`: `Model(path=...)` gets a hash for its
   name), so that a deployment registers it under a name of its own, as the YAML front end names an inline model.
 - `online_endpoint` / `online_deployment`: the entities Azure's service answers with, carrying what only the service
@@ -91,6 +93,11 @@ def compute(name: str, description: str, size: str, max_instances: int, created_
 
     return AmlCompute(name=name, description=description, size=size, min_instances=0, max_instances=max_instances,
                       location="local", provisioning_state="Succeeded", created_on=created_on)
+
+
+def set_status(job: Any, status: str) -> None:
+    """A job entity's status, as the service's answer would set it."""
+    job._status = status
 
 
 def is_anonymous(asset: Any) -> bool:

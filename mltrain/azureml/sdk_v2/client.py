@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, Iterator, Optional
 
-from mltrain.azureml.sdk_v2 import assets, online, operations
+from mltrain.azureml.sdk_v2 import assets, azure_ai_ml_internals, online, operations
 from mltrain.azureml.sdk_v2 import submit as submission
 from mltrain.errors import MltrainError
 from mltrain.handle import Run
@@ -302,17 +302,16 @@ class JobOperations:
                                    command=str(doc.get("command") or "mltrain"))
 
     def _with_state(self, entity: Any, name: str) -> Any:
-        entity._status = self.status(name)
+        azure_ai_ml_internals.set_status(entity, self.status(name))
         record = submission.find(name)
         if record is not None and record["kind"] == "sweep":
             best = _best_child(Path(record["sweep_dir"]))
             if best:  # Azure's sweep job says its best trial in its properties once one has scored
                 entity.properties = {**(entity.properties or {}), **best}
-        entity._mltrain_studio_url = self._studio_url(name)
         try:
             from azure.ai.ml.entities import JobService  # optional
 
-            entity.services = {"Studio": JobService(endpoint=entity._mltrain_studio_url)}
+            entity.services = {"Studio": JobService(endpoint=self._studio_url(name))}
         except Exception:  # noqa: BLE001 - an entity without services keeps Azure's own studio_url
             pass
         return entity

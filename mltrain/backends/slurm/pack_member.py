@@ -78,7 +78,7 @@ def _watch_cancel(record: RunRecord, rank: SlurmRank, done: threading.Event, gra
     while not done.wait(0.2):
         if record.cancel_requested() is None:
             continue
-        proc = rank._proc
+        proc = rank.program
         if proc is None:
             continue
         stop_group(proc.pid, ((signal.SIGTERM, grace_s), (signal.SIGKILL, 0.0)), done.wait)

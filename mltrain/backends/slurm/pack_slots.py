@@ -55,7 +55,7 @@ def serve(worker: PackWorker, owner: str, started: float, stopping: threading.Ev
         # Completed), and no slot takes another member
         stopping.set()
         for rank in list(running.values()):
-            rank._checkpoint_signal(signum, frame, None)  # SIGUSR1 and checkpoint_requested, as an unpacked rank
+            rank.pass_checkpoint_signal(signum, frame)  # SIGUSR1 and checkpoint_requested, as an unpacked rank
         if callable(previous):
             previous(signum, frame)  # submitit: the worker's checkpoint() requeues what is under way
 

@@ -248,6 +248,16 @@ class SlurmRank:
     def _write_rank(self, rank: int, attempt: int, **fields: object) -> None:
         reports.write(self.run_dir, rank, attempt=attempt, **fields)
 
+    @property
+    def program(self) -> Optional[_Child]:
+        """The rank program's process once started (a packed member's cancel stops its group)."""
+        return self._proc
+
+    def pass_checkpoint_signal(self, signum: int, frame: Optional[FrameType]) -> None:
+        """Slurm's checkpoint signal, passed on by a packed worker: SIGUSR1 to the program and its checkpoint file,
+        as an unpacked rank's own handler does."""
+        self._checkpoint_signal(signum, frame, None)
+
     def _checkpoint_signal(self, signum: int, frame: Optional[FrameType], previous: _Handler) -> None:
         Path(self.run_dir, CHECKPOINT_FILE).touch()
         if self._proc is not None and self._proc.poll() is None:
