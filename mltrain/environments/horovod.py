@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
 from mltrain.atomic import atomic_write
-from mltrain.config.paths import mltrain_home
 from mltrain.errors import MltrainError
+from mltrain.home import mltrain_home
 
 VERSION = "0.28.1"
 BUILD_FILE = "mltrain_horovod_build.json"

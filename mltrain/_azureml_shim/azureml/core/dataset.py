@@ -215,7 +215,7 @@ class Dataset:
         """A dataset a pipeline submit saved (Azure saves every dataset it submits, giving it its `id`)."""
         import json
 
-        from mltrain.config.paths import mltrain_home  # submission
+        from mltrain.home import mltrain_home
 
         file = mltrain_home() / SAVED / f"{id}.json"
         if not str(id).startswith("dataset-") or not file.is_file():
@@ -288,7 +288,7 @@ def save(dataset: Any) -> None:
     import json
 
     from mltrain.atomic import atomic_write  # submission
-    from mltrain.config.paths import mltrain_home  # submission
+    from mltrain.home import mltrain_home
 
     spec = {**dataset._mltrain_definition(), "paths": [os.path.abspath(p) for p in dataset._paths]}
     text = json.dumps(spec, sort_keys=True)

@@ -32,7 +32,7 @@ ENDPOINT_PATH = "/pipelines/v1.0/PipelineRunSubmit/"
 
 def store(kind: str) -> Path:
     """The folder of published pipelines, endpoints or drafts."""
-    from mltrain.config.paths import mltrain_home  # submission
+    from mltrain.home import mltrain_home
 
     folder = Path(mltrain_home()) / "v1_published" / kind
     folder.mkdir(parents=True, exist_ok=True)

@@ -122,8 +122,8 @@ class HyperDriveConfig:
         from azureml.train.hyperdrive.run import HyperDriveRun
 
         from mltrain.api import MultirunRequest, submit_multirun  # submission
-        from mltrain.config.paths import mltrain_home  # submission
         from mltrain.errors import MltrainError  # submission
+        from mltrain.home import mltrain_home
         from mltrain.launch.request import REQUEST_CHOICE, merge_values, values_node  # submission
 
         self._check()

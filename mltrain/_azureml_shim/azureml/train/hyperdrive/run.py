@@ -15,7 +15,7 @@ from azureml.exceptions import ActivityFailedException
 class HyperDriveRun(Run):
     def __init__(self, experiment: Any, run_id: str, hyperdrive_config: Any = None, _sweep_dir: Optional[str] = None,
                  _driver: Any = None, _names: Optional[Dict[str, str]] = None, **kwargs: Any) -> None:
-        from mltrain.config.paths import mltrain_home  # submission
+        from mltrain.home import mltrain_home
 
         self.experiment = experiment
         self._handle = None
