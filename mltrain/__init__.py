@@ -4,15 +4,26 @@
 scripts; `MltrainError`, `RunFailed` and `RunCanceled` are what the API raises. They are imported
 on first use, so `import mltrain` stays cheap.
 
-The packages, in the order data flows through them:
+The packages, bottom layer first (tests/unit/test_import_graph.py holds the layers and this map):
+  spec/          the job spec, the frozen job, statuses, job kinds, record layouts (with the loose modules below)
   config/        schemas, composition, search path, validation, Azure ML v1 aliases
   environments/  curated and custom environments, built or checked
-  launch/        the frozen job, freezing, rank programs, snapshot, dry run, orchestration, the Hydra adapter
-  runs/          statuses, the run record, its end, metrics, console, the run handle
+  runs/          the run record, its end, metrics, logs, console, waiting
   ranks/         the rank contract, the process runner, per-rank reports, a Hydra app's rank side
+  components/    the Designer's built-in components and the parallel-job engine, run inside the ranks
   backends/      the Backend protocol and its table; local, mpi, slurm (each: driver and rank side)
-  cli/           `mltrain`, `mltrain runs`, `mltrain env`
-  components/    the Designer's built-in components, run inside the ranks
+  launch/        freezing, rank programs, snapshots, the dry run, orchestration, the Hydra adapter
+  sweeps/        HyperDrive sweeps: the search space, Optuna's sampling, early termination, resume
+  pipelines/     pipelines of steps: their graph, reuse, step runs, resume
+  models/        the model registry on MLflow's and its store
+  tracking/      runs mirrored into MLflow's store
+  endpoints/     online endpoints under Azure's inference server
+  azureml/       Azure ML's v2 job files and the front ends of its SDKs (sdk_v2/ at the top)
+  command/       a command, composed once, to its engine (run, sweep, pipeline)
+  cli/           `mltrain` and its subcommands (runs, env, job, endpoints, models, ...)
+Loose modules: errors, atomic, digest, home, processes, signals (the bottom); script_metrics (runs); hydra_task
+and slurm_rank (stubs users' files name); handle, history, api (the top). Not imported by mltrain: _azureml_shim/
+(the v1 SDK's stand-in, `azureml.*`) and _rank_site/ (the script ranks' exit hook).
 """
 import importlib
 

@@ -212,3 +212,14 @@ def test_module_names_say_one_thing():
     shared = {leaf: names for leaf, names in seen.items() if len([n for n in names if n not in packages]) > 1}
     assert not shared, f"module names used twice: {shared}"
 
+
+
+def test_mltrains_own_map_names_every_package_and_loose_module():
+    """`mltrain/__init__.py`'s docstring is a newcomer's first map: each package and loose module is on it."""
+    doc = mltrain.__doc__ or ""
+    packages = sorted(p.name for p in ROOT.iterdir() if (p / "__init__.py").is_file() or p.name == "_azureml_shim")
+    loose = sorted(p.stem for p in ROOT.glob("*.py") if p.stem not in ("__init__", "__main__"))
+    missing = [f"{name}/" for name in packages if f"{name}/" not in doc]
+    missing += [name for name in loose if not any(name in (w.strip(",;:()") for w in line.split())
+                                                  for line in doc.splitlines())]
+    assert not missing, f"mltrain/__init__.py's map leaves out: {missing}"
