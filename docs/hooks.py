@@ -2,8 +2,8 @@
 builds, so they cannot drift from it.
 
 - reference/config.md: every config group, its options (the presets mltrain ships) and every key with its
-  type, default, allowed values and meaning, read from the typed schemas (mltrain.spec.kinds.schemas(),
-  mltrain.spec.schema, mltrain.spec.job_schemas), the validator's tables (mltrain.config.validate) and the
+  type, default, allowed values and meaning, read from the typed schemas (mltrain.jobspec.kinds.schemas(),
+  mltrain.jobspec.schema, mltrain.jobspec.job_schemas), the validator's tables (mltrain.config.validate) and the
   comment above each field;
 - reference/cli.md: every `mltrain` command's help, as its own parser prints it;
 - reference/python.md: the Python API (`mltrain.submit`, `mltrain.Run`, `mltrain.Model`, `mltrain.run`, the
@@ -113,17 +113,16 @@ def _presets(group: str) -> List[str]:
 
 def config_reference() -> str:
     """The page: each group's options and keys, from the schemas as they are now."""
-    from mltrain.backends import computes
     from mltrain.config.validate import CHOICES, RANGE_RULES
-    from mltrain.spec import kinds, schema
+    from mltrain.jobspec import computes, kinds, schema
 
     choices: Dict[str, Tuple[str, ...]] = {k: tuple(v) for k, v in CHOICES.items()}
-    choices["compute.kind"] = tuple(computes.compute_kinds())  # the backends' own kinds (mltrain.backends.computes)
+    choices["compute.kind"] = tuple(computes.compute_kinds())  # the backends' own kinds (mltrain.jobspec.computes)
     rules = {key: allowed for key, _, allowed in RANGE_RULES}
     out = [GENERATED, "# Config groups and keys", "",
            "Every key mltrain reads, by config group, with its type, its default, the values the checks before "
            "launch allow and what it means. This page is generated from the typed schemas "
-           "(`mltrain/spec/schema.py`, `mltrain/spec/job_schemas.py`, each backend's `compute.py`) and the validator's rules "
+           "(`mltrain/jobspec/schema.py`, `mltrain/jobspec/job_schemas.py`, `mltrain/jobspec/*_compute.py`) and the validator's rules "
            "(`mltrain/config/validate.py`) each time the site is built. Choose an option with `GROUP=OPTION`, "
            "set a key with `GROUP.KEY=VALUE`; see [Config groups](../concepts/configs.md) for how the groups "
            "compose and how to add your own options.", ""]

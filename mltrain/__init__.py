@@ -5,7 +5,7 @@ scripts; `MltrainError`, `RunFailed` and `RunCanceled` are what the API raises. 
 on first use, so `import mltrain` stays cheap.
 
 The packages, bottom layer first (tests/unit/test_import_graph.py holds the layers and this map):
-  spec/          the job spec, the frozen job, statuses, job kinds, record layouts (with the loose modules below)
+  jobspec/       the job spec, the frozen job, statuses, job kinds, record layouts, the compute kinds' schemas
   config/        schemas, composition, search path, validation, Azure ML v1 aliases
   environments/  curated and custom environments, built or checked
   runs/          the run record, its end, metrics, logs, console, waiting

@@ -17,6 +17,7 @@ from mltrain import backends
 from mltrain.backends.base import driver_alive
 from mltrain.errors import MltrainError, RunCanceled, RunFailed
 from mltrain.home import mltrain_home
+from mltrain.jobspec.status import CANCELED, FAILED, TERMINAL
 from mltrain.pipelines.view import PipelineView
 from mltrain.ranks.process import follow
 from mltrain.runs import mlflow_run
@@ -24,7 +25,6 @@ from mltrain.runs.index import Row
 from mltrain.runs.metrics import read_metrics, summarize
 from mltrain.runs.record import RunRecord, find_run, iter_runs
 from mltrain.runs.waiting import wait_until
-from mltrain.spec.status import CANCELED, FAILED, TERMINAL
 
 
 def backend_of(record: RunRecord) -> Any:

@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from mltrain.errors import MltrainError
+from mltrain.jobspec.job import FrozenJob, new_run_id
 from mltrain.launch.orchestrate import create_run, execute
 from mltrain.pipelines.reuse import flatten
 from mltrain.runs.console import Console
 from mltrain.runs.metrics import SYSTEM_PREFIX, last_and_best, read_metrics
 from mltrain.runs.record import RunRecord
-from mltrain.spec.job import FrozenJob, new_run_id
 
 
 def _wanted(name: str, metric: Optional[str]) -> bool:

@@ -14,7 +14,7 @@ BACKEND = '''\
 from dataclasses import dataclass
 
 from mltrain.backends.local.backend import LocalBackend
-from mltrain.backends.local.compute import LocalComputeConf
+from mltrain.jobspec.local_compute import LocalComputeConf
 
 
 @dataclass

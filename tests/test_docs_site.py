@@ -113,7 +113,7 @@ def _hooks():
 
 def test_a_changed_default_changes_the_reference(monkeypatch):
     """The page is the schema: change a default in the dataclass and the page says so."""
-    from mltrain.spec.job_schemas import TrainerConf
+    from mltrain.jobspec.job_schemas import TrainerConf
 
     hooks = _hooks()
     assert "| `trainer.epochs` | `int` | `5` | &gt; 0 |" in hooks.config_reference()

@@ -77,8 +77,8 @@ def test_the_mirror_writes_back_its_mark_only_never_a_status_the_run_has_moved_o
     alone). Once it wrote that copy back whole: a detached Slurm run mirrored while Queued, then seen to
     end by `runs wait`, read Queued again. Here the run moves on while a mirror holds an older copy:
     `runs resume` starts a second attempt, and the mirror's write keeps it."""
+    from mltrain.jobspec.status import RUNNING
     from mltrain.runs.record import RunRecord
-    from mltrain.spec.status import RUNNING
 
     r = run_mltrain("job=script", "job.script=mlflow_v2.py", "run.id=m", cwd=project, timeout=120)
     assert r.rc == 0, r.out + r.err

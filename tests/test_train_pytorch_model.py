@@ -12,7 +12,7 @@ import pytest
 from support import leftovers, metric_rows, mltrain_exe, only_run, run_mltrain, runs, wait_for_checkpoint
 from train_support import FAST, data_args, epoch_metrics, sgd_after_a_skipped_step, write_digits
 
-from mltrain.spec.job import FrozenJob
+from mltrain.jobspec.job import FrozenJob
 
 pytestmark = pytest.mark.slow
 @pytest.fixture

@@ -29,7 +29,7 @@ from mltrain.azureml.v2_schema import (
     text,
 )
 from mltrain.azureml.yaml_lines import JobFile
-from mltrain.backends.computes import DEFAULT_COMPUTE
+from mltrain.jobspec.computes import DEFAULT_COMPUTE
 
 
 @dataclass

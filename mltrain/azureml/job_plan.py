@@ -17,7 +17,7 @@ from mltrain.azureml.job_io import VALUE_FILE
 from mltrain.azureml.job_request import EMPTY_CODE, GROUP, Plan, Request, file_name, ignored_note, record
 from mltrain.azureml.references import config_dirs, fetched_when
 from mltrain.azureml.yaml_lines import JobFile, JobFileError, load
-from mltrain.backends.computes import DEFAULT_COMPUTE
+from mltrain.jobspec.computes import DEFAULT_COMPUTE
 from mltrain.launch.request import merge_values
 
 

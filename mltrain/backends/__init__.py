@@ -10,17 +10,17 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Callable, Dict, List, Tuple
 
-from mltrain.backends import computes
-from mltrain.backends.computes import backend_for
 from mltrain.errors import MltrainError
-from mltrain.spec.status import TERMINAL
+from mltrain.jobspec import computes
+from mltrain.jobspec.computes import backend_for
+from mltrain.jobspec.status import TERMINAL
 
 if TYPE_CHECKING:
     from mltrain.backends.base import Backend
     from mltrain.runs.record import RunRecord
 
 #: backend name (FrozenJob.backend) -> "module:class". A backend with a compute kind of its own also has a
-#: line in mltrain.backends.computes; one installed as a package lists itself under the entry-point group
+#: line in mltrain.jobspec.computes; one installed as a package lists itself under the entry-point group
 #: `mltrain.backends`, read only for a name not built in.
 BACKENDS: Dict[str, str] = {
     "local": "mltrain.backends.local.backend:LocalBackend",

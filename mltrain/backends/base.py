@@ -20,15 +20,15 @@ from typing import Any, Callable, ClassVar, Dict, List, Optional, Sequence, Tupl
 
 from mltrain.backends.handover import Submission, Supervised
 from mltrain.errors import ConfigError, MltrainError
+from mltrain.jobspec.job import FrozenJob
+from mltrain.jobspec.schema import ComputeConf
+from mltrain.jobspec.status import FAILED, PREPARING, TERMINAL
 from mltrain.processes import pid_alive
 from mltrain.runs import mlflow_run
 from mltrain.runs.console import Console, RunLog
 from mltrain.runs.lifecycle import finish
 from mltrain.runs.record import RunRecord
 from mltrain.runs.waiting import wait_until
-from mltrain.spec.job import FrozenJob
-from mltrain.spec.schema import ComputeConf
-from mltrain.spec.status import FAILED, PREPARING, TERMINAL
 
 #: Stands for a value only the start of the run knows (a port the OS hands out, a node name).
 PORT = "<port>"

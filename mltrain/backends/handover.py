@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, List, Optional, Protocol
 
 from mltrain.errors import MltrainError
+from mltrain.jobspec.status import FAILED, TERMINAL
 from mltrain.runs.console import Console
 from mltrain.runs.lifecycle import finish
 from mltrain.runs.record import RunRecord
-from mltrain.spec.status import FAILED, TERMINAL
 
 
 class Cancel(threading.Event):

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, List
 
 from mltrain.errors import MltrainError, first_line
 from mltrain.home import mltrain_home
+from mltrain.jobspec.status import QUEUED, TERMINAL, exit_code
 from mltrain.runs import index, mlflow_run
 from mltrain.runs.metrics import last_and_best, last_text, read_metrics
 from mltrain.runs.record import find_run
-from mltrain.spec.status import QUEUED, TERMINAL, exit_code
 
 if TYPE_CHECKING:
     from mltrain.handle import Run

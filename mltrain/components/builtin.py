@@ -44,7 +44,7 @@ class Parameter:
 class BuiltinComponent:
     name: str
     display_name: str
-    # The mltrain job kind (mltrain.spec.kinds) that runs it.
+    # The mltrain job kind (mltrain.jobspec.kinds) that runs it.
     job: str
     inputs: Tuple[Port, ...]
     outputs: Tuple[Port, ...]

@@ -8,7 +8,7 @@ import re
 from typing import Optional
 
 from mltrain.errors import MltrainError, first_line, one_line, yaml_error_line
-from mltrain.spec import job_schemas, schema
+from mltrain.jobspec import job_schemas, schema
 
 
 def user_error(exc: BaseException) -> Optional[MltrainError]:

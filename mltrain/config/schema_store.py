@@ -1,5 +1,5 @@
-"""Registers the schemas (mltrain.spec.schema; the job group's from mltrain.spec.kinds) in Hydra's ConfigStore as `<name>_schema` nodes,
-the typed bases that every YAML preset under conf/ starts from.
+"""Registers the schemas (mltrain.jobspec.schema; the job group's from mltrain.jobspec.kinds) in Hydra's ConfigStore
+as `<name>_schema` nodes, the typed bases that every YAML preset under conf/ starts from.
 
 Hydra's ConfigStore.store turns each dataclass into a DictConfig at once (OmegaConf.structured: about
 1.5 ms each, 17 of them); one command composes 7 or 8. Each is stored instead as a node that becomes its
@@ -11,10 +11,10 @@ from typing import Any, List, Optional
 from hydra.core.config_store import ConfigNode, ConfigStore
 from omegaconf import OmegaConf
 
-from mltrain.backends import computes
 from mltrain.errors import ConfigError
-from mltrain.spec.kinds import schemas
-from mltrain.spec.schema import MltrainConf
+from mltrain.jobspec import computes
+from mltrain.jobspec.kinds import schemas
+from mltrain.jobspec.schema import MltrainConf
 
 
 class _LazySchema(ConfigNode):
@@ -34,7 +34,7 @@ class _LazySchema(ConfigNode):
         if not built:
             node = OmegaConf.structured(self.__dict__["_schema"])
             if self.__dict__["_schema"] is MltrainConf:
-                # Open while composing, so that a job kind's preset may add its sections (mltrain.spec.kinds.SECTIONS),
+                # Open while composing, so that a job kind's preset may add its sections (mltrain.jobspec.kinds.SECTIONS),
                 # which are no fields of the root; Hydra closes the root once composed, before the command line's
                 # values apply, and the validator refuses any other new top-level key.
                 OmegaConf.set_struct(node, False)
@@ -56,7 +56,7 @@ def _store(name: str, schema: type, group: Optional[str] = None) -> None:
 
 class _ComputeGroup(dict):  # type: ignore[type-arg]  # Hydra's repository folders are plain dicts
     """The `compute` folder of ConfigStore's repository: a preset naming `<kind>_schema` of a compute kind an
-    installed package provides (mltrain.backends.computes) finds it here. The packages' entry points are read
+    installed package provides (mltrain.jobspec.computes) finds it here. The packages' entry points are read
     only when such a name is looked up, not for every command (ConfigStore._open asks `name in folder`)."""
 
     def __contains__(self, key: object) -> bool:

@@ -1,6 +1,6 @@
 """Values for a section that the chosen job kind does not have.
 
-A job kind owns the top-level sections its program reads (mltrain.spec.kinds.SECTIONS): a script or a
+A job kind owns the top-level sections its program reads (mltrain.jobspec.kinds.SECTIONS): a script or a
 command job has no `trainer`. An override such as `trainer.epochs=2` still reaches such a job, as it did
 when every job had every section: the command line of a pipeline reaches every step (a Convert to Image
 Directory step as well as the training), and a sweep's script may read the value through an
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import List, Optional, Sequence
 
-from mltrain.spec.kinds import JOB_KINDS, SECTIONS, JobKind
+from mltrain.jobspec.kinds import JOB_KINDS, SECTIONS, JobKind
 
 
 def open_sections(overrides: Sequence[str]) -> List[str]:

@@ -14,10 +14,10 @@ from typing import Any, Callable, Collection, List, Tuple
 from omegaconf import OmegaConf
 from omegaconf.errors import ValidationError
 
-from mltrain.backends import computes
 from mltrain.errors import ConfigError, first_line
-from mltrain.spec.kinds import SECTIONS, schemas
-from mltrain.spec.schema import MltrainConf
+from mltrain.jobspec import computes
+from mltrain.jobspec.kinds import SECTIONS, schemas
+from mltrain.jobspec.schema import MltrainConf
 
 # (key, test, text of what is allowed)
 RANGE_RULES: Tuple[Tuple[str, Callable[[Any], bool], str], ...] = (
@@ -74,7 +74,7 @@ def check_known_keys(cfg: Any) -> None:
         node = cfg.get(group)
         if node is None:
             continue
-        if group == "compute":  # a backend's own kind: built in, or an installed package's (mltrain.backends.computes)
+        if group == "compute":  # a backend's own kind: built in, or an installed package's (mltrain.jobspec.computes)
             schema = _compute_schema(node)
         else:
             schema = options.get(str(node.get("kind"))) if len(options) > 1 else next(iter(options.values()))

@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from omegaconf import DictConfig
 
-from mltrain.spec.job import FrozenJob
+from mltrain.jobspec.job import FrozenJob
 
 DEFAULT_RUNS_ROOT = "~/.mltrain/runs"
 

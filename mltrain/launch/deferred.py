@@ -43,14 +43,14 @@ from mltrain.backends.slurm.run_part import NAME
 from mltrain.config.compose import compose_value_member, is_mltrain_config, master_bases
 from mltrain.config.hydra_internals import apply_value_overrides
 from mltrain.config.messages import user_error
+from mltrain.jobspec.job import FrozenJob
+from mltrain.jobspec.records import SweepRef
+from mltrain.jobspec.status import FAILED, NOT_STARTED, QUEUED
 from mltrain.launch.freeze import freeze_member, member_run_id
 from mltrain.launch.orchestrate import create_run, execute, print_summary, write_sweep_summary
 from mltrain.runs.console import Console, RunLog
 from mltrain.runs.lifecycle import finish
 from mltrain.runs.record import RunRecord
-from mltrain.spec.job import FrozenJob
-from mltrain.spec.records import SweepRef
-from mltrain.spec.status import FAILED, NOT_STARTED, QUEUED
 
 #: Keys whose values would change a member's Slurm request, environment, ranks, folders or kind of command.
 BLOCKED = ("compute", "distribution", "environment", "run", "experiment_name", "job.source_directory", "hydra",

@@ -37,12 +37,12 @@ def drive(run_dir: str, canceled: Optional[threading.Event] = None) -> int:
     # imported after listen(): a cancel during these imports is not missed
     from mltrain.backends.base import failure_text  # startup
     from mltrain.errors import MltrainError  # startup
+    from mltrain.jobspec.job import FrozenJob  # startup
+    from mltrain.jobspec.status import FAILED, TERMINAL  # startup
     from mltrain.launch.orchestrate import execute  # startup
     from mltrain.runs.console import Console  # startup
     from mltrain.runs.lifecycle import finish  # startup
     from mltrain.runs.record import RunRecord  # startup
-    from mltrain.spec.job import FrozenJob  # startup
-    from mltrain.spec.status import FAILED, TERMINAL  # startup
 
     record = RunRecord.load(run_dir)
     if record.status in TERMINAL:  # canceled before this process started: nothing to run

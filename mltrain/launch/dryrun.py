@@ -4,8 +4,8 @@ Building it starts nothing and creates no run directory."""
 from __future__ import annotations
 
 from mltrain import backends
+from mltrain.jobspec.job import FrozenJob
 from mltrain.ranks.contract import CONTRACT
-from mltrain.spec.job import FrozenJob
 
 
 def dry_run_text(job: FrozenJob) -> str:

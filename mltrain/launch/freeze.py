@@ -1,4 +1,4 @@
-"""Freezing: one composed config becomes a FrozenJob (mltrain.spec.job), or a ConfigError.
+"""Freezing: one composed config becomes a FrozenJob (mltrain.jobspec.job), or a ConfigError.
 
 Everything that can be checked is checked here, before a run directory exists: the schema's rules
 (mltrain.config.validate), the job kind's inputs (mltrain.launch.programs) and what the chosen
@@ -17,18 +17,18 @@ from omegaconf import DictConfig, OmegaConf
 
 from mltrain import backends
 from mltrain.backends import backend_for
-from mltrain.backends.computes import compute_from_dict
 from mltrain.config import aliases, validate
 from mltrain.config.compose import is_mltrain_config, uses_hydra_resolver
 from mltrain.environments import materialize
 from mltrain.environments import spec as env_spec
 from mltrain.errors import ConfigError, MltrainError
+from mltrain.jobspec.computes import compute_from_dict
+from mltrain.jobspec.job import HYDRA_TASK_MODULE, FrozenJob, new_run_id
+from mltrain.jobspec.kinds import JOB_KINDS
+from mltrain.jobspec.schema import distribution_from_dict
 from mltrain.launch import nesting, programs
 from mltrain.ranks import hangs
 from mltrain.runs import mlflow_run
-from mltrain.spec.job import HYDRA_TASK_MODULE, FrozenJob, new_run_id
-from mltrain.spec.kinds import JOB_KINDS
-from mltrain.spec.schema import distribution_from_dict
 
 
 def task_config(sweep_config: DictConfig) -> DictConfig:

@@ -15,11 +15,11 @@ from omegaconf import DictConfig, OmegaConf
 
 from mltrain.config.compose import is_mltrain_config
 from mltrain.errors import RunCanceled, RunFailed
+from mltrain.jobspec.status import CANCELED, COMPLETED, QUEUED
 from mltrain.launch import hydra_app
 from mltrain.launch.composer import DEFAULT_RUNS_ROOT, Composer
 from mltrain.launch.members import launch_members
 from mltrain.launch.orchestrate import RunResult
-from mltrain.spec.status import CANCELED, COMPLETED, QUEUED
 
 
 def app_compute(params: Any) -> Optional[Dict[str, Any]]:

@@ -18,11 +18,11 @@ from omegaconf import DictConfig
 from mltrain import backends
 from mltrain.config.compose import is_mltrain_config
 from mltrain.errors import RunCanceled, RunFailed
+from mltrain.jobspec.status import CANCELED, COMPLETED, FAILED
 from mltrain.launch.composer import Composer
 from mltrain.launch.dryrun import dry_run_text
 from mltrain.launch.orchestrate import RunResult, print_summary, run_all, summary_rows, write_sweep_summary
 from mltrain.runs.console import Console
-from mltrain.spec.status import CANCELED, COMPLETED, FAILED
 
 
 @dataclass

@@ -20,13 +20,13 @@ from mltrain import backends
 from mltrain.atomic import atomic_write
 from mltrain.backends.base import earlier_ranks_gone, failure_text
 from mltrain.errors import ConfigError, MltrainError
+from mltrain.jobspec.job import FrozenJob
+from mltrain.jobspec.status import CANCELED, FAILED, TERMINAL
 from mltrain.runs import mlflow_run
 from mltrain.runs.console import Console, RunLog
 from mltrain.runs.lifecycle import finish
 from mltrain.runs.record import RunRecord
 from mltrain.signals import SignalsSetEvent
-from mltrain.spec.job import FrozenJob
-from mltrain.spec.status import CANCELED, FAILED, TERMINAL
 
 
 @dataclass

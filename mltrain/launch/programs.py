@@ -1,4 +1,4 @@
-"""What program each rank runs, by job kind (mltrain.spec.kinds), and the checks of that kind.
+"""What program each rank runs, by job kind (mltrain.jobspec.kinds), and the checks of that kind.
 
 A rank program is an argv (with $VARS left unexpanded; mltrain.ranks.contract expands them per rank) and a
 working directory. Built-in components run as `python -m <module>` and read the frozen config from
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
 from mltrain.errors import ConfigError
-from mltrain.spec.kinds import JOB_KINDS, JobKind
+from mltrain.jobspec.kinds import JOB_KINDS, JobKind
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ def _component(cfg: Any, run_dir: str, kind: JobKind) -> RankProgram:
     return RankProgram([interpreter(cfg), "-m", kind.program], run_dir)
 
 
-#: The builders of the user's own programs, by the names mltrain.spec.kinds.USER_PROGRAMS gives them.
+#: The builders of the user's own programs, by the names mltrain.jobspec.kinds.USER_PROGRAMS gives them.
 BUILDERS: Dict[str, Callable[[Any, str], RankProgram]] = {"script": _script, "command": _command}
 
 

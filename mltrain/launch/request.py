@@ -21,7 +21,7 @@ from mltrain.config.hydra_internals import restore_singletons, saved_singletons
 from mltrain.config.hydra_session import hydra_session
 from mltrain.config.memory_nodes import ConfigNode
 from mltrain.errors import ConfigError, MltrainError, one_line
-from mltrain.spec.job import FrozenJob
+from mltrain.jobspec.job import FrozenJob
 
 #: Where a request's in-memory config node is held in Hydra's ConfigStore while it composes (compose()).
 REQUEST_GROUP, REQUEST_NODE = "mltrain_request", "node"

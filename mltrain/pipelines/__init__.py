@@ -15,12 +15,12 @@ from typing import Any, Dict, List
 
 from mltrain import backends
 from mltrain.errors import ConfigError, MltrainError, RunCanceled, RunFailed, first_line, one_line
+from mltrain.jobspec.job import new_run_id
+from mltrain.jobspec.schema import PipelineConf
+from mltrain.jobspec.status import CANCELED, COMPLETED
 from mltrain.launch.composer import Composer
 from mltrain.runs import mlflow_run
 from mltrain.runs.console import Console
-from mltrain.spec.job import new_run_id
-from mltrain.spec.schema import PipelineConf
-from mltrain.spec.status import CANCELED, COMPLETED
 
 #: Overrides that belong to the pipeline itself, not to its steps.
 OWN_KEYS = ("pipeline", "run.id", "run.detach", "dry_run", "hydra")
@@ -158,7 +158,7 @@ def _as_controller(c: Any) -> None:
     says what that means there (SlurmComputeConf.for_controller: one CPU, no GPU). Its grace on a cancel
     covers its runs' own grace and its settling of them: a controller killed first leaves the runs it
     drives recorded Running (their ends are written by the controller)."""
-    from mltrain.backends.computes import compute_schema  # startup
+    from mltrain.jobspec.computes import compute_schema  # startup
 
     grace = float(c.run.get("kill_grace_s") or 0.0)
     c.run.kill_grace_s = grace + max(grace, CONTROLLER_SETTLE_S)

@@ -17,11 +17,8 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
 from mltrain import backends
-from mltrain.pipelines import reuse, step_plans
-from mltrain.runs.lifecycle import finish
-from mltrain.runs.record import RunRecord
-from mltrain.spec.records import PipelineGraph, RunDoc, StepEntry, World
-from mltrain.spec.status import (
+from mltrain.jobspec.records import PipelineGraph, RunDoc, StepEntry, World
+from mltrain.jobspec.status import (
     CANCELED,
     COMPLETED,
     FAILED,
@@ -31,6 +28,9 @@ from mltrain.spec.status import (
     RUNNING,
     TERMINAL,
 )
+from mltrain.pipelines import reuse, step_plans
+from mltrain.runs.lifecycle import finish
+from mltrain.runs.record import RunRecord
 
 #: What a pipeline's own run names as its backend: it has none, its steps each have theirs.
 PIPELINE_BACKEND = "pipeline"

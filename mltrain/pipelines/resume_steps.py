@@ -15,12 +15,12 @@ from typing import Dict, List, Tuple
 
 from mltrain.backends import refresh
 from mltrain.errors import MltrainError
+from mltrain.jobspec.job import FrozenJob
+from mltrain.jobspec.status import CANCELED, COMPLETED, FAILED, TERMINAL
 from mltrain.launch.orchestrate import execute
 from mltrain.pipelines import graph_record, step_plans
 from mltrain.runs.console import Console
 from mltrain.runs.record import RunRecord
-from mltrain.spec.job import FrozenJob
-from mltrain.spec.status import CANCELED, COMPLETED, FAILED, TERMINAL
 
 
 def resume(pipeline: RunRecord) -> str:

@@ -22,14 +22,14 @@ from mltrain import backends
 from mltrain.backends import backend_of, refresh
 from mltrain.backends.handover import Cancel, Submission
 from mltrain.errors import ConfigError, MltrainError
+from mltrain.jobspec.kinds import JOB_KINDS
+from mltrain.jobspec.status import CANCELED, COMPLETED, FAILED, QUEUED, TERMINAL
 from mltrain.pipelines import graph, reuse, step_plans
 from mltrain.pipelines import graph_record as precord
 from mltrain.runs.console import Console, RunLog
 from mltrain.runs.lifecycle import outputs_manifest
 from mltrain.runs.record import RunRecord
 from mltrain.runs.waiting import wait_until
-from mltrain.spec.kinds import JOB_KINDS
-from mltrain.spec.status import CANCELED, COMPLETED, FAILED, QUEUED, TERMINAL
 
 POLL_S = 0.1
 SLURM_POLL_S = 1.0

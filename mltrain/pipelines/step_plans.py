@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any, Dict, Optional
 
 from mltrain.atomic import atomic_write
+from mltrain.jobspec.job import FrozenJob
 from mltrain.launch.orchestrate import complete_run, create_run
 from mltrain.runs.console import Console
 from mltrain.runs.record import RunRecord
-from mltrain.spec.job import FrozenJob
 
 FILE = "steps.json"
 

@@ -12,9 +12,9 @@ from typing import Any, Callable, List, Optional
 
 from mltrain.backends.base import driver_alive, stop_driver
 from mltrain.errors import MltrainError
+from mltrain.jobspec.status import NOT_STARTED, TERMINAL
 from mltrain.pipelines import graph_record as precord
 from mltrain.runs.record import RunRecord
-from mltrain.spec.status import NOT_STARTED, TERMINAL
 
 
 class PipelineView:

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional, Sequence
 
-from mltrain.spec.job import FrozenJob
+from mltrain.jobspec.job import FrozenJob
 
 #: The contract's variable names, in the order a dry run prints them.
 CONTRACT = (

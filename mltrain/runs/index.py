@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 
 from mltrain.errors import MltrainError
-from mltrain.spec.records import RunDoc
-from mltrain.spec.status import TERMINAL
+from mltrain.jobspec.records import RunDoc
+from mltrain.jobspec.status import TERMINAL
 
 INDEX_DIR = ".index"
 INDEX_FILE = "runs.sqlite"

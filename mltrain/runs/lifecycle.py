@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Dict, List, Optional
 
+from mltrain.jobspec.records import OutputFile
+from mltrain.jobspec.status import FAILED, FINALIZING
 from mltrain.runs.console import Console, RunLog
 from mltrain.runs.record import RunRecord
-from mltrain.spec.records import OutputFile
-from mltrain.spec.status import FAILED, FINALIZING
 
 
 def outputs_manifest(outputs: Path) -> List[OutputFile]:

@@ -27,12 +27,12 @@ import yaml
 
 from mltrain.atomic import atomic_write
 from mltrain.errors import MltrainError
+from mltrain.jobspec.records import RankEntry, RunDoc, SweepRef, World
+from mltrain.jobspec.status import NOT_STARTED, ORDER, RUNNING, TERMINAL
 from mltrain.runs import index
-from mltrain.spec.records import RankEntry, RunDoc, SweepRef, World
-from mltrain.spec.status import NOT_STARTED, ORDER, RUNNING, TERMINAL
 
 if TYPE_CHECKING:
-    from mltrain.spec.job import FrozenJob
+    from mltrain.jobspec.job import FrozenJob
 
 #: PyYAML's C (libyaml) dumper and loader where it was built with them, its pure-Python ones otherwise.
 _DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
@@ -40,7 +40,7 @@ _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class RunRecord:
-    """run.json of one run (its fields: mltrain.spec.records.RunDoc); updates are serialised (supervisor
+    """run.json of one run (its fields: mltrain.jobspec.records.RunDoc); updates are serialised (supervisor
     and reader threads both write)."""
 
     def __init__(self, run_dir: str | Path, doc: RunDoc):

@@ -16,8 +16,8 @@ from mltrain import backends
 from mltrain.atomic import atomic_write
 from mltrain.backends.slurm import pack_driver
 from mltrain.errors import MltrainError
+from mltrain.jobspec.status import CANCELED, TERMINAL
 from mltrain.runs.record import RunRecord
-from mltrain.spec.status import CANCELED, TERMINAL
 from mltrain.sweeps.results import SWEEP_FILE
 
 SUMMARY = "summary.json"

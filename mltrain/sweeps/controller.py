@@ -26,14 +26,14 @@ from mltrain import backends
 from mltrain.atomic import atomic_write_bytes
 from mltrain.backends.handover import Submission
 from mltrain.errors import ConfigError, MltrainError, RunCanceled, RunFailed
+from mltrain.jobspec.schema import SweepConf
+from mltrain.jobspec.status import CANCELED, COMPLETED, FAILED
 from mltrain.launch.composer import Composer
 from mltrain.launch.orchestrate import CancelOnSignal, create_run
 from mltrain.runs.console import Console
 from mltrain.runs.metrics import read_new
 from mltrain.runs.mlflow_run import logged_values
 from mltrain.runs.waiting import wait_until
-from mltrain.spec.schema import SweepConf
-from mltrain.spec.status import CANCELED, COMPLETED, FAILED
 from mltrain.sweeps import policies, results
 from mltrain.sweeps.space import Space, override_for
 

@@ -24,7 +24,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Dict, List
 
-from mltrain.spec.schema import EarlyTerminationConf
+from mltrain.jobspec.schema import EarlyTerminationConf
 
 
 @dataclass

@@ -11,8 +11,8 @@ from typing import Any, List, Optional
 
 from mltrain.atomic import atomic_write
 from mltrain.errors import MltrainError
-from mltrain.spec.status import CANCELED
-from mltrain.spec.sweep_record import MemberRow, SweepDoc, json_number
+from mltrain.jobspec.status import CANCELED
+from mltrain.jobspec.sweep_record import MemberRow, SweepDoc, json_number
 from mltrain.sweeps.policies import best_of
 
 SWEEP_FILE = "sweep.json"

@@ -35,12 +35,12 @@ from mltrain.backends.handover import Followed
 from mltrain.config.memory_nodes import current_nodes, write_nodes
 from mltrain.config.paths import extra_config_dirs, request_config_dirs
 from mltrain.errors import MltrainError
+from mltrain.jobspec.job import FrozenJob
+from mltrain.jobspec.status import CANCELED, COMPLETED, FAILED, TERMINAL
+from mltrain.jobspec.sweep_record import MemberRow, SweepDoc
 from mltrain.launch.orchestrate import complete_run
 from mltrain.runs.console import Console
 from mltrain.runs.record import RunRecord
-from mltrain.spec.job import FrozenJob
-from mltrain.spec.status import CANCELED, COMPLETED, FAILED, TERMINAL
-from mltrain.spec.sweep_record import MemberRow, SweepDoc
 from mltrain.sweeps import results
 from mltrain.sweeps.controller import SAMPLER_FILE, Controller, Member, make_study
 from mltrain.sweeps.optuna_internals import running_trial

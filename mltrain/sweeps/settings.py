@@ -1,4 +1,4 @@
-"""A sweep's settings (the `sweep` node, mltrain.spec.schema.SweepConf), checked against Azure ML
+"""A sweep's settings (the `sweep` node, mltrain.jobspec.schema.SweepConf), checked against Azure ML
 HyperDrive's rules before anything runs: each refused combination is one ConfigError line."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import dataclasses
 from typing import Any, Dict, Optional
 
 from mltrain.errors import ConfigError
-from mltrain.spec.schema import EarlyTerminationConf, SweepConf
+from mltrain.jobspec.schema import EarlyTerminationConf, SweepConf
 
 SAMPLINGS = ("grid", "random", "sobol", "bayesian")
 GOALS = ("maximize", "minimize")

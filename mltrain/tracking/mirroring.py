@@ -23,12 +23,12 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 from urllib.parse import urlparse
 
 from mltrain.errors import one_line
+from mltrain.jobspec.records import MlflowMark
 from mltrain.pipelines.reuse import flatten
 from mltrain.runs import script_store
 from mltrain.runs.metrics import MetricsWriter
 from mltrain.runs.mlflow_run import RUN_DB, RUN_ID, artifact_folders, ensure_template
 from mltrain.runs.record import RunRecord
-from mltrain.spec.records import MlflowMark
 from mltrain.sweeps.results import SWEEP_FILE
 from mltrain.tracking import mlflow_store as store
 from mltrain.tracking.writers import MetricRow, Writer, open_writer

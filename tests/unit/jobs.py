@@ -1,10 +1,10 @@
 """FrozenJobs built directly from the schema's dataclasses, for unit tests that need no Hydra."""
 from __future__ import annotations
 
-from mltrain.backends.local.compute import LocalComputeConf
-from mltrain.backends.slurm.compute import SlurmComputeConf
-from mltrain.spec.job import FrozenJob
-from mltrain.spec.schema import DistributionConf
+from mltrain.jobspec.job import FrozenJob
+from mltrain.jobspec.local_compute import LocalComputeConf
+from mltrain.jobspec.schema import DistributionConf
+from mltrain.jobspec.slurm_compute import SlurmComputeConf
 
 
 def frozen_job(backend: str = "local", nodes: int = 1, per_node: int = 2, **overrides) -> FrozenJob:

@@ -2,7 +2,7 @@
 import time
 
 from mltrain.backends.slurm import accounting
-from mltrain.spec.status import CANCELED, COMPLETED, FAILED, QUEUED, RUNNING
+from mltrain.jobspec.status import CANCELED, COMPLETED, FAILED, QUEUED, RUNNING
 
 RECORDED = """\
 14_0|COMPLETED|2026-11-22T08:20:24|2026-11-22T08:20:25

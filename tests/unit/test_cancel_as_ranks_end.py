@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 from mltrain.backends.base import Outcome
 from mltrain.backends.local.supervisor import LocalSupervisor
-from mltrain.spec.status import CANCELED, COMPLETED, FAILED
+from mltrain.jobspec.status import CANCELED, COMPLETED, FAILED
 
 
 def _rank(code: int, terminated: bool = False) -> SimpleNamespace:

@@ -9,8 +9,8 @@ import pytest
 from mltrain.backends.slurm import accounting
 from mltrain.backends.slurm.run_part import SlurmJob
 from mltrain.handle import Run, list_runs
+from mltrain.jobspec.status import CANCELED, COMPLETED, FAILED, QUEUED, RUNNING
 from mltrain.runs.record import RunRecord
-from mltrain.spec.status import CANCELED, COMPLETED, FAILED, QUEUED, RUNNING
 
 from .jobs import frozen_job
 

@@ -9,7 +9,7 @@ from mltrain.components.evaluate_model import metrics
 from mltrain.components.image_sources import checked_parts, suffix_of
 from mltrain.components.split_image_directory import choose
 from mltrain.errors import ConfigError
-from mltrain.spec.kinds import JOB_KINDS
+from mltrain.jobspec.kinds import JOB_KINDS
 
 
 @pytest.mark.parametrize("name, reason", [
@@ -93,7 +93,7 @@ def test_builtin_components_resolve_from_every_reference_form(reference):
 def test_every_builtin_component_is_a_registered_job_kind_and_its_keys_exist():
     import dataclasses
 
-    from mltrain.spec.job_schemas import DataConf, TrainerConf
+    from mltrain.jobspec.job_schemas import DataConf, TrainerConf
 
     names = {"convert_to_image_directory", "init_image_transformation", "apply_image_transformation",
              "split_image_directory", "train_pytorch_model", "score_image_model", "evaluate_model"}

@@ -57,8 +57,8 @@ def _edges(name, path, modules):
 #: module may import its own layer and those below it, never one above: the job spec knows no config,
 #: a backend no sweep, a run record no handle. docs/architecture.md draws the same picture.
 LAYERS = [
-    ["mltrain.errors", "mltrain.atomic", "mltrain.digest", "mltrain.home", "mltrain.processes", "mltrain.signals", "mltrain.spec",
-     "mltrain.backends.computes", "mltrain.backends.local.compute", "mltrain.backends.slurm.compute"],  # the job spec, the frozen job, statuses, job kinds; the compute kinds' table and schemas
+    ["mltrain.errors", "mltrain.atomic", "mltrain.digest", "mltrain.home", "mltrain.processes", "mltrain.signals",
+     "mltrain.jobspec"],  # the job spec, the frozen job, statuses, job kinds; the compute kinds' table and schemas
     ["mltrain.config"],                                           # composition, search path, validation, aliases
     ["mltrain.environments"],                                     # curated and custom environments
     ["mltrain.runs", "mltrain.script_metrics"],                   # run records, metrics, logs, console
@@ -100,8 +100,8 @@ def test_imports_never_point_up_a_layer():
 
 def test_a_planted_upward_import_is_caught():
     graph = _graph()
-    graph["mltrain.spec.job"] = graph["mltrain.spec.job"] | {"mltrain.handle"}  # a job spec that imports the top
-    assert upward(graph) == ["mltrain.spec.job -> mltrain.handle"]
+    graph["mltrain.jobspec.job"] = graph["mltrain.jobspec.job"] | {"mltrain.handle"}  # a job spec that imports the top
+    assert upward(graph) == ["mltrain.jobspec.job -> mltrain.handle"]
     graph = _graph()
     graph["mltrain.backends.slurm.backend"] = graph["mltrain.backends.slurm.backend"] | {"mltrain.pipelines.runner"}
     assert upward(graph) == ["mltrain.backends.slurm.backend -> mltrain.pipelines.runner"]
@@ -140,14 +140,8 @@ def test_no_import_cycles():
 
 def package_of(module: str) -> str:
     """The package a module counts with for the package cycles: `mltrain.X` (a module directly under mltrain
-    is its own). A module LAYERS places below its package's layer is part of that lower layer's package: the
-    compute kinds' table and schemas (backends/computes.py, backends/*/compute.py) live in backends/ so that
-    a backend is one folder, and belong to the spec, which rebuilds a frozen job's compute from them."""
-    package = ".".join(module.split(".")[:2])
-    if layer_of(module) < layer_of(package):
-        assert layer_of(module) == 0, f"{module}: a module placed below its package's layer is counted with the spec"
-        return "mltrain.spec"
-    return package
+    is its own)."""
+    return ".".join(module.split(".")[:2])
 
 
 def package_graph(graph):
@@ -177,7 +171,7 @@ def test_no_package_imports_another_that_imports_it_back():
 
 def test_a_planted_package_cycle_is_caught():
     graph = _graph()
-    assert package_of("mltrain.backends.slurm.compute") == "mltrain.spec"
+    assert package_of("mltrain.jobspec.slurm_compute") == "mltrain.jobspec"
     assert package_of("mltrain.backends.slurm.driver") == "mltrain.backends"
     # the mirror's writer reaching back into the model registry, which is built on tracking
     graph["mltrain.tracking.writers"] = graph["mltrain.tracking.writers"] | {"mltrain.models.sqlite_registry"}
@@ -195,7 +189,7 @@ def test_the_graph_is_really_walked():
 
 
 #: Each backend package has the same roles, by design (docs/architecture.md).
-BACKEND_ROLES = {"backend", "driver", "rank", "compute"}
+BACKEND_ROLES = {"backend", "driver", "rank"}
 
 
 def test_module_names_say_one_thing():

@@ -2,10 +2,10 @@
 import json
 from pathlib import Path
 
-from mltrain.backends.local.compute import LocalComputeConf
-from mltrain.backends.slurm.compute import SlurmComputeConf
-from mltrain.spec.job import LAYOUT, FrozenJob
-from mltrain.spec.schema import DistributionConf
+from mltrain.jobspec.job import LAYOUT, FrozenJob
+from mltrain.jobspec.local_compute import LocalComputeConf
+from mltrain.jobspec.schema import DistributionConf
+from mltrain.jobspec.slurm_compute import SlurmComputeConf
 
 from .jobs import frozen_job
 
@@ -43,8 +43,8 @@ def test_old_submitit_pickle_still_names_a_class_that_exists():
 def test_compute_settings_with_an_unknown_key_name_the_key_and_the_valid_ones():
     import pytest
 
-    from mltrain.backends.computes import compute_from_dict
     from mltrain.errors import ConfigError
+    from mltrain.jobspec.computes import compute_from_dict
 
     with pytest.raises(ConfigError) as err:
         compute_from_dict({"kind": "slurm", "partitoin": "debug"}, key="hydra.launcher.compute")

@@ -11,8 +11,8 @@ from mltrain.config.paths import builtin_conf_dir
 from mltrain.config.sections import open_sections
 from mltrain.config.validate import check_known_keys
 from mltrain.errors import ConfigError
-from mltrain.spec.job_schemas import ModelConf, TrainerConf
-from mltrain.spec.kinds import JOB_KINDS, SECTIONS
+from mltrain.jobspec.job_schemas import ModelConf, TrainerConf
+from mltrain.jobspec.kinds import JOB_KINDS, SECTIONS
 
 
 def _compose(*overrides):

@@ -8,12 +8,12 @@ import time
 import pytest
 
 from mltrain.backends.slurm import accounting, node_loss
-from mltrain.backends.slurm.compute import SlurmComputeConf
 from mltrain.backends.slurm.run_part import SlurmJob
 from mltrain.handle import Run
+from mltrain.jobspec.slurm_compute import SlurmComputeConf
+from mltrain.jobspec.status import COMPLETED, FAILED, RUNNING
 from mltrain.ranks import reports
 from mltrain.runs.record import RunRecord
-from mltrain.spec.status import COMPLETED, FAILED, RUNNING
 
 from .jobs import frozen_job
 

@@ -11,9 +11,9 @@ import pytest
 
 from mltrain import backends
 from mltrain.errors import MltrainError
+from mltrain.jobspec.records import RUN_LAYOUT, MlflowMark, PipelineGraph, RankEntry, RunDoc, StepEntry, World
+from mltrain.jobspec.sweep_record import SWEEP_LAYOUT, MemberRow, SweepDoc
 from mltrain.runs.record import RunRecord
-from mltrain.spec.records import RUN_LAYOUT, MlflowMark, PipelineGraph, RankEntry, RunDoc, StepEntry, World
-from mltrain.spec.sweep_record import SWEEP_LAYOUT, MemberRow, SweepDoc
 
 DATA = Path(__file__).parent.parent / "data"
 FIXTURES = sorted([*(DATA / "old_layout").glob("*/run.json"), *(DATA / "record_layouts").glob("layout2_*.json")])

@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 from mltrain.atomic import atomic_write
+from mltrain.jobspec.records import RunDoc
 from mltrain.runs import index
-from mltrain.spec.records import RunDoc
 
 
 def doc(run_id: str, status: str, created: float) -> RunDoc:

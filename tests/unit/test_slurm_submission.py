@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 
 from mltrain.backends import get
-from mltrain.backends.slurm.compute import SlurmComputeConf
 from mltrain.errors import ConfigError
+from mltrain.jobspec.slurm_compute import SlurmComputeConf
 
 from .jobs import frozen_job
 
@@ -21,7 +21,7 @@ def test_executor_parameters_carry_the_schema_values_and_fail_fast():
 
 
 def test_mpi_uses_srun_pmi_and_pyxis_gets_the_image_and_mounts():
-    from mltrain.spec.schema import DistributionConf
+    from mltrain.jobspec.schema import DistributionConf
 
     job = frozen_job("slurm", distribution=DistributionConf(kind="mpi", process_count_per_node=2, slurm_mpi="pmi2"),
                      environment={"containerized": True, "spec": {"base_image": "nvcr.io/x:1", "setup": ["module load a"]}})
@@ -73,7 +73,7 @@ def test_an_unknown_submitit_parameter_is_refused_naming_the_valid_ones():
 def _gpu_cfg(per_node: int = 2, **compute):
     from omegaconf import OmegaConf
 
-    from mltrain.spec.schema import DistributionConf
+    from mltrain.jobspec.schema import DistributionConf
 
     return OmegaConf.create({"compute": SlurmComputeConf(**compute),
                              "distribution": DistributionConf(kind="pytorch", process_count_per_node=per_node)})

@@ -2,7 +2,7 @@
 and the config search path.
 
 Hydra imports every module of every hydra_plugins package at start-up, for every Hydra app on the
-machine, so these modules import nothing heavy at module level (mltrain.backends.slurm.compute is plain
+machine, so these modules import nothing heavy at module level (mltrain.jobspec.slurm_compute is plain
 dataclasses).
 """
 from dataclasses import dataclass, field
@@ -10,7 +10,7 @@ from typing import Any, Dict
 
 from hydra.core.config_store import ConfigStore
 
-from mltrain.backends.slurm.compute import SlurmComputeConf
+from mltrain.jobspec.slurm_compute import SlurmComputeConf
 
 RUNS_ROOT = "${oc.env:MLTRAIN_HOME,'~/.mltrain'}/runs"
 

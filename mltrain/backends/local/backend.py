@@ -24,7 +24,6 @@ from mltrain.backends.base import (
     stop_driver,
 )
 from mltrain.backends.handover import cancel_reason
-from mltrain.backends.local.compute import LocalComputeConf
 from mltrain.backends.local.gpus import (
     DeviceLease,
     GpuPool,
@@ -37,13 +36,14 @@ from mltrain.backends.local.gpus import (
 from mltrain.backends.local.ports import claim_port
 from mltrain.backends.local.supervisor import LocalSupervisor
 from mltrain.errors import ConfigError
+from mltrain.jobspec.job import FrozenJob
+from mltrain.jobspec.local_compute import LocalComputeConf
+from mltrain.jobspec.schema import ComputeConf, compute_as
+from mltrain.jobspec.status import CANCELED, FAILED, QUEUED, RUNNING, TERMINAL
 from mltrain.ranks import contract
 from mltrain.runs.console import Console, RunLog
 from mltrain.runs.lifecycle import finish
 from mltrain.runs.record import RunRecord
-from mltrain.spec.job import FrozenJob
-from mltrain.spec.schema import ComputeConf, compute_as
-from mltrain.spec.status import CANCELED, FAILED, QUEUED, RUNNING, TERMINAL
 
 #: Said once by a run of several nodes on the local compute (torchrun --nnodes=N on one host, TorchX's -j NxM).
 SIMULATED = ("{nodes} nodes simulated on this machine: each node's ranks get the variables a cluster node's would "

@@ -25,12 +25,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
 
-from mltrain.backends.local.compute import LocalComputeConf
 from mltrain.errors import ConfigError
 from mltrain.home import mltrain_home
+from mltrain.jobspec.job import FrozenJob
+from mltrain.jobspec.local_compute import LocalComputeConf
+from mltrain.jobspec.schema import compute_as
 from mltrain.ranks.contract import places
-from mltrain.spec.job import FrozenJob
-from mltrain.spec.schema import compute_as
 
 #: CUDA_VISIBLE_DEVICES values that hide every device.
 HIDDEN = ("", "-1", "none", "NoDevFiles")

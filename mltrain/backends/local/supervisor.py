@@ -23,13 +23,13 @@ from typing import Any, Dict, List, Optional, Sequence
 from mltrain.backends.base import Outcome, Plan, bind
 from mltrain.backends.handover import cancel_reason
 from mltrain.backends.local import guard as guard_mod
+from mltrain.jobspec.status import CANCELED, COMPLETED, FAILED
 from mltrain.ranks import hangs
 from mltrain.ranks.contract import RankPlace, tf_config
 from mltrain.ranks.process import POLL_S, LogCopy, copy_output, describe_exit, stop_groups, tail
 from mltrain.ranks.system_metrics import SystemSampler
 from mltrain.runs.console import Console, RunLog
 from mltrain.runs.record import RunRecord
-from mltrain.spec.status import CANCELED, COMPLETED, FAILED
 
 #: How often a run's progress is looked at for a hang (a few stats of its folder).
 HANG_LOOK_S = 1.0

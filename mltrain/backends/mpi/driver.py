@@ -15,12 +15,12 @@ from typing import Dict, List, Tuple, Union
 
 from mltrain.backends.base import Outcome
 from mltrain.backends.handover import cancel_reason
+from mltrain.jobspec.job import FrozenJob
+from mltrain.jobspec.status import CANCELED, COMPLETED, FAILED
 from mltrain.ranks import contract, reports
 from mltrain.ranks.process import POLL_S, copy_output, stop_groups
 from mltrain.runs.console import Console, RunLog
 from mltrain.runs.record import RunRecord
-from mltrain.spec.job import FrozenJob
-from mltrain.spec.status import CANCELED, COMPLETED, FAILED
 
 #: What every rank needs from the driver, exported with -x so that remote ranks get it too.
 EXPORTED = ("MASTER_ADDR", "MASTER_PORT", "MLTRAIN_RUN_DIR", "PYTHONUNBUFFERED", "PATH", "PYTHONPATH",

@@ -16,11 +16,11 @@ from pathlib import Path
 from types import FrameType
 from typing import Optional
 
+from mltrain.jobspec.job import FrozenJob
 from mltrain.ranks import contract, hangs, reports, system_metrics
 from mltrain.ranks.process import run_program
 from mltrain.ranks.system_metrics import SystemSampler
 from mltrain.runs.console import Console
-from mltrain.spec.job import FrozenJob
 
 
 def main() -> None:

@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Tuple
 
-from mltrain.spec.status import CANCELED, COMPLETED, FAILED, QUEUED, RUNNING
+from mltrain.jobspec.status import CANCELED, COMPLETED, FAILED, QUEUED, RUNNING
 
 # Slurm job state -> run status (sacct names; submitit reports them as they are).
 STATES = {

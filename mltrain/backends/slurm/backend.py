@@ -18,18 +18,18 @@ from mltrain.backends.base import (
     stop_driver,
 )
 from mltrain.backends.slurm import accounting, driver, gpu_binding, pack, pack_driver
-from mltrain.backends.slurm.compute import SlurmComputeConf
 from mltrain.backends.slurm.containers import container_flags
 from mltrain.backends.slurm.run_part import slurm_job
 from mltrain.backends.slurm.submission import executor_parameters, make_executor, sbatch_script
 from mltrain.errors import ConfigError
+from mltrain.jobspec.job import FrozenJob
+from mltrain.jobspec.schema import ComputeConf, compute_as
+from mltrain.jobspec.slurm_compute import SlurmComputeConf
+from mltrain.jobspec.status import CANCELED, COMPLETED, FAILED, QUEUED, TERMINAL
 from mltrain.ranks import contract, reports
 from mltrain.runs.console import Console
 from mltrain.runs.lifecycle import finish
 from mltrain.runs.record import RunRecord
-from mltrain.spec.job import FrozenJob
-from mltrain.spec.schema import ComputeConf, compute_as
-from mltrain.spec.status import CANCELED, COMPLETED, FAILED, QUEUED, TERMINAL
 
 FIRST_NODE, JOB_PORT = "<first node>", "<from job id>"
 #: How long a cancel issued before the job id is known waits for the driver to carry it out.

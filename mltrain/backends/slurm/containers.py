@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
-from mltrain.backends.slurm.compute import SlurmComputeConf
 from mltrain.home import mltrain_home
+from mltrain.jobspec.slurm_compute import SlurmComputeConf
 
 
 def container_flags(compute: SlurmComputeConf, environment: Dict[str, Any], run_dir: str) -> Tuple[List[str], List[str]]:

@@ -18,19 +18,19 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from mltrain.backends.base import Plan
 from mltrain.backends.handover import cancel_reason
 from mltrain.backends.slurm import accounting, node_loss
-from mltrain.backends.slurm.compute import SlurmComputeConf
 from mltrain.backends.slurm.rank import SlurmRank
 from mltrain.backends.slurm.run_part import SlurmJob, slurm_job
 from mltrain.backends.slurm.submission import make_executor
 from mltrain.errors import ConfigError
+from mltrain.jobspec.job import FrozenJob
+from mltrain.jobspec.schema import compute_as
+from mltrain.jobspec.slurm_compute import SlurmComputeConf
+from mltrain.jobspec.status import CANCELED, COMPLETED, FAILED, PREPARING, QUEUED, RUNNING, TERMINAL
 from mltrain.ranks import reports
 from mltrain.ranks.process import follow
 from mltrain.runs.console import Console, RunLog
 from mltrain.runs.lifecycle import finish
 from mltrain.runs.record import RunRecord
-from mltrain.spec.job import FrozenJob
-from mltrain.spec.schema import compute_as
-from mltrain.spec.status import CANCELED, COMPLETED, FAILED, PREPARING, QUEUED, RUNNING, TERMINAL
 
 #: How often the driver looks at the ranks' reports and logs (cheap: a few small files).
 TICK_S = 0.1

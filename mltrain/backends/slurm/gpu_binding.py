@@ -9,8 +9,8 @@ import re
 import subprocess
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
-from mltrain.backends.slurm.compute import SlurmComputeConf
 from mltrain.errors import ConfigError
+from mltrain.jobspec.slurm_compute import SlurmComputeConf
 
 #: What srun --gpu-bind takes in Slurm 22.05 (`verbose,` may come first); map_gpu and mask_gpu lists take
 #: `*N` repeats. Only the form is checked: which GPU ids exist is the allocation's to say.

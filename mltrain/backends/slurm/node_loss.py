@@ -21,13 +21,13 @@ import time
 from typing import Any, Dict, List, Optional, Tuple
 
 from mltrain.backends.slurm import accounting
-from mltrain.backends.slurm.compute import SlurmComputeConf
+from mltrain.jobspec.job import FrozenJob
+from mltrain.jobspec.schema import compute_as
+from mltrain.jobspec.slurm_compute import SlurmComputeConf
+from mltrain.jobspec.status import QUEUED, TERMINAL
 from mltrain.ranks import reports
 from mltrain.runs.console import Console, RunLog
 from mltrain.runs.record import RunRecord
-from mltrain.spec.job import FrozenJob
-from mltrain.spec.schema import compute_as
-from mltrain.spec.status import QUEUED, TERMINAL
 
 #: What node_failures records of a loss that was replaced (runs show prints it as is).
 REPLACED = "submitted again"

@@ -29,9 +29,9 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from mltrain.backends.slurm.pack_member import run_member
 from mltrain.backends.slurm.rank import SlurmRank
 from mltrain.backends.slurm.run_part import NAME
+from mltrain.jobspec.status import CANCELED, QUEUED, TERMINAL
 from mltrain.runs.lifecycle import finish
 from mltrain.runs.record import RunRecord
-from mltrain.spec.status import CANCELED, QUEUED, TERMINAL
 
 #: Seconds a worker waits on an empty queue before it leaves (members of a HyperDrive sweep arrive as
 #: others end; a plain sweep's are all queued before the first worker starts).

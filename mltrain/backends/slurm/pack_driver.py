@@ -15,7 +15,6 @@ from mltrain.atomic import atomic_write_bytes
 from mltrain.backends.base import Plan, driver_alive
 from mltrain.backends.handover import cancel_reason
 from mltrain.backends.slurm import driver
-from mltrain.backends.slurm.compute import SlurmComputeConf
 from mltrain.backends.slurm.pack import (
     DEFERRED,
     STALE_S,
@@ -34,12 +33,13 @@ from mltrain.backends.slurm.pack_pool import Pool, pool_for, saved_pool
 from mltrain.backends.slurm.run_part import NAME
 from mltrain.backends.slurm.submission import sbatch_script
 from mltrain.errors import ConfigError
+from mltrain.jobspec.job import FrozenJob
+from mltrain.jobspec.schema import compute_as
+from mltrain.jobspec.slurm_compute import SlurmComputeConf
+from mltrain.jobspec.status import CANCELED, FAILED, QUEUED, RUNNING, TERMINAL
 from mltrain.runs.console import Console, RunLog
 from mltrain.runs.lifecycle import finish
 from mltrain.runs.record import RunRecord
-from mltrain.spec.job import FrozenJob
-from mltrain.spec.schema import compute_as
-from mltrain.spec.status import CANCELED, FAILED, QUEUED, RUNNING, TERMINAL
 
 #: Seconds the workers are given to stop the members of a canceled sweep before they are scancelled.
 CANCEL_GRACE_S = 30.0

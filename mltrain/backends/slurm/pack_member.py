@@ -11,12 +11,12 @@ from typing import Dict, Optional
 from mltrain.backends.slurm.rank import SlurmRank
 from mltrain.backends.slurm.run_part import NAME
 from mltrain.errors import RunFailed
+from mltrain.jobspec.status import CANCELED, COMPLETED, FAILED, QUEUED, RUNNING, TERMINAL
 from mltrain.processes import stop_group
 from mltrain.ranks import reports
 from mltrain.runs.console import RunLog
 from mltrain.runs.lifecycle import finish
 from mltrain.runs.record import RunRecord
-from mltrain.spec.status import CANCELED, COMPLETED, FAILED, QUEUED, RUNNING, TERMINAL
 
 
 def run_member(run_dir: Path, owner: str, folder: str, stopping: Optional[threading.Event] = None,

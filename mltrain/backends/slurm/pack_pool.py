@@ -35,9 +35,9 @@ from mltrain.backends.slurm.pack import (
     worker_submission,
 )
 from mltrain.backends.slurm.pack_member import requeue
+from mltrain.jobspec.status import CANCELED, FAILED, TERMINAL
 from mltrain.runs.lifecycle import finish
 from mltrain.runs.record import RunRecord
-from mltrain.spec.status import CANCELED, FAILED, TERMINAL
 
 #: Times a member whose worker was lost runs again.
 RERUNS = 1

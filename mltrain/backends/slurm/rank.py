@@ -25,14 +25,14 @@ from types import FrameType
 from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Union
 
 from mltrain.atomic import atomic_write
-from mltrain.backends.slurm.compute import SlurmComputeConf
 from mltrain.errors import RunFailed
+from mltrain.jobspec.job import HYDRA_TASK_MODULE, FrozenJob
+from mltrain.jobspec.schema import compute_as
+from mltrain.jobspec.slurm_compute import SlurmComputeConf
 from mltrain.ranks import contract, hangs, reports, system_metrics
 from mltrain.ranks.process import describe_exit, run_forked, run_program
 from mltrain.runs.console import Console
 from mltrain.runs.waiting import wait_until
-from mltrain.spec.job import HYDRA_TASK_MODULE, FrozenJob
-from mltrain.spec.schema import compute_as
 
 if TYPE_CHECKING:
     from submitit.helpers import DelayedSubmission

@@ -1,5 +1,5 @@
 """The slurm backend's part of a run's record: the Slurm job the run is, under `"slurm"` in run.json
-(mltrain.spec.records.RunDoc.backend_parts)."""
+(mltrain.jobspec.records.RunDoc.backend_parts)."""
 from __future__ import annotations
 
 import dataclasses

@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict
 
 from mltrain.backends.slurm import submitit_internals
-from mltrain.backends.slurm.compute import SlurmComputeConf
 from mltrain.backends.slurm.containers import container_flags
 from mltrain.errors import ConfigError
-from mltrain.spec.job import FrozenJob
-from mltrain.spec.schema import compute_as
+from mltrain.jobspec.job import FrozenJob
+from mltrain.jobspec.schema import compute_as
+from mltrain.jobspec.slurm_compute import SlurmComputeConf
 
 if TYPE_CHECKING:
     from submitit import AutoExecutor

@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Optional
 
 from azureml.exceptions import ComputeTargetException
 
-from mltrain.backends.computes import DEFAULT_COMPUTE, compute_schema
+from mltrain.jobspec.computes import DEFAULT_COMPUTE, compute_schema
 
 
 def _compute_dir(workspace: Any) -> Path:

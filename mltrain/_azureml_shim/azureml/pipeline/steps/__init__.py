@@ -1,5 +1,5 @@
 """azureml.pipeline.steps: PythonScriptStep, MpiStep (seed 000, every parameter), CommandStep, HyperDriveStep; each an
-mltrain pipeline step (mltrain.spec.schema.StepConf) with its reuse (allow_reuse, version, hash_paths)."""
+mltrain pipeline step (mltrain.jobspec.schema.StepConf) with its reuse (allow_reuse, version, hash_paths)."""
 from azureml.pipeline.steps.base import CommandStep, MpiStep, PythonScriptStep
 from azureml.pipeline.steps.hyperdrive_step import HyperDriveStep, HyperDriveStepRun
 from azureml.pipeline.steps.parallel_run_step import ParallelRunConfig, ParallelRunStep

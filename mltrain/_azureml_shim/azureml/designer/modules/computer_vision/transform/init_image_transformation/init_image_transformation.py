@@ -21,7 +21,7 @@ if __name__ == "__main__":
         import dataclasses
 
         from mltrain.components.init_image_transformation import init
-        from mltrain.spec.job_schemas import InitImageTransformationJobConf
+        from mltrain.jobspec.job_schemas import InitImageTransformationJobConf
 
         defaults = dataclasses.asdict(InitImageTransformationJobConf())  # Azure's published defaults
         output = args.pop("output_path")

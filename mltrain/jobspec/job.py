@@ -4,7 +4,7 @@ config (DictConfig) --freeze--> FrozenJob --backend--> ranks --> run record.
 
 Freezing resolves every interpolation (`${now:}` included) exactly once; the resolved config is
 written to the run directory and every rank, requeue and rerun reads that copy (hydra #2070).
-Compute and distribution settings are the schema's own dataclasses (mltrain.spec.schema), so
+Compute and distribution settings are the schema's own dataclasses (mltrain.jobspec.schema), so
 their defaults live in one place. Loading a FrozenJob imports neither Hydra nor OmegaConf: a rank
 on a cluster node reads job.json and starts.
 """
@@ -17,8 +17,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Union
 
-from mltrain.backends.computes import backend_for, compute_from_dict
-from mltrain.spec.schema import ComputeConf, DistributionConf, distribution_from_dict
+from mltrain.jobspec.computes import backend_for, compute_from_dict
+from mltrain.jobspec.schema import ComputeConf, DistributionConf, distribution_from_dict
 
 #: job.json layout version; files without one were written before the package layout (0.1.0).
 LAYOUT = 2

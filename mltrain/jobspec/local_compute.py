@@ -1,11 +1,11 @@
 """The local backend's compute schema (`compute=local`): processes on this machine. It sits in the bottom
-layer with the job spec (mltrain.backends.computes says why)."""
+layer with the job spec (mltrain.jobspec.computes says why)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Optional
 
-from mltrain.spec.schema import ComputeConf
+from mltrain.jobspec.schema import ComputeConf
 
 
 @dataclass

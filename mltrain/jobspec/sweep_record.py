@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Union
 
 from mltrain.errors import MltrainError
-from mltrain.spec.records import known_fields
+from mltrain.jobspec.records import known_fields
 
 SWEEP_LAYOUT = 3
 #: A metric value as sweep.json holds it: a number, or "nan"/"inf" as text.

@@ -1,7 +1,7 @@
 """The compute kinds' table: which schema types each `compute=KIND`, and which backend runs a job.
 
-A backend owns its compute schema (mltrain.backends.<name>.compute); this table, with mltrain.backends.BACKENDS,
-is where a backend is listed. Both sit in the bottom layer with the schemas (tests/unit/test_import_graph.py):
+The built-in compute kinds' schemas sit beside this table (mltrain.jobspec.<name>_compute); it is, with
+mltrain.backends.BACKENDS, where a backend is listed. Both are in the bottom layer (tests/unit/test_import_graph.py):
 the job spec rebuilds a frozen job's typed compute from them without loading a backend. A backend
 installed as a package of its own lists itself under the entry-point groups `mltrain.computes` and
 `mltrain.backends` (as TorchX's schedulers do under `torchx.schedulers`); they are read only when a
@@ -13,15 +13,15 @@ import importlib
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple, Type
 
 from mltrain.errors import ConfigError
-from mltrain.spec.schema import build
+from mltrain.jobspec.schema import build
 
 if TYPE_CHECKING:
-    from mltrain.spec.schema import ComputeConf
+    from mltrain.jobspec.schema import ComputeConf
 
 #: compute kind -> "module:class" of its schema.
 COMPUTES: Dict[str, str] = {
-    "local": "mltrain.backends.local.compute:LocalComputeConf",
-    "slurm": "mltrain.backends.slurm.compute:SlurmComputeConf",
+    "local": "mltrain.jobspec.local_compute:LocalComputeConf",
+    "slurm": "mltrain.jobspec.slurm_compute:SlurmComputeConf",
 }
 
 #: The compute a job without one runs on (a Hydra app's launcher without `compute`, a 0.1.0 job).

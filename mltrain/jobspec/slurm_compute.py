@@ -1,11 +1,11 @@
 """The slurm backend's compute schema (`compute=slurm`). It sits in the bottom layer with the job spec
-(mltrain.backends.computes says why)."""
+(mltrain.jobspec.computes says why)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
-from mltrain.spec.schema import ComputeConf
+from mltrain.jobspec.schema import ComputeConf
 
 
 @dataclass

@@ -1,5 +1,5 @@
-"""Typed schemas of the `job` config group, one per job kind (mltrain.spec.kinds registers each with its
-rank program). Like mltrain.spec.schema, of which they are the job part, they import nothing but the
+"""Typed schemas of the `job` config group, one per job kind (mltrain.jobspec.kinds registers each with its
+rank program). Like mltrain.jobspec.schema, of which they are the job part, they import nothing but the
 standard library, so a rank rebuilds them without Hydra or OmegaConf.
 """
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
-from mltrain.spec.schema import MISSING
+from mltrain.jobspec.schema import MISSING
 
 # ----------------------------------------------------------------------------------------- job
 # `kind` tells the launcher which rank program a job becomes (mltrain.launch.programs); it is fixed per preset.
@@ -159,7 +159,7 @@ class EvaluateModelJobConf:
 
 # ----------------------------------------------------------------- sections of the Designer's kinds
 # Train PyTorch Model's `model`, `data` and `trainer` (Score Image Model reads `data`): top-level sections
-# that only the kinds naming them in mltrain.spec.kinds have, each typed by its presets' `<name>_schema`.
+# that only the kinds naming them in mltrain.jobspec.kinds have, each typed by its presets' `<name>_schema`.
 
 
 @dataclass

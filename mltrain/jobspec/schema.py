@@ -5,7 +5,7 @@ runs: `environment` and `distribution` by their field in MltrainConf (their buil
 schema: loading and merging one more config per group is about 2 ms each of every command), `job` and
 `compute`, whose schema depends on the option, by the preset's ``defaults: [<name>_schema]``. A user's
 own preset may name its group's schema either way. The sections only some job kinds have (`model`, `data`,
-`trainer`: mltrain.spec.job_schemas) are no fields here; a kind's preset brings them in (mltrain.spec.kinds). Range rules
+`trainer`: mltrain.jobspec.job_schemas) are no fields here; a kind's preset brings them in (mltrain.jobspec.kinds). Range rules
 (epochs > 0, ...) cannot be expressed in a dataclass; they live in mltrain.config.validate.
 
 This module imports nothing but the standard library: the driver registers these classes with Hydra
@@ -64,7 +64,7 @@ class EnvironmentConf:
 @dataclass
 class ComputeConf:
     """What every compute kind's schema has. Each backend owns its kind's schema, a subclass of this one
-    (mltrain.backends.<name>.compute), listed in mltrain.backends.computes."""
+    (mltrain.backends.<name>.compute), listed in mltrain.jobspec.computes."""
 
     kind: str = MISSING
 

@@ -6,7 +6,7 @@ that describes it. The user's own programs (`script`, `command`) run from a snap
 that each rank runs as `python -m MODULE` and whose `validate(cfg)` checks its inputs before anything
 is queued. Modules are named, not imported, so this table stays at the bottom of the layers; the
 launch layer imports a component's module when a job of that kind is frozen. A new kind is one
-`register(...)` line here, its schema in mltrain.spec.job_schemas and a preset in conf/job/. A kind
+`register(...)` line here, its schema in mltrain.jobspec.job_schemas and a preset in conf/job/. A kind
 owns the top-level sections its program reads (SECTIONS: the image classifier's model, data and
 trainer); a script or a command job has none of them.
 """
@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, Tuple
 
-from mltrain.backends.computes import builtin_schemas
-from mltrain.spec.job_schemas import (
+from mltrain.jobspec.computes import builtin_schemas
+from mltrain.jobspec.job_schemas import (
     ApplyImageTransformationJobConf,
     CommandJobConf,
     ConvertToImageDirectoryJobConf,
@@ -31,7 +31,7 @@ from mltrain.spec.job_schemas import (
     TrainerConf,
     TrainPytorchModelJobConf,
 )
-from mltrain.spec.schema import DistributionConf, EnvironmentConf
+from mltrain.jobspec.schema import DistributionConf, EnvironmentConf
 
 #: The programs that are the user's own, not a component module.
 USER_PROGRAMS = ("script", "command")
