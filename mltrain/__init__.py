@@ -10,7 +10,8 @@ The packages, bottom layer first (tests/unit/test_import_graph.py holds the laye
   environments/  curated and custom environments, built or checked
   runs/          the run record, its end, metrics, logs, console, waiting
   ranks/         the rank contract, the process runner, per-rank reports, a Hydra app's rank side
-  components/    the Designer's built-in components and the parallel-job engine, run inside the ranks
+  components/    the Designer's built-in components, run inside the ranks
+  parallel/      the parallel job's engine (mini-batches, their queue, agents and workers), inside the ranks
   backends/      the Backend protocol and its table; local, mpi, slurm (each: driver and rank side)
   launch/        freezing, rank programs, snapshots, the dry run, orchestration, the Hydra adapter
   sweeps/        HyperDrive sweeps: the search space, Optuna's sampling, early termination, resume

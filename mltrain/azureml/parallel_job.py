@@ -1,5 +1,5 @@
 """A v2 parallel job (reference-yaml-job-parallel), alone or as a pipeline node, turned into mltrain's
-`job=parallel` (mltrain.components.parallel_run): `task.code` and `task.entry_script` are the job's code,
+`job=parallel` (mltrain.parallel.program): `task.code` and `task.entry_script` are the job's code,
 `input_data`, `task.program_arguments` and `task.append_row_to` are filled in as a command's expressions are
 (the same inputs, outputs, environment and compute as a command job: mltrain.azureml.command_job), and
 `resources.instance_count` is the number of agents (`distribution.node_count`).

@@ -218,7 +218,7 @@ class ParallelJobConf:
     """Azure ML's parallel job (v2 `type: parallel`, v1 ParallelRunStep): the user's entry script's `init()` once
     per worker process, `run(mini_batch)` per mini-batch of the input, `shutdown()` at the end. One agent per
     node (`distribution.node_count`, Azure's `resources.instance_count`) runs `max_concurrency_per_instance`
-    workers, which take mini-batches from a queue in the run's folder (mltrain.components.parallel_run)."""
+    workers, which take mini-batches from a queue in the run's folder (mltrain.parallel.program)."""
 
     kind: str = "parallel"
     # Azure's task.code and task.entry_script: the entry script, run from a snapshot of the folder.

@@ -90,7 +90,7 @@ register(JobKind("split_image_directory", SplitImageDirectoryJobConf, "mltrain.c
                  "Designer's Split Image Directory: two image directories, stratified by label, seeded"))
 register(JobKind("evaluate_model", EvaluateModelJobConf, "mltrain.components.evaluate_model",
                  "Designer's Evaluate Model: accuracy, per-class precision/recall/F1, confusion matrix"))
-register(JobKind("parallel", ParallelJobConf, "mltrain.components.parallel_run",
+register(JobKind("parallel", ParallelJobConf, "mltrain.parallel.program",
                  "Azure ML's parallel job: an entry script's run(mini_batch) over files or table rows, in workers",
                  user_code=True))
 

@@ -68,4 +68,4 @@ class ParallelJob(Scenario):
         return out
 
     def worker_pids(self) -> List[Tuple[str, int]]:
-        return self.t.processes_running("parallel_worker")
+        return self.t.processes_running("parallel/worker.py")

@@ -63,7 +63,7 @@ LAYERS = [
     ["mltrain.environments"],                                     # curated and custom environments
     ["mltrain.runs", "mltrain.script_metrics"],                   # run records, metrics, logs, console
     ["mltrain.ranks", "mltrain.hydra_task"],                      # the rank contract and the rank side
-    ["mltrain.components"],                                       # the built-in components the ranks run
+    ["mltrain.components", "mltrain.parallel"],                   # the built-in components the ranks run
     ["mltrain.backends", "mltrain.slurm_rank"],                   # local, mpi, slurm: driver and rank side
     ["mltrain.launch"],                                           # freezing, snapshot, dry run, orchestration
     ["mltrain.sweeps", "mltrain.pipelines", "mltrain.models", "mltrain.tracking", "mltrain.azureml",

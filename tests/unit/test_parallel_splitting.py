@@ -5,7 +5,7 @@ import csv
 import io
 from pathlib import Path
 
-from mltrain.components.parallel_inputs import records_in, source, split
+from mltrain.parallel.inputs import records_in, source, split
 
 
 def _write(path: Path, rows, header=("id", "text"), newline="\n") -> Path:

@@ -1,5 +1,5 @@
 """ParallelRunConfig and ParallelRunStep: Azure's v1 batch scoring step, as mltrain's parallel job
-(`job=parallel`, mltrain.components.parallel_run): the entry script's init()/run(mini_batch) in
+(`job=parallel`, mltrain.parallel.program): the entry script's init()/run(mini_batch) in
 `process_count_per_node` workers on each of `node_count` instances, over a FileDataset's files or a
 TabularDataset's rows, the rows run() returns appended to `append_row_file_name` in the step's output."""
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """One worker process of a parallel job: the user's entry script's `init()` once, `run(mini_batch)` for each
-mini-batch its agent (mltrain.components.parallel_run) hands it, `shutdown()` at the end.
+mini-batch its agent (mltrain.parallel.program) hands it, `shutdown()` at the end.
 
-Run by path with the job environment's interpreter (`python parallel_worker.py FD_IN FD_OUT`), as a user's
+Run by path with the job environment's interpreter (`python worker.py FD_IN FD_OUT`), as a user's
 script is: that interpreter may have pandas and the user's packages but not mltrain, so this file imports
 nothing of mltrain. The agent talks to it over two pipes (JSON lines), never over stdout, which is the
 user's. A mini-batch's rows are written by the worker itself (`done/<index>.json` in the run's parallel

@@ -1,6 +1,6 @@
 """A parallel job's agent on one node: `max_concurrency_per_instance` worker processes
-(mltrain/components/parallel_worker.py), each fed mini-batches from the shared queue
-(mltrain.components.parallel_queue), as Azure's per-node agent runs its processes.
+(mltrain/parallel/worker.py), each fed mini-batches from the shared queue
+(mltrain.parallel.work_queue), as Azure's per-node agent runs its processes.
 
 A worker whose `run()` raises, that runs past the timeout (it is killed: Python cannot interrupt native
 code), or that dies (killed, out of memory) fails that attempt; the mini-batch goes back on the queue
@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
-from mltrain.components.parallel_queue import TOUCH_S, Queue
+from mltrain.parallel.work_queue import TOUCH_S, Queue
 
-WORKER = str(Path(__file__).resolve().parent / "parallel_worker.py")
+WORKER = str(Path(__file__).resolve().parent / "worker.py")
 #: Mini-batches a worker holds: the one it runs and the next.
 DEPTH = 2
 

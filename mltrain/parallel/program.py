@@ -1,9 +1,9 @@
-"""Azure ML's parallel job, one rank per node: this node's agent and workers (mltrain.components.parallel_agent)
-over the run's shared mini-batch queue (mltrain.components.parallel_queue); rank 0 also cuts the input into
-mini-batches first (mltrain.components.parallel_inputs) and, once every mini-batch has run or been given up,
+"""Azure ML's parallel job, one rank per node: this node's agent and workers (mltrain.parallel.agent)
+over the run's shared mini-batch queue (mltrain.parallel.work_queue); rank 0 also cuts the input into
+mini-batches first (mltrain.parallel.inputs) and, once every mini-batch has run or been given up,
 writes the rows in input order (append_row: `parallel_run_step.txt`, or the file `append_row_to` names),
 Azure's summary files under logs/user/, the progress metrics, and fails the run when a threshold was crossed.
-Run as `python -m mltrain.components.parallel_run` in the snapshot of the job's code by the launcher.
+Run as `python -m mltrain.parallel.program` in the snapshot of the job's code by the launcher.
 """
 from __future__ import annotations
 
@@ -19,10 +19,10 @@ from omegaconf import OmegaConf
 
 from mltrain.atomic import atomic_write
 from mltrain.components.checks import later
-from mltrain.components.parallel_agent import Agent, Settings
-from mltrain.components.parallel_inputs import mini_batch_size, source, split
-from mltrain.components.parallel_queue import Queue
 from mltrain.errors import ConfigError, MltrainError
+from mltrain.parallel.agent import Agent, Settings
+from mltrain.parallel.inputs import mini_batch_size, source, split
+from mltrain.parallel.work_queue import Queue
 from mltrain.ranks.script_main import exit_code_of, finish
 from mltrain.runs.metrics import MetricsWriter
 
