@@ -26,7 +26,7 @@ needed on 3.11):
 about 0.4-1.0 s and sits before the script starts: run.json's phases put `Queued` 0.34-0.54 s after
 `NotStarted` for the v1 submission (a driver process is started and imports mltrain/Hydra again, after
 control.py itself imported them in-process to compile the job: `python -X importtime` shows hydra 0.35 s,
-mltrain.api 0.24 s cumulative) against 0.07 s for `mltrain job=script`.
+mltrain.python_api.api 0.24 s cumulative) against 0.07 s for `mltrain job=script`.
 """
 from __future__ import annotations
 

@@ -5,6 +5,7 @@ scripts; `MltrainError`, `RunFailed` and `RunCanceled` are what the API raises. 
 on first use, so `import mltrain` stays cheap.
 
 The packages, bottom layer first (tests/unit/test_import_graph.py holds the layers and this map):
+  base/          errors, MLTRAIN_HOME, atomic files, digests, processes and signals (standard library only)
   jobspec/       the job spec, the frozen job, statuses, job kinds, record layouts, the compute kinds' schemas
   config/        schemas, composition, search path, validation, Azure ML v1 aliases
   environments/  curated and custom environments, built or checked
@@ -22,21 +23,22 @@ The packages, bottom layer first (tests/unit/test_import_graph.py holds the laye
   azureml/       Azure ML's v2 job files and the front ends of its SDKs (sdk_v2/ at the top)
   command/       a command, composed once, to its engine (run, sweep, pipeline)
   cli/           `mltrain` and its subcommands (runs, env, job, endpoints, models, ...)
-Loose modules: errors, atomic, digest, home, processes, signals (the bottom); script_metrics (runs); hydra_task
-and slurm_rank (stubs users' files name); handle, history, api (the top). Not imported by mltrain: _azureml_shim/
-(the v1 SDK's stand-in, `azureml.*`) and _rank_site/ (the script ranks' exit hook).
+  python_api/    `mltrain.submit`, the run handle `mltrain.Run`, run history (plot, compare, rerun)
+Loose modules: only hydra_task and slurm_rank, the stubs users' files and pickles name. Not imported by
+mltrain: _azureml_shim/ (the v1 SDK's stand-in, `azureml.*`) and _rank_site/ (the script ranks' exit hook).
 """
 import importlib
 
 __version__ = "0.2.0"
 
-_LAZY = {"submit": "mltrain.api", "Run": "mltrain.handle", "Model": "mltrain.models.registry", "MltrainError": "mltrain.errors",
-         "RunFailed": "mltrain.errors", "RunCanceled": "mltrain.errors", "ConfigError": "mltrain.errors"}
+_LAZY = {"submit": "mltrain.python_api.api", "Run": "mltrain.python_api.handle", "Model": "mltrain.models.registry",
+         "MltrainError": "mltrain.base.errors",
+         "RunFailed": "mltrain.base.errors", "RunCanceled": "mltrain.base.errors", "ConfigError": "mltrain.base.errors"}
 
 
 def __getattr__(name):
     if name == "run":  # `from mltrain import run`: the metrics API for scripts
-        return importlib.import_module("mltrain.script_metrics")
+        return importlib.import_module("mltrain.runs.script_metrics")
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'mltrain' has no attribute {name!r}")

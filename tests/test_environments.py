@@ -15,8 +15,8 @@ import pytest
 from packaging.version import Version
 from support import leftovers, mltrain_exe, only_run, run_mltrain, runs
 
+from mltrain.base.errors import ConfigError
 from mltrain.environments import CURATED, from_config, load
-from mltrain.errors import ConfigError
 
 SIX = ["job=script", "job.script=six_check.py", "environment.name=six-env", "environment.python.user_managed=false",
        'environment.pip=["six==1.16.0"]']

@@ -252,7 +252,7 @@ def test_input_choice():
     assert ii.resolve("auto", cuda, True)[0] == "gpu"
     assert ii.resolve("auto", cuda, False)[0] == "cpu"
     assert ii.resolve("cpu", cuda, True)[0] == "cpu"
-    from mltrain.errors import ConfigError
+    from mltrain.base.errors import ConfigError
 
     with pytest.raises(ConfigError, match="trainer.input"):
         ii.resolve("gpu", cpu, True)

@@ -1,4 +1,4 @@
-"""The typed, in-process job API (mltrain.api.submit_request): the run exists when submit returns, a
+"""The typed, in-process job API (mltrain.python_api.api.submit_request): the run exists when submit returns, a
 mistake is one MltrainError raised in the caller, the run's driver outlives the caller, and a cancel sent
 the instant after submit is the run's cancel (Canceled, never 'driver lost'), whether the driver is a
 fork of a single-threaded caller or a new interpreter (a caller with threads, as a notebook kernel)."""
@@ -21,7 +21,7 @@ def _script(project, body: str) -> subprocess.CompletedProcess:
 def test_a_cancel_right_after_submit_is_the_runs_cancel(home, project, threads):
     out = _script(project, f"""\
         import threading, time
-        from mltrain.api import JobRequest, submit_request
+        from mltrain.python_api.api import JobRequest, submit_request
         if {threads}:
             threading.Thread(target=time.sleep, args=(60,), daemon=True).start()
         run = submit_request(JobRequest(job="command", overrides=("job.command=sleep 30",)))
@@ -37,7 +37,7 @@ def test_a_cancel_right_after_submit_is_the_runs_cancel(home, project, threads):
 
 def test_the_run_outlives_the_script_that_submitted_it(home, project):
     out = _script(project, """\
-        from mltrain.api import JobRequest, submit_request
+        from mltrain.python_api.api import JobRequest, submit_request
         run = submit_request(JobRequest(job="command", overrides=("job.command='sleep 2; echo done'",)))
         print("RUN", run.run_dir)
         """)  # the script ends at once, its run goes on
@@ -50,8 +50,8 @@ def test_the_run_outlives_the_script_that_submitted_it(home, project):
 
 
 def test_a_bad_request_raises_one_line_in_the_caller_and_makes_no_run(home, project):
-    from mltrain.api import JobRequest, submit_request
-    from mltrain.errors import MltrainError
+    from mltrain.base.errors import MltrainError
+    from mltrain.python_api.api import JobRequest, submit_request
 
     with pytest.raises(MltrainError) as err:
         submit_request(JobRequest(job="script", overrides=("job.script=missing.py", f"job.source_directory={project}")))

@@ -44,7 +44,7 @@ def test_rerun_runs_the_recorded_snapshot_not_todays_source(home, project, tmp_p
     assert r.rc == 0 and "draw, value of 2 run(s)" in r.out, r.out + r.err
     width, height = png_size(out)
     assert width >= 600 and height >= 300
-    from mltrain.history import curves
+    from mltrain.python_api.history import curves
     from mltrain.runs.record import RunRecord
 
     assert curves(RunRecord.load(home / "runs" / "edited"), "value") == {"value": [(1, 2.5), (2, 5.0), (3, 7.5)]}

@@ -11,7 +11,7 @@ import pytest
 from support import leftovers, metric_rows, only_run, run_mltrain, runs
 
 import mltrain
-from mltrain.errors import MltrainError, RunFailed
+from mltrain.base.errors import MltrainError, RunFailed
 
 
 @pytest.mark.slow

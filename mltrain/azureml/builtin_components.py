@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
+from mltrain.base.errors import ConfigError
 from mltrain.components.builtin import COMPONENTS, BuiltinComponent, overrides
-from mltrain.errors import ConfigError
 
 
 def lookup(name: str) -> Optional[BuiltinComponent]:

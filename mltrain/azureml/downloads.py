@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Callable, Optional
 from urllib.parse import urlparse
 
-from mltrain.home import mltrain_home
+from mltrain.base.home import mltrain_home
 
 TIMEOUT_S = 30
 #: Azure Blob Storage's own URL form: wasbs://CONTAINER@ACCOUNT.blob.core.windows.net/PATH (wasb: unencrypted).

@@ -70,7 +70,7 @@ def empty_code(dry_run: bool) -> Iterator[Path]:
     folder under MLTRAIN_HOME, snapshotted like any other, made here only (the CLI's and the SDK's jobs).
     Freezing checks that a job's source folder exists, dry run or not: a dry run that had to make it removes it
     again, leaving nothing behind."""
-    from mltrain.home import mltrain_home  # startup
+    from mltrain.base.home import mltrain_home  # startup
 
     path = mltrain_home() / "azureml" / EMPTY_CODE
     made, missing = [], path

@@ -20,10 +20,10 @@ import yaml
 from mltrain.azureml.downloads import fetch, planned, web_address
 from mltrain.azureml.v2_schema import check_fields
 from mltrain.azureml.yaml_lines import JobFile, load
+from mltrain.base.home import mltrain_home
 from mltrain.config.paths import builtin_conf_dir, shipped_options
 from mltrain.environments.conda import to_pip
 from mltrain.environments.spec import AZURE_CLIENT
-from mltrain.home import mltrain_home
 
 #: `azureml:NAME@latest`, `azureml:NAME:VERSION`, `azureml:NAME` (Azure's short asset syntax).
 SHORT = re.compile(r"^azureml:(?!//)([A-Za-z0-9_.-]+)(?:@([A-Za-z0-9_.-]+)|:([A-Za-z0-9_.-]+))?$")

@@ -25,9 +25,9 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from mltrain.azureml import command_job, sweep_job
 from mltrain.azureml.references import asset_name, config_dirs
 from mltrain.azureml.yaml_lines import JobFile
+from mltrain.base.processes import run_in_foreground
 from mltrain.jobspec.status import COMPLETED, FAILED
 from mltrain.launch import nesting
-from mltrain.processes import run_in_foreground
 
 #: What the step records of its sweep in its run directory.
 RECORD = "sweep_step.json"

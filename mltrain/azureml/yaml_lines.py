@@ -8,7 +8,7 @@ from typing import Any, Dict, Tuple
 
 import yaml
 
-from mltrain.errors import MltrainError
+from mltrain.base.errors import MltrainError
 
 Path_ = Tuple[Any, ...]
 

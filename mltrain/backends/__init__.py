@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Callable, Dict, List, Tuple
 
-from mltrain.errors import MltrainError
+from mltrain.base.errors import MltrainError
 from mltrain.jobspec import computes
 from mltrain.jobspec.computes import backend_for
 from mltrain.jobspec.status import TERMINAL

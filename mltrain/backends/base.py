@@ -3,7 +3,7 @@
 A backend is built around a Plan: `plan(job)` says what would be started (each rank's command line,
 working directory and variables, plus the backend's own submission: an mpirun line, submitit's
 parameters and batch script) without starting anything; the dry run prints it and `launch()` starts
-exactly that. After launch, the run handle (mltrain.handle) asks the backend named in the
+exactly that. After launch, the run handle (mltrain.python_api.handle) asks the backend named in the
 run's record for its state (`refresh`) and to stop it (`cancel`). Sweeps and pipelines hand their runs
 over with `submit`, which returns a Submission at once (mltrain.backends.handover).
 """
@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any, Callable, ClassVar, Dict, List, Optional, Sequence, Tuple
 
 from mltrain.backends.handover import Submission, Supervised
-from mltrain.errors import ConfigError, MltrainError
+from mltrain.base.errors import ConfigError, MltrainError
+from mltrain.base.processes import pid_alive
 from mltrain.jobspec.job import FrozenJob
 from mltrain.jobspec.schema import ComputeConf
 from mltrain.jobspec.status import FAILED, PREPARING, TERMINAL
-from mltrain.processes import pid_alive
 from mltrain.runs import mlflow_run
 from mltrain.runs.console import Console, RunLog
 from mltrain.runs.lifecycle import finish

@@ -22,7 +22,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar, List, Optional, Protocol
 
-from mltrain.errors import MltrainError
+from mltrain.base.errors import MltrainError
 from mltrain.jobspec.status import FAILED, TERMINAL
 from mltrain.runs.console import Console
 from mltrain.runs.lifecycle import finish

@@ -11,10 +11,10 @@ import time
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional
 
+from mltrain.base.errors import MltrainError
+from mltrain.base.signals import SignalsSetEvent
 from mltrain.endpoints import serving
 from mltrain.endpoints.endpoint_record import EndpointError, deployment_names, load_deployment, load_endpoint
-from mltrain.errors import MltrainError
-from mltrain.signals import SignalsSetEvent
 
 
 def _create(args: argparse.Namespace) -> int:

@@ -9,10 +9,10 @@ from typing import List
 
 import yaml
 
+from mltrain.base.errors import MltrainError
 from mltrain.config.paths import builtin_conf_dir, user_conf_dirs
 from mltrain.environments import CURATED, from_config
 from mltrain.environments.materialize import build_notes
-from mltrain.errors import MltrainError
 
 
 def _preset(name: str) -> dict:

@@ -15,10 +15,10 @@ from typing import List, Optional
 
 from mltrain.azureml import job_plan
 from mltrain.azureml.job_request import Request, config_nodes_of, empty_code
+from mltrain.base.errors import MltrainError
 from mltrain.cli.main import _open_mapping
 from mltrain.command.app_request import AppRequest, run_app
 from mltrain.config.sections import open_sections
-from mltrain.errors import MltrainError
 from mltrain.runs.console import Console
 
 USAGE = ("usage: mltrain job create --file FILE [--set FIELD=VALUE ...] [--name NAME] [--experiment-name NAME] "

@@ -17,8 +17,8 @@ import signal
 import sys
 from typing import Any, Callable, List, Optional, Tuple
 
+from mltrain.base.errors import MltrainError, RunCanceled, RunFailed
 from mltrain.config.paths import builtin_conf_dir, builtin_search_url, list_options, user_conf_dirs
-from mltrain.errors import MltrainError, RunCanceled, RunFailed
 
 MANAGEMENT = {"runs": "mltrain.cli.runs", "env": "mltrain.cli.env", "horovod": "mltrain.cli.horovod",
               "models": "mltrain.cli.models", "ui": "mltrain.cli.ui", "job": "mltrain.cli.jobs",

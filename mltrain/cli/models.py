@@ -7,7 +7,7 @@ import json
 import time
 from typing import Dict, List, Optional, Tuple
 
-from mltrain.errors import MltrainError
+from mltrain.base.errors import MltrainError
 from mltrain.models.registry import Model
 from mltrain.runs import mlflow_run
 

@@ -25,9 +25,9 @@ from typing import Any, Dict, Optional, Tuple
 from urllib.parse import parse_qs, urlsplit
 
 import mltrain
-from mltrain.atomic import atomic_write
-from mltrain.errors import MltrainError
-from mltrain.home import mltrain_home
+from mltrain.base.atomic import atomic_write
+from mltrain.base.errors import MltrainError
+from mltrain.base.home import mltrain_home
 
 PIPELINE_PREFIX = "/pipelines/v1.0/PipelineRuns/PipelineSubmit/"
 ENDPOINT_PREFIX = "/pipelines/v1.0/PipelineRunSubmit/"

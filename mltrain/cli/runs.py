@@ -1,5 +1,5 @@
 """`mltrain runs list|show|logs|status|wait|cancel|resume|best|plot|compare|rerun|sync`: every look goes through the run handle
-(mltrain.handle), so what is shown is what the run's backend knows now; `runs list` takes the runs that
+(mltrain.python_api.handle), so what is shown is what the run's backend knows now; `runs list` takes the runs that
 have ended from the runs index (mltrain.runs.index) and asks the backends only about the others. Never
 imports torch."""
 from __future__ import annotations
@@ -12,15 +12,15 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, List
 
-from mltrain.errors import MltrainError, first_line
-from mltrain.home import mltrain_home
+from mltrain.base.errors import MltrainError, first_line
+from mltrain.base.home import mltrain_home
 from mltrain.jobspec.status import QUEUED, TERMINAL, exit_code
 from mltrain.runs import index, mlflow_run
 from mltrain.runs.metrics import last_and_best, last_text, read_metrics
 from mltrain.runs.record import find_run
 
 if TYPE_CHECKING:
-    from mltrain.handle import Run
+    from mltrain.python_api.handle import Run
 
 
 def _root(args) -> Path:
@@ -28,7 +28,7 @@ def _root(args) -> Path:
 
 
 def _handle(args) -> Run:
-    from mltrain.handle import Run  # startup
+    from mltrain.python_api.handle import Run  # startup
 
     if args.run is None:  # show, logs, status: the newest run, as `runs best` takes the newest sweep
         newest = max(index.newest(_root(args), 1), key=lambda r: r.created, default=None)
@@ -42,7 +42,7 @@ def _list(args) -> int:
     unreadable: List[Path] = []
     runs = index.newest(_root(args), args.limit, unreadable)
     if any(r.status not in TERMINAL for r in runs):  # only these are asked of their backend
-        from mltrain.handle import refresh_rows  # startup
+        from mltrain.python_api.handle import refresh_rows  # startup
 
         runs = refresh_rows(_root(args), runs, unreadable)
     runs.sort(key=lambda r: r.created, reverse=True)
@@ -75,7 +75,7 @@ def _show_parallel(folder: Path) -> None:
 
 
 def _show(args) -> int:
-    from mltrain.handle import backend_of  # startup
+    from mltrain.python_api.handle import backend_of  # startup
 
     run = _handle(args)
     record = run.load()
@@ -151,7 +151,7 @@ def _show_pipeline(record) -> int:
 
 
 def _status(args) -> int:
-    from mltrain.handle import backend_of  # startup
+    from mltrain.python_api.handle import backend_of  # startup
 
     record = _handle(args).load()
     where = backend_of(record).locate(record)
@@ -223,20 +223,20 @@ def _resume_from(cwd: str, sweep: Path, root: Path) -> int:
     leaves Ctrl-C to it (the terminal sends it to both) and passes it a SIGTERM, and exits as it does."""
     import signal  # startup
 
-    from mltrain.processes import run_in_foreground  # startup
+    from mltrain.base.processes import run_in_foreground  # startup
 
     return run_in_foreground([sys.executable, "-m", "mltrain", "runs", "--root", str(root), "resume", str(sweep)],
                              cwd, forward=[signal.SIGTERM], ignore=[signal.SIGINT])
 
 
 def _records(args) -> list:
-    from mltrain.handle import Run  # startup
+    from mltrain.python_api.handle import Run  # startup
 
     return [Run(find_run(_root(args), ref).dir).load() for ref in args.runs]
 
 
 def _plot(args) -> int:
-    from mltrain import history  # startup
+    from mltrain.python_api import history  # startup
 
     names = history.plot(_records(args), Path(args.output), args.metric)
     print(f"{args.output}: {', '.join(names)} of {len(args.runs)} run(s)")
@@ -244,7 +244,7 @@ def _plot(args) -> int:
 
 
 def _compare(args) -> int:
-    from mltrain import history  # startup
+    from mltrain.python_api import history  # startup
 
     table = history.compare(_records(args))
     if args.json:
@@ -274,7 +274,7 @@ def _compare(args) -> int:
 
 
 def _sync(args) -> int:
-    from mltrain.handle import Run, list_runs  # startup
+    from mltrain.python_api.handle import Run, list_runs  # startup
     from mltrain.tracking import mirroring as tracking  # startup
     from mltrain.tracking import mlflow_store as store  # startup
 
@@ -291,7 +291,7 @@ def _sync(args) -> int:
 
 
 def _rerun(args) -> int:
-    from mltrain import history  # startup
+    from mltrain.python_api import history  # startup
 
     result = history.rerun(find_run(_root(args), args.run), detach=args.detach)
     if args.detach and result.status == QUEUED:

@@ -22,10 +22,10 @@ import urllib.request
 from pathlib import Path
 from typing import List, NoReturn, Optional
 
+from mltrain.base.errors import MltrainError
+from mltrain.base.home import mltrain_home
+from mltrain.base.processes import stop_group, within
 from mltrain.cli import pipeline_rest, runs
-from mltrain.errors import MltrainError
-from mltrain.home import mltrain_home
-from mltrain.processes import stop_group, within
 from mltrain.runs import mlflow_run
 from mltrain.tracking import mlflow_store as store
 

@@ -23,9 +23,9 @@ import contextlib
 from dataclasses import dataclass
 from typing import Any, Iterator, List, Optional, Tuple
 
+from mltrain.base.errors import MltrainError
 from mltrain.config.hydra_session import hydra_session
 from mltrain.config.memory_nodes import ConfigNode
-from mltrain.errors import MltrainError
 
 #: the Hydra plugins the `mltrain` config runs on; another choice is run by Hydra's own app
 OWN_PLUGINS = {"hydra/launcher": ("mltrain", "mltrain_slurm"), "hydra/sweeper": ("mltrain",)}

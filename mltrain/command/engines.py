@@ -21,7 +21,7 @@ from typing import Any, Dict, List, Sequence
 
 from omegaconf import OmegaConf
 
-from mltrain.errors import ConfigError, MltrainError, one_line
+from mltrain.base.errors import ConfigError, MltrainError, one_line
 from mltrain.launch import nesting
 from mltrain.launch.composer import Composer
 

@@ -13,12 +13,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable, Dict
 
+from mltrain.base.digest import file_sha256
+from mltrain.base.errors import ConfigError
 from mltrain.components import image_directory as imgdir
 from mltrain.components import image_transformation as transformation
 from mltrain.components.checks import later
 from mltrain.components.runtime import run_component
-from mltrain.digest import file_sha256
-from mltrain.errors import ConfigError
 
 OUTPUT = "image_directory"
 PLACED = {"hardlink": "hard-linked", "symlink": "symlinked", "copy": "copied"}

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from mltrain.errors import ConfigError
+from mltrain.base.errors import ConfigError
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,9 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, List
 
+from mltrain.base.errors import ConfigError
 from mltrain.components.designer_errors import InvalidDatasetError, InvalidModelDirectoryError, NotLabeledDatasetError
 from mltrain.components.onnx_export import INSTALL, OPSETS, missing
-from mltrain.errors import ConfigError
 
 #: torchvision.datasets.folder.IMG_EXTENSIONS, copied so the driver need not import torchvision.
 IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")

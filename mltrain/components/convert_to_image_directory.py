@@ -29,12 +29,12 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
 
+from mltrain.base.errors import ConfigError
 from mltrain.components import image_directory as imgdir
 from mltrain.components.checks import later
 from mltrain.components.designer_errors import InvalidDatasetError
 from mltrain.components.image_sources import Member, members_of
 from mltrain.components.runtime import run_component
-from mltrain.errors import ConfigError
 
 OUTPUT = "image_directory"
 #: Images larger than this are streamed to disk and checked there instead of in memory.

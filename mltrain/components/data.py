@@ -11,12 +11,12 @@ import shutil
 from pathlib import Path
 from typing import Any, List, Optional, Tuple
 
+from mltrain.base.home import mltrain_home
 from mltrain.components import checks
 from mltrain.components.designer_errors import InvalidDatasetError
 from mltrain.components.image_directory import read_meta
 from mltrain.components.image_transformation import build as build_transform
 from mltrain.components.image_transformation import output_size
-from mltrain.home import mltrain_home
 
 SAMPLE_NAME = "digits-v1"
 SAMPLE_VAL_FRACTION = 0.2

@@ -1,5 +1,5 @@
 """The Designer's error names (seed 003), as exception classes whose message starts with the name."""
-from mltrain.errors import MltrainError
+from mltrain.base.errors import MltrainError
 
 
 class DesignerError(MltrainError):

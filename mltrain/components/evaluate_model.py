@@ -15,11 +15,11 @@ import json
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Tuple
 
-from mltrain.atomic import atomic_write, atomic_write_bytes
+from mltrain.base.atomic import atomic_write, atomic_write_bytes
+from mltrain.base.errors import ConfigError
 from mltrain.components.checks import later
 from mltrain.components.designer_errors import NotLabeledDatasetError
 from mltrain.components.runtime import run_component
-from mltrain.errors import ConfigError
 from mltrain.runs.metrics import MetricsWriter
 
 OUTPUT = "evaluation"

@@ -18,7 +18,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
-from mltrain.atomic import atomic_write
+from mltrain.base.atomic import atomic_write
 from mltrain.components.checks import IMAGE_DIRECTORY_META, IMG_EXTENSIONS
 
 META_FILE = IMAGE_DIRECTORY_META

@@ -25,11 +25,11 @@ from torch.utils.data import Dataset
 from torchvision.io import ImageReadMode, decode_image, decode_jpeg
 from torchvision.ops import roi_align
 
+from mltrain.base.errors import ConfigError
 from mltrain.components import image_transformation
 from mltrain.components.crops import draw_crops
 from mltrain.components.image_augment import Augmentation, augmentation, unreadable
 from mltrain.components.image_cpu import CpuImages
-from mltrain.errors import ConfigError
 
 INPUTS = ("auto", "cpu", "gpu")
 JPEG_SUFFIXES = (".jpg", ".jpeg", ".jpe", ".jfif")

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Callable, Iterator, List, Optional, Tuple
 
+from mltrain.base.errors import ConfigError, MltrainError
 from mltrain.components.designer_errors import InvalidDatasetError
-from mltrain.errors import ConfigError, MltrainError
 
 ARCHIVE_SUFFIXES = (".zip", ".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".gz", ".bz2")
 TABLE_SUFFIXES = (".csv", ".tsv", ".parquet")

@@ -16,9 +16,9 @@ import json
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-from mltrain.atomic import atomic_write
+from mltrain.base.atomic import atomic_write
+from mltrain.base.errors import ConfigError
 from mltrain.components.designer_errors import DesignerError
-from mltrain.errors import ConfigError
 
 SPEC_FILE = "image_transformation.json"
 FORMAT = "mltrain.image_transformation"

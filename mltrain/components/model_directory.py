@@ -11,10 +11,10 @@ import os
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from mltrain.atomic import atomic_write
+from mltrain.base.atomic import atomic_write
+from mltrain.base.errors import MltrainError
 from mltrain.components import checks
 from mltrain.components.designer_errors import InvalidModelDirectoryError
-from mltrain.errors import MltrainError
 
 
 def spec_from_config(cfg: Any) -> Dict[str, Any]:

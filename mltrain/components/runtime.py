@@ -11,7 +11,7 @@ from typing import Any, Optional
 
 from omegaconf import OmegaConf
 
-from mltrain.errors import MltrainError
+from mltrain.base.errors import MltrainError
 from mltrain.ranks.script_main import exit_code_of, finish
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from mltrain.atomic import atomic_write
+from mltrain.base.atomic import atomic_write
 from mltrain.components import data
 from mltrain.components import model_directory as models
 from mltrain.components.checks import validate_score as validate  # noqa: F401  (the driver's checks: spec.kinds)

@@ -14,12 +14,12 @@ import shutil
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Tuple
 
+from mltrain.base.digest import file_sha256
+from mltrain.base.errors import ConfigError
 from mltrain.components import image_directory as imgdir
 from mltrain.components.checks import later
 from mltrain.components.designer_errors import InvalidDatasetError
 from mltrain.components.runtime import run_component
-from mltrain.digest import file_sha256
-from mltrain.errors import ConfigError
 
 OUTPUTS = ("image_directory_1", "image_directory_2")
 

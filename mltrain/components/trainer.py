@@ -25,7 +25,7 @@ import torch.distributed as dist
 import torch.nn as nn
 from torch.utils.data import DataLoader, DistributedSampler, Subset
 
-from mltrain.atomic import atomic_write
+from mltrain.base.atomic import atomic_write
 from mltrain.components import data, image_input, prefetch
 from mltrain.components.designer_errors import DiskFullError, NaNLossError
 from mltrain.components.runtime import RankContext, process_group

@@ -10,7 +10,7 @@ from typing import Any, List
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from mltrain.errors import ConfigError
+from mltrain.base.errors import ConfigError
 
 
 def _flatten_script_params(params: Any) -> List[str]:

@@ -9,9 +9,9 @@ from typing import Any, List, Optional, Sequence
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
+from mltrain.base.errors import ConfigError
 from mltrain.config.hydra_internals import apply_value_overrides, overrides_dirname
 from mltrain.config.sections import open_sections
-from mltrain.errors import ConfigError
 
 
 def is_mltrain_config(cfg: Any) -> bool:

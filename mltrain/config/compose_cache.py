@@ -30,9 +30,9 @@ from importlib import util as importlib_util
 from pathlib import Path
 from typing import Any, List, Optional, Sequence
 
-from mltrain.atomic import atomic_write_bytes
+from mltrain.base.atomic import atomic_write_bytes
+from mltrain.base.home import user_cache_dir
 from mltrain.config.memory_nodes import ConfigNode
-from mltrain.home import user_cache_dir
 
 ENV = "MLTRAIN_COMPOSE_CACHE"
 #: entries kept; beyond that the oldest half is removed when a new one is written

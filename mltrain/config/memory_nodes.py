@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Iterator, Optional, Sequence, Tuple
 
-from mltrain.atomic import atomic_write
+from mltrain.base.atomic import atomic_write
 
 
 @dataclass(frozen=True)

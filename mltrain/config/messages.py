@@ -1,13 +1,13 @@
 """One line for a mistake in the user's configs or overrides: an error Hydra raises inside one of the user's
 presets, any other Hydra or OmegaConf error, a preset that is not YAML. It lives beside the schema, not in
-mltrain.errors, because it names the schema's keys (errors is imported by the schema)."""
+mltrain.base.errors, because it names the schema's keys (errors is imported by the schema)."""
 from __future__ import annotations
 
 import dataclasses
 import re
 from typing import Optional
 
-from mltrain.errors import MltrainError, first_line, one_line, yaml_error_line
+from mltrain.base.errors import MltrainError, first_line, one_line, yaml_error_line
 from mltrain.jobspec import job_schemas, schema
 
 

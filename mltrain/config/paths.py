@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Iterator, List, Sequence
 
-from mltrain.home import mltrain_home
+from mltrain.base.home import mltrain_home
 
 #: Folders looked up in the current directory, in this order.
 USER_CONF_DIRS = (".mltrain", "conf")

@@ -11,7 +11,7 @@ from typing import Any, List, Optional
 from hydra.core.config_store import ConfigNode, ConfigStore
 from omegaconf import OmegaConf
 
-from mltrain.errors import ConfigError
+from mltrain.base.errors import ConfigError
 from mltrain.jobspec import computes
 from mltrain.jobspec.kinds import schemas
 from mltrain.jobspec.schema import MltrainConf

@@ -14,7 +14,7 @@ from typing import Any, Callable, Collection, List, Tuple
 from omegaconf import OmegaConf
 from omegaconf.errors import ValidationError
 
-from mltrain.errors import ConfigError, first_line
+from mltrain.base.errors import ConfigError, first_line
 from mltrain.jobspec import computes
 from mltrain.jobspec.kinds import SECTIONS, schemas
 from mltrain.jobspec.schema import MltrainConf

@@ -19,9 +19,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional
 
-from mltrain.atomic import atomic_write
-from mltrain.errors import MltrainError
-from mltrain.home import mltrain_home
+from mltrain.base.atomic import atomic_write
+from mltrain.base.errors import MltrainError
+from mltrain.base.home import mltrain_home
 
 ENDPOINT_FILE, KEYS_FILE, DEPLOYMENT_FILE, LOG_FILE = "endpoint.json", "keys.json", "deployment.json", "server.log"
 #: Azure's rule for endpoint names (3-32 characters, a letter first, letters, digits and '-'), and deployments'

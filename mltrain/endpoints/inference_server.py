@@ -26,8 +26,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
-from mltrain.errors import MltrainError
-from mltrain.home import mltrain_home
+from mltrain.base.errors import MltrainError
+from mltrain.base.home import mltrain_home
 
 VERSION = "1.5.1"
 #: pytz: inference-schema imports it (its numpy/pandas support), and mltrain's own environment has none

@@ -12,10 +12,10 @@ import time
 from pathlib import Path
 from typing import Optional
 
+from mltrain.base.processes import pid_alive, stop_group, within
 from mltrain.endpoints import endpoint_record as records
 from mltrain.endpoints import inference_server
 from mltrain.endpoints.endpoint_record import LOG_FILE, DeploymentRecord, EndpointRecord
-from mltrain.processes import pid_alive, stop_group, within
 
 SERVE_MODULE = "mltrain.endpoints.serve"
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent

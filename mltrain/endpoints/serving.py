@@ -23,12 +23,12 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from mltrain.base.errors import MltrainError
 from mltrain.endpoints import endpoint_port, inference_server, models_dir, server_process
 from mltrain.endpoints import endpoint_record as records
 from mltrain.endpoints.endpoint_record import LOG_FILE, DeploymentRecord, EndpointError, EndpointRecord
 from mltrain.environments.materialize import materialize
 from mltrain.environments.spec import EnvironmentSpec, from_config
-from mltrain.errors import MltrainError
 
 Log = Callable[[str], None]
 

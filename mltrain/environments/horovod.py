@@ -29,9 +29,9 @@ import time
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
-from mltrain.atomic import atomic_write
-from mltrain.errors import MltrainError
-from mltrain.home import mltrain_home
+from mltrain.base.atomic import atomic_write
+from mltrain.base.errors import MltrainError
+from mltrain.base.home import mltrain_home
 
 VERSION = "0.28.1"
 BUILD_FILE = "mltrain_horovod_build.json"

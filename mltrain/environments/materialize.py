@@ -25,12 +25,12 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 from packaging.requirements import InvalidRequirement, Requirement
 
+from mltrain.base.errors import ConfigError, MltrainError
+from mltrain.base.home import mltrain_home
+from mltrain.base.processes import stop_group, within
 from mltrain.environments import nearest_pins, parent_fit
 from mltrain.environments.catalog import CURATED, TORCH_MAX_PYTHON
 from mltrain.environments.spec import EnvironmentSpec, current_python
-from mltrain.errors import ConfigError, MltrainError
-from mltrain.home import mltrain_home
-from mltrain.processes import stop_group, within
 
 READY = ".ready"
 LIST_PACKAGES = ("import importlib.metadata as m, json; "

@@ -16,11 +16,11 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import yaml
 
-from mltrain.atomic import atomic_write
+from mltrain.base.atomic import atomic_write
+from mltrain.base.errors import ConfigError, MltrainError
 from mltrain.environments import conda as conda_map
 from mltrain.environments import nearest_pins
 from mltrain.environments.catalog import CURATED
-from mltrain.errors import ConfigError, MltrainError
 
 RESERVED_PREFIX = "AzureML"
 #: Azure ML's own client packages: mltrain's azureml.core stand-in, MLflow tracking and built-in

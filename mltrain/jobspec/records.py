@@ -22,7 +22,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple, TypedDict
 
-from mltrain.errors import MltrainError
+from mltrain.base.errors import MltrainError
 
 #: run.json layout version.
 RUN_LAYOUT = 3

@@ -18,7 +18,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Type, TypeVar
 
-from mltrain.errors import ConfigError
+from mltrain.base.errors import ConfigError
 
 if TYPE_CHECKING:  # typeshed's protocol of a dataclass exists for type checkers only
     from _typeshed import DataclassInstance

@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Union
 
-from mltrain.errors import MltrainError
+from mltrain.base.errors import MltrainError
 from mltrain.jobspec.records import known_fields
 
 SWEEP_LAYOUT = 3

@@ -1,5 +1,5 @@
 """The driver of a run submitted through the Python API: `python -m mltrain.launch.driver RUN_DIR` (or a
-fork of the submitting process, mltrain.api).
+fork of the submitting process, mltrain.python_api.api).
 
 `mltrain.submit` (and the Azure ML SDK stand-ins) compose, validate, freeze and create the run in the
 caller's process, so every mistake is raised there as one MltrainError. What is left, running the
@@ -20,14 +20,14 @@ import sys
 import threading
 from typing import Optional
 
-from mltrain.signals import SignalsSetEvent  # light: the standard library only
+from mltrain.base.signals import SignalsSetEvent  # light: the standard library only
 
 
 def listen() -> threading.Event:
     """SIGTERM/SIGINT from now on set the returned event (the run's cancel) instead of ending the driver."""
     canceled = threading.Event()
-    SignalsSetEvent(canceled).install()  # for the driver's life; no lock taken in a handler (mltrain.signals)
-    # a driver started with them blocked (mltrain.api) takes any that came while it started, now
+    SignalsSetEvent(canceled).install()  # for the driver's life; no lock taken in a handler (mltrain.base.signals)
+    # a driver started with them blocked (mltrain.python_api.api) takes any that came while it started, now
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
     return canceled
 
@@ -36,7 +36,7 @@ def drive(run_dir: str, canceled: Optional[threading.Event] = None) -> int:
     canceled = canceled if canceled is not None else listen()
     # imported after listen(): a cancel during these imports is not missed
     from mltrain.backends.base import failure_text  # startup
-    from mltrain.errors import MltrainError  # startup
+    from mltrain.base.errors import MltrainError  # startup
     from mltrain.jobspec.job import FrozenJob  # startup
     from mltrain.jobspec.status import FAILED, TERMINAL  # startup
     from mltrain.launch.orchestrate import execute  # startup

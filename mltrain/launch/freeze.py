@@ -17,11 +17,11 @@ from omegaconf import DictConfig, OmegaConf
 
 from mltrain import backends
 from mltrain.backends import backend_for
+from mltrain.base.errors import ConfigError, MltrainError
 from mltrain.config import aliases, validate
 from mltrain.config.compose import is_mltrain_config, uses_hydra_resolver
 from mltrain.environments import materialize
 from mltrain.environments import spec as env_spec
-from mltrain.errors import ConfigError, MltrainError
 from mltrain.jobspec.computes import compute_from_dict
 from mltrain.jobspec.job import HYDRA_TASK_MODULE, FrozenJob, new_run_id
 from mltrain.jobspec.kinds import JOB_KINDS

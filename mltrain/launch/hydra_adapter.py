@@ -13,8 +13,8 @@ from typing import Any, Dict, Optional, Sequence
 from hydra.core.utils import JobReturn, JobStatus, setup_globals
 from omegaconf import DictConfig, OmegaConf
 
+from mltrain.base.errors import RunCanceled, RunFailed
 from mltrain.config.compose import is_mltrain_config
-from mltrain.errors import RunCanceled, RunFailed
 from mltrain.jobspec.status import CANCELED, COMPLETED, QUEUED
 from mltrain.launch import hydra_app
 from mltrain.launch.composer import DEFAULT_RUNS_ROOT, Composer

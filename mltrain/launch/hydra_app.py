@@ -13,8 +13,8 @@ from typing import Any, List
 from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, JobStatus
 
+from mltrain.base.errors import RunFailed
 from mltrain.config.omegaconf_internals import custom_resolvers
-from mltrain.errors import RunFailed
 
 # Resolvers every Hydra process registers for itself (setup_globals) or OmegaConf ships.
 _BUILTIN_RESOLVERS = ("now", "hydra", "python_version")

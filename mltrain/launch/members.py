@@ -16,8 +16,8 @@ from typing import Any, Dict, List, Optional, Sequence
 from omegaconf import DictConfig
 
 from mltrain import backends
+from mltrain.base.errors import RunCanceled, RunFailed
 from mltrain.config.compose import is_mltrain_config
-from mltrain.errors import RunCanceled, RunFailed
 from mltrain.jobspec.status import CANCELED, COMPLETED, FAILED
 from mltrain.launch.composer import Composer
 from mltrain.launch.dryrun import dry_run_text

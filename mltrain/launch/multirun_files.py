@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-from mltrain.atomic import atomic_write
+from mltrain.base.atomic import atomic_write
 
 REQUEST = "request.json"
 OUTCOME = "outcome.json"

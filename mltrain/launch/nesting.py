@@ -8,7 +8,7 @@ steps, without bound. So every rank carries, frozen into its job's environment (
 - DEPTH: how many jobs deep it runs (1 in a job submitted from outside any, 2 in a job a rank submitted...);
 - FILES: the digests of the files whose code submitted those jobs.
 
-Every way in (mltrain.api's submit_request and submit_multirun, under the v1 and v2 SDKs and mltrain.submit, whose
+Every way in (mltrain.python_api.api's submit_request and submit_multirun, under the v1 and v2 SDKs and mltrain.submit, whose
 entry points look first too; mltrain.command.engines for the `mltrain` command) calls `check` first. A file that submits from inside a job
 it submitted itself (its digest among FILES: a copy in a step's code snapshot is the same file) is refused at
 once, so the step fails and its pipeline with it; any other submission is refused past MAX_DEPTH. Standard
@@ -26,7 +26,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Dict, List, Mapping, Optional, Tuple
 
-from mltrain.errors import MltrainError
+from mltrain.base.errors import MltrainError
 
 DEPTH = "MLTRAIN_SUBMIT_DEPTH"
 FILES = "MLTRAIN_SUBMIT_FILES"

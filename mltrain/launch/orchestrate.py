@@ -17,16 +17,16 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from mltrain import backends
-from mltrain.atomic import atomic_write
 from mltrain.backends.base import earlier_ranks_gone, failure_text
-from mltrain.errors import ConfigError, MltrainError
+from mltrain.base.atomic import atomic_write
+from mltrain.base.errors import ConfigError, MltrainError
+from mltrain.base.signals import SignalsSetEvent
 from mltrain.jobspec.job import FrozenJob
 from mltrain.jobspec.status import CANCELED, FAILED, TERMINAL
 from mltrain.runs import mlflow_run
 from mltrain.runs.console import Console, RunLog
 from mltrain.runs.lifecycle import finish
 from mltrain.runs.record import RunRecord
-from mltrain.signals import SignalsSetEvent
 
 
 @dataclass
@@ -42,7 +42,7 @@ class RunResult:
 
 class CancelOnSignal(SignalsSetEvent):
     """SIGINT/SIGTERM on the driver cancel every run in flight instead of killing the driver (the event is
-    set by a thread of its own: mltrain.signals says why)."""
+    set by a thread of its own: mltrain.base.signals says why)."""
 
     def __init__(self, cancel: threading.Event) -> None:
         super().__init__(cancel)
@@ -107,7 +107,7 @@ def execute(jobs: List[FrozenJob], records: List[RunRecord], consoles: List[Cons
     cancel = cancel if cancel is not None else threading.Event()
     # MLflow's copy of the runs that ended, made before this command returns; the mirror program starts
     # now so that its start-up overlaps the runs (0.1 s of a 0.6 s job otherwise: benchmarks/bench_mirror.py).
-    # A detached run is mirrored by the look that sees it end (mltrain.handle): mirroring 100 queued members
+    # A detached run is mirrored by the look that sees it end (mltrain.python_api.handle): mirroring 100 queued members
     # at once was seconds of CPU competing with the members' own start and the next command.
     with mlflow_run.mirror_started(not jobs[0].detach) as mirror, CancelOnSignal(cancel) as guard:
         share = max(1, min(backend.concurrency(jobs[0].compute) or 1, len(jobs)))

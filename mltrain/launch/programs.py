@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
-from mltrain.errors import ConfigError
+from mltrain.base.errors import ConfigError
 from mltrain.jobspec.kinds import JOB_KINDS, JobKind
 
 

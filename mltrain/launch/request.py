@@ -17,10 +17,10 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from mltrain.base.errors import ConfigError, MltrainError, one_line
 from mltrain.config.hydra_internals import restore_singletons, saved_singletons
 from mltrain.config.hydra_session import hydra_session
 from mltrain.config.memory_nodes import ConfigNode
-from mltrain.errors import ConfigError, MltrainError, one_line
 from mltrain.jobspec.job import FrozenJob
 
 #: Where a request's in-memory config node is held in Hydra's ConfigStore while it composes (compose()).

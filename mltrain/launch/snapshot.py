@@ -17,9 +17,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Collection, List, Optional, Tuple
 
-from mltrain.digest import file_sha256
-from mltrain.errors import MltrainError
-from mltrain.home import mltrain_home
+from mltrain.base.digest import file_sha256
+from mltrain.base.errors import MltrainError
+from mltrain.base.home import mltrain_home
 
 if TYPE_CHECKING:
     import pathspec

@@ -20,8 +20,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Union
 
-from mltrain.errors import MltrainError
-from mltrain.home import mltrain_home
+from mltrain.base.errors import MltrainError
+from mltrain.base.home import mltrain_home
 from mltrain.models import sqlite_registry
 from mltrain.runs.mlflow_run import enabled
 from mltrain.runs.record import find_run

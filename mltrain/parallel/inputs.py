@@ -21,7 +21,7 @@ from typing import Any, BinaryIO, Dict, Iterator, List, Optional, Tuple
 
 import yaml
 
-from mltrain.errors import ConfigError
+from mltrain.base.errors import ConfigError
 
 FORMATS = ("auto", "files", "tabular")
 TABLE_SUFFIXES = {".csv": ",", ".tsv": "\t", ".parquet": None}

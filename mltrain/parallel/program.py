@@ -17,9 +17,9 @@ from typing import Any, Dict, List, Optional
 
 from omegaconf import OmegaConf
 
-from mltrain.atomic import atomic_write
+from mltrain.base.atomic import atomic_write
+from mltrain.base.errors import ConfigError, MltrainError
 from mltrain.components.checks import later
-from mltrain.errors import ConfigError, MltrainError
 from mltrain.parallel.agent import Agent, Settings
 from mltrain.parallel.inputs import mini_batch_size, source, split
 from mltrain.parallel.work_queue import Queue

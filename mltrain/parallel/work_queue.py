@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from mltrain.atomic import atomic_write
+from mltrain.base.atomic import atomic_write
 
 #: A claim untouched this long belongs to a lost agent (agents touch theirs every TOUCH_S).
 STALE_S = 60.0

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 from mltrain import backends
-from mltrain.errors import ConfigError, MltrainError, RunCanceled, RunFailed, first_line, one_line
+from mltrain.base.errors import ConfigError, MltrainError, RunCanceled, RunFailed, first_line, one_line
 from mltrain.jobspec.job import new_run_id
 from mltrain.jobspec.schema import PipelineConf
 from mltrain.jobspec.status import CANCELED, COMPLETED

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
-from mltrain.errors import ConfigError
+from mltrain.base.errors import ConfigError
 
 NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 STEP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")

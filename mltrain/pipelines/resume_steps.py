@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Dict, List, Tuple
 
 from mltrain.backends import refresh
-from mltrain.errors import MltrainError
+from mltrain.base.errors import MltrainError
 from mltrain.jobspec.job import FrozenJob
 from mltrain.jobspec.status import CANCELED, COMPLETED, FAILED, TERMINAL
 from mltrain.launch.orchestrate import execute

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional
 
-from mltrain.digest import file_sha256 as file_hash
+from mltrain.base.digest import file_sha256 as file_hash
 
 INDEX = Path("_pipelines") / "index.jsonl"
 #: Config keys that do not change what a step computes: where and how it runs, and names of paths

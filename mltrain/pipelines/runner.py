@@ -21,7 +21,7 @@ from typing import Any, Dict, List, Optional
 from mltrain import backends
 from mltrain.backends import backend_of, refresh
 from mltrain.backends.handover import Cancel, Submission
-from mltrain.errors import ConfigError, MltrainError
+from mltrain.base.errors import ConfigError, MltrainError
 from mltrain.jobspec.kinds import JOB_KINDS
 from mltrain.jobspec.status import CANCELED, COMPLETED, FAILED, QUEUED, TERMINAL
 from mltrain.pipelines import graph, reuse, step_plans

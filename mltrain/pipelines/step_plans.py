@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Dict, Optional
 
-from mltrain.atomic import atomic_write
+from mltrain.base.atomic import atomic_write
 from mltrain.jobspec.job import FrozenJob
 from mltrain.launch.orchestrate import complete_run, create_run
 from mltrain.runs.console import Console

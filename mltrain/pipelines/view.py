@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Callable, List, Optional
 
 from mltrain.backends.base import driver_alive, stop_driver
-from mltrain.errors import MltrainError
+from mltrain.base.errors import MltrainError
 from mltrain.jobspec.status import NOT_STARTED, TERMINAL
 from mltrain.pipelines import graph_record as precord
 from mltrain.runs.record import RunRecord

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
-from mltrain.atomic import atomic_write
+from mltrain.base.atomic import atomic_write
 from mltrain.runs.metrics import SYSTEM_PREFIX, read_new
 
 #: How long one py-spy dump may take before it is given up (a stack capture must not hang itself).

@@ -13,7 +13,7 @@ import cloudpickle  # registers what unpickling the payload needs
 from hydra.core.plugins import Plugins
 from hydra.core.utils import JobStatus, run_job, setup_globals
 
-from mltrain.atomic import atomic_write_bytes
+from mltrain.base.atomic import atomic_write_bytes
 from mltrain.config.hydra_internals import failed_job_error, restore_singletons
 from mltrain.config.omegaconf_internals import add_resolvers
 

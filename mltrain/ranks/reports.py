@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Dict, Optional, Tuple
 
-from mltrain.atomic import atomic_write
+from mltrain.base.atomic import atomic_write
 from mltrain.ranks.process import describe_exit, tail
 from mltrain.runs.record import RunRecord
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 
-from mltrain.errors import MltrainError
+from mltrain.base.errors import MltrainError
 from mltrain.jobspec.records import RunDoc
 from mltrain.jobspec.status import TERMINAL
 

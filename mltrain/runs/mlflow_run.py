@@ -25,9 +25,9 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Dict, Iterable, Iterator, List, Optional
 
-from mltrain.atomic import atomic_write
-from mltrain.home import mltrain_home, user_cache_dir
-from mltrain.processes import pid_alive
+from mltrain.base.atomic import atomic_write
+from mltrain.base.home import mltrain_home, user_cache_dir
+from mltrain.base.processes import pid_alive
 from mltrain.runs import layer_site, script_store
 from mltrain.runs.console import Console
 

@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Tuple
 
 import yaml
 
-from mltrain.atomic import atomic_write
-from mltrain.errors import MltrainError
+from mltrain.base.atomic import atomic_write
+from mltrain.base.errors import MltrainError
 from mltrain.jobspec.records import RankEntry, RunDoc, SweepRef, World
 from mltrain.jobspec.status import NOT_STARTED, ORDER, RUNNING, TERMINAL
 from mltrain.runs import index

@@ -13,7 +13,7 @@ from typing import Any, List
 
 from mltrain import backends
 from mltrain.backends import backend_for
-from mltrain.errors import ConfigError
+from mltrain.base.errors import ConfigError
 from mltrain.launch.composer import Composer
 from mltrain.launch.dryrun import dry_run_text
 from mltrain.runs import mlflow_run

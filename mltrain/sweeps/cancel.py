@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import List, Optional
 
 from mltrain import backends
-from mltrain.atomic import atomic_write
 from mltrain.backends.slurm import pack_driver
-from mltrain.errors import MltrainError
+from mltrain.base.atomic import atomic_write
+from mltrain.base.errors import MltrainError
 from mltrain.jobspec.status import CANCELED, TERMINAL
 from mltrain.runs.record import RunRecord
 from mltrain.sweeps.results import SWEEP_FILE

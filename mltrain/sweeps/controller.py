@@ -23,9 +23,9 @@ from typing import Any, Dict, List, Optional
 from hydra.core.utils import setup_globals
 
 from mltrain import backends
-from mltrain.atomic import atomic_write_bytes
 from mltrain.backends.handover import Submission
-from mltrain.errors import ConfigError, MltrainError, RunCanceled, RunFailed
+from mltrain.base.atomic import atomic_write_bytes
+from mltrain.base.errors import ConfigError, MltrainError, RunCanceled, RunFailed
 from mltrain.jobspec.schema import SweepConf
 from mltrain.jobspec.status import CANCELED, COMPLETED, FAILED
 from mltrain.launch.composer import Composer

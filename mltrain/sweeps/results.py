@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 from typing import Any, List, Optional
 
-from mltrain.atomic import atomic_write
-from mltrain.errors import MltrainError
+from mltrain.base.atomic import atomic_write
+from mltrain.base.errors import MltrainError
 from mltrain.jobspec.status import CANCELED
 from mltrain.jobspec.sweep_record import MemberRow, SweepDoc, json_number
 from mltrain.sweeps.policies import best_of

@@ -30,11 +30,11 @@ from pathlib import Path
 from typing import Any, Iterator, List, Optional
 
 from mltrain import backends
-from mltrain.atomic import atomic_write
 from mltrain.backends.handover import Followed
+from mltrain.base.atomic import atomic_write
+from mltrain.base.errors import MltrainError
 from mltrain.config.memory_nodes import current_nodes, write_nodes
 from mltrain.config.paths import extra_config_dirs, request_config_dirs
-from mltrain.errors import MltrainError
 from mltrain.jobspec.job import FrozenJob
 from mltrain.jobspec.status import CANCELED, COMPLETED, FAILED, TERMINAL
 from mltrain.jobspec.sweep_record import MemberRow, SweepDoc

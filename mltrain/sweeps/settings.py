@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Dict, Optional
 
-from mltrain.errors import ConfigError
+from mltrain.base.errors import ConfigError
 from mltrain.jobspec.schema import EarlyTerminationConf, SweepConf
 
 SAMPLINGS = ("grid", "random", "sobol", "bayesian")

@@ -32,8 +32,8 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, RangeSweep
 from hydra.errors import HydraException
 
+from mltrain.base.errors import ConfigError
 from mltrain.config.hydra_internals import value_as_override_text
-from mltrain.errors import ConfigError
 
 #: What each sampling method accepts (Azure ML: grid only discrete; bayesian choice/uniform/quniform).
 ALLOWED = {

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 from urllib.parse import urlparse
 
-from mltrain.errors import one_line
+from mltrain.base.errors import one_line
 from mltrain.jobspec.records import MlflowMark
 from mltrain.pipelines.reuse import flatten
 from mltrain.runs import script_store

@@ -17,8 +17,8 @@ import warnings
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
-from mltrain.errors import MltrainError
-from mltrain.home import mltrain_home
+from mltrain.base.errors import MltrainError
+from mltrain.base.home import mltrain_home
 from mltrain.runs import mlflow_run
 
 URI_ENV = "MLTRAIN_TRACKING_URI"

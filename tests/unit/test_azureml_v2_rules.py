@@ -191,7 +191,7 @@ def test_azure_expressions_transform_a_uniform_draw(text, sampled, expected):
 
 def test_normal_needs_random_sampling():
     search = space.parse([], {"x": "normal(0, 1)"})
-    from mltrain.errors import ConfigError
+    from mltrain.base.errors import ConfigError
 
     with pytest.raises(ConfigError, match="cannot be sampled by sweep.sampling=bayesian"):
         space.check_sampling(search, "bayesian")

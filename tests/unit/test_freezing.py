@@ -5,9 +5,9 @@ from hydra import compose, initialize_config_dir
 from hydra.core.hydra_config import HydraConfig
 from mpi_support import require_mpi
 
+from mltrain.base.errors import ConfigError
 from mltrain.config import schema_store  # noqa: F401  (registers the schemas)
 from mltrain.config.paths import builtin_conf_dir
-from mltrain.errors import ConfigError
 from mltrain.jobspec.local_compute import LocalComputeConf
 from mltrain.jobspec.slurm_compute import SlurmComputeConf
 from mltrain.launch.freeze import freeze

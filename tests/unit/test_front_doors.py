@@ -51,7 +51,7 @@ def test_a_drivers_request_and_outcome_have_one_writer_and_one_reader():
 
 def test_another_mltrain_command_is_run_in_the_foreground_in_one_place():
     # `runs resume` in the sweep's folder and a pipeline's sweep step run another mltrain command and exit as it
-    # does, passing it the signals that cancel: mltrain.processes.run_in_foreground, not a Popen of their own
+    # does, passing it the signals that cancel: mltrain.base.processes.run_in_foreground, not a Popen of their own
     def runs_mltrain(node) -> bool:  # `python -m mltrain ...`: a command, not a program
         if not (isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "Popen"):
             return False
@@ -59,4 +59,4 @@ def test_another_mltrain_command_is_run_in_the_foreground_in_one_place():
         return {"mltrain", "-m"} <= words
 
     found = _nodes_where(runs_mltrain, skip=("processes.py",))
-    assert not found, f"mltrain commands started outside mltrain.processes.run_in_foreground: {found}"
+    assert not found, f"mltrain commands started outside mltrain.base.processes.run_in_foreground: {found}"

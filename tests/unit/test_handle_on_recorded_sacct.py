@@ -8,8 +8,8 @@ import pytest
 
 from mltrain.backends.slurm import accounting
 from mltrain.backends.slurm.run_part import SlurmJob
-from mltrain.handle import Run, list_runs
 from mltrain.jobspec.status import CANCELED, COMPLETED, FAILED, QUEUED, RUNNING
+from mltrain.python_api.handle import Run, list_runs
 from mltrain.runs.record import RunRecord
 
 from .jobs import frozen_job

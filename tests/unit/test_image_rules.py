@@ -2,13 +2,13 @@
 transformation spec by mode, the split, the metrics, and the built-in component table."""
 import pytest
 
+from mltrain.base.errors import ConfigError
 from mltrain.components import builtin
 from mltrain.components import image_transformation as transformation
 from mltrain.components.convert_to_image_directory import common_base
 from mltrain.components.evaluate_model import metrics
 from mltrain.components.image_sources import checked_parts, suffix_of
 from mltrain.components.split_image_directory import choose
-from mltrain.errors import ConfigError
 from mltrain.jobspec.kinds import JOB_KINDS
 
 

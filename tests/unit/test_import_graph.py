@@ -57,11 +57,10 @@ def _edges(name, path, modules):
 #: module may import its own layer and those below it, never one above: the job spec knows no config,
 #: a backend no sweep, a run record no handle. docs/architecture.md draws the same picture.
 LAYERS = [
-    ["mltrain.errors", "mltrain.atomic", "mltrain.digest", "mltrain.home", "mltrain.processes", "mltrain.signals",
-     "mltrain.jobspec"],  # the job spec, the frozen job, statuses, job kinds; the compute kinds' table and schemas
+    ["mltrain.base", "mltrain.jobspec"],  # errors, home, files, processes; the job spec, the frozen job, statuses, job kinds; the compute kinds' table and schemas
     ["mltrain.config"],                                           # composition, search path, validation, aliases
     ["mltrain.environments"],                                     # curated and custom environments
-    ["mltrain.runs", "mltrain.script_metrics"],                   # run records, metrics, logs, console
+    ["mltrain.runs"],                                             # run records, metrics, logs, console
     ["mltrain.ranks", "mltrain.hydra_task"],                      # the rank contract and the rank side
     ["mltrain.components", "mltrain.parallel"],                   # the built-in components the ranks run
     ["mltrain.backends", "mltrain.slurm_rank"],                   # local, mpi, slurm: driver and rank side
@@ -69,7 +68,7 @@ LAYERS = [
     ["mltrain.sweeps", "mltrain.pipelines", "mltrain.models", "mltrain.tracking", "mltrain.azureml",
      "mltrain.endpoints"],  # features
     ["mltrain.command"],                                          # a command to its engine (run, sweep, pipeline)
-    ["mltrain.handle", "mltrain.history", "mltrain.api", "mltrain.cli", "mltrain.__main__", "mltrain",
+    ["mltrain.python_api", "mltrain.cli", "mltrain.__main__", "mltrain",
      "mltrain.azureml.sdk_v2"],                                   # the top (sdk_v2: azure-ai-ml's MLClient on the API)
 ]
 
@@ -100,8 +99,8 @@ def test_imports_never_point_up_a_layer():
 
 def test_a_planted_upward_import_is_caught():
     graph = _graph()
-    graph["mltrain.jobspec.job"] = graph["mltrain.jobspec.job"] | {"mltrain.handle"}  # a job spec that imports the top
-    assert upward(graph) == ["mltrain.jobspec.job -> mltrain.handle"]
+    graph["mltrain.jobspec.job"] = graph["mltrain.jobspec.job"] | {"mltrain.python_api.handle"}  # a job spec that imports the top
+    assert upward(graph) == ["mltrain.jobspec.job -> mltrain.python_api.handle"]
     graph = _graph()
     graph["mltrain.backends.slurm.backend"] = graph["mltrain.backends.slurm.backend"] | {"mltrain.pipelines.runner"}
     assert upward(graph) == ["mltrain.backends.slurm.backend -> mltrain.pipelines.runner"]

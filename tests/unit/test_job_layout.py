@@ -43,7 +43,7 @@ def test_old_submitit_pickle_still_names_a_class_that_exists():
 def test_compute_settings_with_an_unknown_key_name_the_key_and_the_valid_ones():
     import pytest
 
-    from mltrain.errors import ConfigError
+    from mltrain.base.errors import ConfigError
     from mltrain.jobspec.computes import compute_from_dict
 
     with pytest.raises(ConfigError) as err:

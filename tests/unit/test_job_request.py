@@ -11,7 +11,7 @@ import pytest
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 
-from mltrain.errors import MltrainError
+from mltrain.base.errors import MltrainError
 from mltrain.launch.request import JobRequest, compose, freeze_request, quote
 
 SHIM = Path(__file__).resolve().parents[2] / "mltrain" / "_azureml_shim"

@@ -6,11 +6,11 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
+from mltrain.base.errors import ConfigError
 from mltrain.config import schema_store  # noqa: F401  (registers the schemas)
 from mltrain.config.paths import builtin_conf_dir
 from mltrain.config.sections import open_sections
 from mltrain.config.validate import check_known_keys
-from mltrain.errors import ConfigError
 from mltrain.jobspec.job_schemas import ModelConf, TrainerConf
 from mltrain.jobspec.kinds import JOB_KINDS, SECTIONS
 

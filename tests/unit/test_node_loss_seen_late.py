@@ -9,9 +9,9 @@ import pytest
 
 from mltrain.backends.slurm import accounting, node_loss
 from mltrain.backends.slurm.run_part import SlurmJob
-from mltrain.handle import Run
 from mltrain.jobspec.slurm_compute import SlurmComputeConf
 from mltrain.jobspec.status import COMPLETED, FAILED, RUNNING
+from mltrain.python_api.handle import Run
 from mltrain.ranks import reports
 from mltrain.runs.record import RunRecord
 

@@ -3,9 +3,9 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException, MissingConfigException
 
+from mltrain.base.errors import ConfigError, one_line
 from mltrain.config import schema_store  # noqa: F401  (registers the schemas)
 from mltrain.config.paths import builtin_conf_dir
-from mltrain.errors import ConfigError, one_line
 
 
 def _compose(overrides):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from mltrain.errors import ConfigError
+from mltrain.base.errors import ConfigError
 from mltrain.pipelines import graph, reuse
 
 

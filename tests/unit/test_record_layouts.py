@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from mltrain import backends
-from mltrain.errors import MltrainError
+from mltrain.base.errors import MltrainError
 from mltrain.jobspec.records import RUN_LAYOUT, MlflowMark, PipelineGraph, RankEntry, RunDoc, StepEntry, World
 from mltrain.jobspec.sweep_record import SWEEP_LAYOUT, MemberRow, SweepDoc
 from mltrain.runs.record import RunRecord

@@ -1,4 +1,4 @@
-"""mltrain.signals: a signal that arrives while the main thread holds the event's own lock (a second SIGTERM
+"""mltrain.base.signals: a signal that arrives while the main thread holds the event's own lock (a second SIGTERM
 inside the first one's Event.set) sets the event and returns; a handler that called Event.set() there
 deadlocked a sweep driver, which then never stopped its trials."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ import sys
 
 SCRIPT = """
 import os, signal, sys, threading
-from mltrain.signals import SignalsSetEvent
+from mltrain.base.signals import SignalsSetEvent
 event = threading.Event()
 with SignalsSetEvent(event) as taken:
     with event._cond:  # what Event.set() holds while it runs
@@ -28,7 +28,7 @@ def test_a_signal_inside_the_events_own_lock_sets_it_without_deadlock():
 
 def test_the_old_handler_deadlocked_there():
     """The same signals with a handler that calls Event.set() itself: the process hangs (killed at 5 s)."""
-    old = SCRIPT.replace("from mltrain.signals import SignalsSetEvent", "").replace(
+    old = SCRIPT.replace("from mltrain.base.signals import SignalsSetEvent", "").replace(
         "with SignalsSetEvent(event) as taken:", "signal.signal(signal.SIGTERM, lambda s, f: event.set())\nif True:")
     old = old.replace('"signum", taken.signum, ', "")
     try:

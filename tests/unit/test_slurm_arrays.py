@@ -13,7 +13,7 @@ from mltrain.backends.slurm.accounting import (
     parse_max_array_size,
 )
 from mltrain.backends.slurm.driver import after_array, array_chunks, check_job_count, resource_groups
-from mltrain.errors import ConfigError
+from mltrain.base.errors import ConfigError
 
 RECORDED = Path(__file__).parent.parent / "data" / "slurm" / "scontrol_show_config_22.05.txt"
 

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from mltrain.backends import get
-from mltrain.errors import ConfigError
+from mltrain.base.errors import ConfigError
 from mltrain.jobspec.slurm_compute import SlurmComputeConf
 
 from .jobs import frozen_job
@@ -111,7 +111,7 @@ def test_gpus_per_node_counts_per_task_gpus_so_nccl_is_allowed():
 ])
 def test_gpu_keys_refused_in_one_line(compute, per_node, expected):
     from mltrain.backends.slurm import gpu_binding as gpus
-    from mltrain.errors import one_line
+    from mltrain.base.errors import one_line
 
     with pytest.raises(ConfigError) as err:
         gpus.check(_gpu_cfg(per_node, **compute))

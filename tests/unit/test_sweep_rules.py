@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from mltrain.errors import ConfigError
+from mltrain.base.errors import ConfigError
 from mltrain.jobspec.schema import EarlyTerminationConf, SweepConf
 from mltrain.sweeps import policies, settings, space
 from mltrain.sweeps.policies import Curve

@@ -34,7 +34,7 @@ def require_azure() -> Any:
         )
         from azure.core.exceptions import ResourceNotFoundError  # optional
     except ImportError:
-        from mltrain.errors import MltrainError  # startup
+        from mltrain.base.errors import MltrainError  # startup
 
         raise MltrainError(INSTALL) from None
     return SimpleNamespace(load_job=load_job, load_component=load_component, AmlCompute=AmlCompute, CommandJob=CommandJob,

@@ -14,9 +14,9 @@ from typing import Any, Dict, List, Optional
 import yaml
 
 from mltrain.azureml.sdk_v2 import azure_ai_ml_internals
+from mltrain.base.errors import MltrainError
+from mltrain.base.home import mltrain_home
 from mltrain.config.paths import builtin_conf_dir
-from mltrain.errors import MltrainError
-from mltrain.home import mltrain_home
 from mltrain.runs import mlflow_run
 
 _JOB_ARTIFACT = re.compile(r"^azureml://jobs/([^/]+)/outputs/artifacts/paths/(.+?)/?$")

@@ -21,11 +21,11 @@ from typing import Any, Dict, Iterator, Optional
 
 from mltrain.azureml.sdk_v2 import assets, azure_ai_ml_internals, online, operations
 from mltrain.azureml.sdk_v2 import submit as submission
-from mltrain.errors import MltrainError
-from mltrain.handle import Run
-from mltrain.home import mltrain_home
+from mltrain.base.errors import MltrainError
+from mltrain.base.home import mltrain_home
+from mltrain.base.processes import pid_alive
 from mltrain.launch import nesting
-from mltrain.processes import pid_alive
+from mltrain.python_api.handle import Run
 from mltrain.runs.waiting import wait_until
 
 _Done = operations.Done
@@ -201,7 +201,7 @@ class JobOperations:
         record = submission.find(name)
         print(f"RunId: {name}\nWeb View: {self._studio_url(name)}\n\nStreaming logs (mltrain):\n", flush=True)
         if record is None or record["kind"] == "command":
-            from mltrain.errors import RunCanceled, RunFailed  # startup
+            from mltrain.base.errors import RunCanceled, RunFailed  # startup
 
             try:
                 status = self._run(name, record).wait(show_output=True, raise_on_error=True)

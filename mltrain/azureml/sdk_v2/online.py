@@ -21,9 +21,9 @@ from typing import Any, Dict, List, Optional, Set
 
 from mltrain.azureml.sdk_v2 import online_specs
 from mltrain.azureml.sdk_v2.operations import Done
+from mltrain.base.errors import MltrainError
 from mltrain.endpoints import endpoint_record as records
 from mltrain.endpoints import serving
-from mltrain.errors import MltrainError
 
 LOCAL_NOTE = ("note: local=True: Azure runs a local endpoint in Docker; mltrain serves every endpoint as servers on "
               "this machine (no Docker), so an endpoint and its local namesake are one endpoint")

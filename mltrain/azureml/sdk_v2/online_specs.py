@@ -23,11 +23,11 @@ from mltrain.azureml import online_files, references
 from mltrain.azureml.sdk_v2 import assets
 from mltrain.azureml.sdk_v2 import azure_ai_ml_internals as internals
 from mltrain.azureml.yaml_lines import JobFile, JobFileError
+from mltrain.base.errors import MltrainError
 from mltrain.endpoints import serving
 from mltrain.endpoints.endpoint_record import DeploymentRecord, EndpointRecord
 from mltrain.endpoints.serving import DeploymentSpec, EndpointSpec
 from mltrain.environments.spec import EnvironmentSpec
-from mltrain.errors import MltrainError
 
 Say = Callable[[str], None]
 #: An endpoint's and a deployment's attributes that mean something in Azure's cloud only.

@@ -11,8 +11,8 @@ from typing import Any, Dict, List, Optional, Tuple
 import yaml
 
 from mltrain.azureml.sdk_v2 import azure_ai_ml_internals
+from mltrain.base.home import mltrain_home
 from mltrain.config.paths import builtin_conf_dir, shipped_options
-from mltrain.home import mltrain_home
 
 
 def _azure() -> Any:

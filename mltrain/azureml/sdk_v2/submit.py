@@ -1,6 +1,6 @@
 """An azure-ai-ml job entity submitted on mltrain: written as the v2 job file it stands for
 (sdk_v2.entities), planned by the YAML front end (mltrain.azureml.job_plan), and queued through the
-typed job API (mltrain.api): a command job with `submit_request`, a sweep or a pipeline with
+typed job API (mltrain.python_api.api): a command job with `submit_request`, a sweep or a pipeline with
 `submit_multirun` (their engines outlive the notebook). Each submission keeps a folder
 `$MLTRAIN_HOME/azureml_sdk/NAME/`: the job file (`mltrain job create --file` of it runs the same job) and
 `job.json` saying where the run is, so a later process finds it by name. The plan reaches the engine as
@@ -20,17 +20,17 @@ from typing import Any, Dict, Optional
 
 import yaml
 
-from mltrain.api import MultirunRequest, Run, submit_multirun, submit_request
-from mltrain.atomic import atomic_write
 from mltrain.azureml import job_plan
 from mltrain.azureml.job_request import GROUP, Request, config_nodes_of, empty_code, with_empty_code
 from mltrain.azureml.sdk_v2.entities import job_entity, to_v2
 from mltrain.azureml.v2_schema import AZURE_ONLY_TYPES, RUNS
+from mltrain.base.atomic import atomic_write
+from mltrain.base.errors import MltrainError
+from mltrain.base.home import mltrain_home
 from mltrain.config.paths import extra_config_dirs
-from mltrain.errors import MltrainError
-from mltrain.home import mltrain_home
 from mltrain.launch import multirun_files
 from mltrain.launch.request import REQUEST_CHOICE, JobRequest, values_node
+from mltrain.python_api.api import MultirunRequest, Run, submit_multirun, submit_request
 from mltrain.runs.console import Console, Silent
 
 FRONT_END = "azureml-sdk-v2"
@@ -43,7 +43,7 @@ class Submitted:
     kind: str                    # command | sweep | pipeline
     folder: Path                 # $MLTRAIN_HOME/azureml_sdk/NAME
     run: Optional[Run] = None    # a command job's run
-    driver: Any = None           # a sweep's or pipeline's driver (mltrain.api.MultirunDriver)
+    driver: Any = None           # a sweep's or pipeline's driver (mltrain.python_api.api.MultirunDriver)
 
 
 def sdk_root() -> Path:

@@ -35,7 +35,7 @@ from mltrain.backends.local.gpus import (
 )
 from mltrain.backends.local.ports import claim_port
 from mltrain.backends.local.supervisor import LocalSupervisor
-from mltrain.errors import ConfigError
+from mltrain.base.errors import ConfigError
 from mltrain.jobspec.job import FrozenJob
 from mltrain.jobspec.local_compute import LocalComputeConf
 from mltrain.jobspec.schema import ComputeConf, compute_as

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
 
-from mltrain.errors import ConfigError
-from mltrain.home import mltrain_home
+from mltrain.base.errors import ConfigError
+from mltrain.base.home import mltrain_home
 from mltrain.jobspec.job import FrozenJob
 from mltrain.jobspec.local_compute import LocalComputeConf
 from mltrain.jobspec.schema import compute_as

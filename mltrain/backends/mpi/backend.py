@@ -12,7 +12,7 @@ from mltrain.backends.local.backend import LocalBackend
 from mltrain.backends.local.gpus import DeviceLease, visible_gpus
 from mltrain.backends.local.ports import claim_port
 from mltrain.backends.mpi.driver import MpiSupervisor, mpirun_command
-from mltrain.errors import ConfigError
+from mltrain.base.errors import ConfigError
 from mltrain.jobspec.job import FrozenJob
 from mltrain.ranks import contract
 from mltrain.runs.console import Console, RunLog

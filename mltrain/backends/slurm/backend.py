@@ -21,7 +21,7 @@ from mltrain.backends.slurm import accounting, driver, gpu_binding, pack, pack_d
 from mltrain.backends.slurm.containers import container_flags
 from mltrain.backends.slurm.run_part import slurm_job
 from mltrain.backends.slurm.submission import executor_parameters, make_executor, sbatch_script
-from mltrain.errors import ConfigError
+from mltrain.base.errors import ConfigError
 from mltrain.jobspec.job import FrozenJob
 from mltrain.jobspec.schema import ComputeConf, compute_as
 from mltrain.jobspec.slurm_compute import SlurmComputeConf

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
-from mltrain.home import mltrain_home
+from mltrain.base.home import mltrain_home
 from mltrain.jobspec.slurm_compute import SlurmComputeConf
 
 

@@ -21,7 +21,7 @@ from mltrain.backends.slurm import accounting, node_loss
 from mltrain.backends.slurm.rank import SlurmRank
 from mltrain.backends.slurm.run_part import SlurmJob, slurm_job
 from mltrain.backends.slurm.submission import make_executor
-from mltrain.errors import ConfigError
+from mltrain.base.errors import ConfigError
 from mltrain.jobspec.job import FrozenJob
 from mltrain.jobspec.schema import compute_as
 from mltrain.jobspec.slurm_compute import SlurmComputeConf

@@ -9,7 +9,7 @@ import re
 import subprocess
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
-from mltrain.errors import ConfigError
+from mltrain.base.errors import ConfigError
 from mltrain.jobspec.slurm_compute import SlurmComputeConf
 
 #: What srun --gpu-bind takes in Slurm 22.05 (`verbose,` may come first); map_gpu and mask_gpu lists take

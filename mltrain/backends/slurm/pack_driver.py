@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Set, Tuple
 
-from mltrain.atomic import atomic_write_bytes
 from mltrain.backends.base import Plan, driver_alive
 from mltrain.backends.handover import cancel_reason
 from mltrain.backends.slurm import driver
@@ -32,7 +31,8 @@ from mltrain.backends.slurm.pack import (
 from mltrain.backends.slurm.pack_pool import Pool, pool_for, saved_pool
 from mltrain.backends.slurm.run_part import NAME
 from mltrain.backends.slurm.submission import sbatch_script
-from mltrain.errors import ConfigError
+from mltrain.base.atomic import atomic_write_bytes
+from mltrain.base.errors import ConfigError
 from mltrain.jobspec.job import FrozenJob
 from mltrain.jobspec.schema import compute_as
 from mltrain.jobspec.slurm_compute import SlurmComputeConf

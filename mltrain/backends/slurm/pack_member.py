@@ -10,9 +10,9 @@ from typing import Dict, Optional
 
 from mltrain.backends.slurm.rank import SlurmRank
 from mltrain.backends.slurm.run_part import NAME
-from mltrain.errors import RunFailed
+from mltrain.base.errors import RunFailed
+from mltrain.base.processes import stop_group
 from mltrain.jobspec.status import CANCELED, COMPLETED, FAILED, QUEUED, RUNNING, TERMINAL
-from mltrain.processes import stop_group
 from mltrain.ranks import reports
 from mltrain.runs.console import RunLog
 from mltrain.runs.lifecycle import finish

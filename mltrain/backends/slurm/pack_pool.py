@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Set
 
-from mltrain.atomic import atomic_write
 from mltrain.backends.slurm import accounting
 from mltrain.backends.slurm.pack import (
     CLOSED,
@@ -35,6 +34,7 @@ from mltrain.backends.slurm.pack import (
     worker_submission,
 )
 from mltrain.backends.slurm.pack_member import requeue
+from mltrain.base.atomic import atomic_write
 from mltrain.jobspec.status import CANCELED, FAILED, TERMINAL
 from mltrain.runs.lifecycle import finish
 from mltrain.runs.record import RunRecord

@@ -24,8 +24,8 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Union
 
-from mltrain.atomic import atomic_write
-from mltrain.errors import RunFailed
+from mltrain.base.atomic import atomic_write
+from mltrain.base.errors import RunFailed
 from mltrain.jobspec.job import HYDRA_TASK_MODULE, FrozenJob
 from mltrain.jobspec.schema import compute_as
 from mltrain.jobspec.slurm_compute import SlurmComputeConf

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Dict
 
 from mltrain.backends.slurm import submitit_internals
 from mltrain.backends.slurm.containers import container_flags
-from mltrain.errors import ConfigError
+from mltrain.base.errors import ConfigError
 from mltrain.jobspec.job import FrozenJob
 from mltrain.jobspec.schema import compute_as
 from mltrain.jobspec.slurm_compute import SlurmComputeConf

@@ -147,8 +147,8 @@ def submit(job: V1Job, experiment: Any, origin: Dict[str, Any], tags: Optional[D
     """Queue the job; the v1 Run handle, once its run exists."""
     from azureml.core.run import Run
 
-    from mltrain.api import submit_request  # submission
-    from mltrain.errors import MltrainError  # submission
+    from mltrain.base.errors import MltrainError  # submission
+    from mltrain.python_api.api import submit_request  # submission
     from mltrain.runs.console import Console, Silent  # submission
 
     req = request(job, experiment, origin)

@@ -215,7 +215,7 @@ class Dataset:
         """A dataset a pipeline submit saved (Azure saves every dataset it submits, giving it its `id`)."""
         import json
 
-        from mltrain.home import mltrain_home
+        from mltrain.base.home import mltrain_home
 
         file = mltrain_home() / SAVED / f"{id}.json"
         if not str(id).startswith("dataset-") or not file.is_file():
@@ -287,8 +287,8 @@ def save(dataset: Any) -> None:
     import hashlib
     import json
 
-    from mltrain.atomic import atomic_write  # submission
-    from mltrain.home import mltrain_home
+    from mltrain.base.atomic import atomic_write  # submission
+    from mltrain.base.home import mltrain_home
 
     spec = {**dataset._mltrain_definition(), "paths": [os.path.abspath(p) for p in dataset._paths]}
     text = json.dumps(spec, sort_keys=True)

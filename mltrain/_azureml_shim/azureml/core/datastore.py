@@ -33,7 +33,7 @@ class Datastore(RefuseUnknown):
             for key, folder in table.items():
                 if str(key).rstrip("/") + "/" == prefix:
                     return (file.parent.parent / os.path.expanduser(str(folder))).resolve()
-        from mltrain.home import mltrain_home
+        from mltrain.base.home import mltrain_home
 
         return mltrain_home() / "datastores" / self.name
 
@@ -43,7 +43,7 @@ class Datastore(RefuseUnknown):
 
     @staticmethod
     def list(workspace: Any) -> List[Datastore]:
-        from mltrain.home import mltrain_home
+        from mltrain.base.home import mltrain_home
 
         names = {Datastore.DEFAULT}
         folder = mltrain_home() / "datastores"

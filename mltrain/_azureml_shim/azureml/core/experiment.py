@@ -41,8 +41,8 @@ class Experiment:
         """This experiment's runs, newest first."""
         from azureml.core.run import Run
 
-        from mltrain.handle import Run as Handle  # submission
-        from mltrain.home import mltrain_home
+        from mltrain.base.home import mltrain_home
+        from mltrain.python_api.handle import Run as Handle  # submission
         from mltrain.runs.index import scan  # submission
 
         root = mltrain_home() / "runs"
@@ -53,7 +53,7 @@ class Experiment:
     @staticmethod
     def list(workspace: Any, experiment_name: Optional[str] = None, view_type: str = "ActiveOnly",
              tags: Any = None) -> List[Experiment]:
-        from mltrain.home import mltrain_home
+        from mltrain.base.home import mltrain_home
         from mltrain.runs.index import scan  # submission
 
         names = sorted({row.experiment for row in scan(mltrain_home() / "runs")})

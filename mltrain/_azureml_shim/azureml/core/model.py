@@ -28,7 +28,7 @@ def _registry() -> Any:
 
 
 def _errors() -> Any:
-    from mltrain.errors import MltrainError  # submission
+    from mltrain.base.errors import MltrainError  # submission
 
     return MltrainError
 

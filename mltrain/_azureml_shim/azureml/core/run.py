@@ -2,7 +2,7 @@
 handle `Experiment.submit` returns (Azure's run history answered from the run's folder).
 
 Both sides are one class, as in azureml-core: a run bound to a run folder. The control side goes
-through mltrain's run handle (mltrain.handle.Run), so status, waiting, cancel and files mean what they
+through mltrain's run handle (mltrain.python_api.handle.Run), so status, waiting, cancel and files mean what they
 mean for `mltrain runs ...`.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any, Dict, Iterator, List, Optional
 
 from azureml.core._refuse_unknown import RefuseUnknown
 
-from mltrain import script_metrics as _metrics
+from mltrain.runs import script_metrics as _metrics
 
 #: mltrain's statuses are Azure's (NotStarted, Queued, Preparing, Running, Finalizing, Completed, Failed, Canceled)
 TERMINAL = ("Completed", "Failed", "Canceled")
@@ -51,7 +51,7 @@ class Run(RefuseUnknown):
         self._handle = _handle
         self._dir: Optional[Path] = Path(_run_dir) if _run_dir else None
         if run_id is not None and self._dir is None:
-            from mltrain.handle import Run as Handle  # submission
+            from mltrain.python_api.handle import Run as Handle  # submission
 
             self._handle = Handle.get(run_id)
             self._dir = self._handle.run_dir
@@ -165,7 +165,7 @@ class Run(RefuseUnknown):
 
     def _save_tags(self) -> None:
         if self._dir is not None and self._dir.is_dir():
-            from mltrain.atomic import atomic_write  # submission
+            from mltrain.base.atomic import atomic_write  # submission
 
             atomic_write(self._dir / "tags.json", json.dumps({**self.get_tags_on_disk(), **self._tags}, indent=2))
 
@@ -191,7 +191,7 @@ class Run(RefuseUnknown):
 
                 unsupported(f"Run({self.id}).{sys._getframe(1).f_code.co_name}", "this is an offline run; "
                             "submit the script with Experiment.submit to get a run with history")
-            from mltrain.handle import Run as Handle  # submission
+            from mltrain.python_api.handle import Run as Handle  # submission
 
             self._handle = Handle(self._dir)
         return self._handle
@@ -237,7 +237,7 @@ class Run(RefuseUnknown):
                             raise_on_error: bool = True) -> Dict[str, Any]:
         from azureml.exceptions import ActivityFailedException
 
-        from mltrain.errors import MltrainError  # submission
+        from mltrain.base.errors import MltrainError  # submission
 
         try:
             self._h().wait(show_output=show_output, raise_on_error=raise_on_error)
@@ -261,7 +261,7 @@ class Run(RefuseUnknown):
     def download_file(self, name: str, output_file_path: Optional[str] = None, _validate_checksum: bool = False) -> None:
         from azureml.exceptions import UserErrorException
 
-        from mltrain.errors import MltrainError  # submission
+        from mltrain.base.errors import MltrainError  # submission
 
         try:
             self._h().download_file(name, output_file_path)
@@ -298,7 +298,7 @@ class Run(RefuseUnknown):
         from azureml.core.model import Model
         from azureml.exceptions import UserErrorException
 
-        from mltrain.errors import MltrainError  # submission
+        from mltrain.base.errors import MltrainError  # submission
 
         try:
             registered = self._h().register_model(model_name, model_path or "outputs", tags=tags,

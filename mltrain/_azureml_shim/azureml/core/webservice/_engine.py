@@ -33,7 +33,7 @@ def _records() -> Any:
 def errors(service: Optional[str] = None) -> Iterator[None]:
     """mltrain's one-line errors as Azure's WebserviceException (no traceback from mltrain's insides), the
     engine's 'deployment default of endpoint NAME' said as 'service NAME'."""
-    from mltrain.errors import MltrainError  # deployment
+    from mltrain.base.errors import MltrainError  # deployment
 
     try:
         yield

@@ -54,11 +54,11 @@ class Pipeline:
                 **kwargs: Any) -> PipelineRun:
         import yaml  # submission
 
-        from mltrain.api import MultirunRequest, submit_multirun  # submission
+        from mltrain.base.errors import MltrainError  # submission
+        from mltrain.base.home import mltrain_home
         from mltrain.config.memory_nodes import ConfigNode  # submission
-        from mltrain.errors import MltrainError  # submission
-        from mltrain.home import mltrain_home
         from mltrain.launch.request import REQUEST_CHOICE, values_node  # submission
+        from mltrain.python_api.api import MultirunRequest, submit_multirun  # submission
 
         steps, dirs = self._graph(dict(pipeline_parameters or {}))
         import re
@@ -152,7 +152,7 @@ class PipelineRun(Run):
         """Publish the pipeline this run ran (Azure's publish-from-a-run)."""
         from azureml.pipeline.core.published_pipeline import load_pipeline
 
-        from mltrain.home import mltrain_home
+        from mltrain.base.home import mltrain_home
 
         pipeline = self._pipeline
         if pipeline is None:
@@ -198,7 +198,7 @@ class PipelineRun(Run):
 
     def get_pipeline_output(self, pipeline_output_name: str) -> Any:
         """The PortDataReference of an output named with PipelineData(pipeline_output_name=...)."""
-        from mltrain.home import mltrain_home
+        from mltrain.base.home import mltrain_home
 
         try:
             named = json.loads((mltrain_home() / "v1_pipelines" / self.id / OUTPUTS).read_text(encoding="utf-8"))

@@ -32,7 +32,7 @@ ENDPOINT_PATH = "/pipelines/v1.0/PipelineRunSubmit/"
 
 def store(kind: str) -> Path:
     """The folder of published pipelines, endpoints or drafts."""
-    from mltrain.home import mltrain_home
+    from mltrain.base.home import mltrain_home
 
     folder = Path(mltrain_home()) / "v1_published" / kind
     folder.mkdir(parents=True, exist_ok=True)
@@ -40,7 +40,7 @@ def store(kind: str) -> Path:
 
 
 def write_json(path: Path, data: Dict[str, Any]) -> None:
-    from mltrain.atomic import atomic_write  # submission
+    from mltrain.base.atomic import atomic_write  # submission
 
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, json.dumps(data, indent=2, default=str) + "\n")
@@ -55,7 +55,7 @@ def read_json(path: Path, what: str) -> Dict[str, Any]:
 
 def save_pipeline(pipeline: Any, path: Path) -> None:
     """Pickle the steps: a later process (another script, the REST server) compiles them for new values."""
-    from mltrain.atomic import atomic_write_bytes  # submission
+    from mltrain.base.atomic import atomic_write_bytes  # submission
 
     try:
         data = pickle.dumps(pipeline)

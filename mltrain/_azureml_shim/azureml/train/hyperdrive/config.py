@@ -88,7 +88,7 @@ class HyperDriveConfig:
 
     def _check(self) -> None:
         """Azure's refusals of this combination (sampling, policy, limits), raised before anything starts."""
-        from mltrain.errors import MltrainError  # submission
+        from mltrain.base.errors import MltrainError  # submission
         from mltrain.sweeps import settings  # submission
 
         try:
@@ -121,10 +121,10 @@ class HyperDriveConfig:
     def _submit(self, experiment: Any, tags: Any, origin: Dict[str, Any]) -> Any:
         from azureml.train.hyperdrive.run import HyperDriveRun
 
-        from mltrain.api import MultirunRequest, submit_multirun  # submission
-        from mltrain.errors import MltrainError  # submission
-        from mltrain.home import mltrain_home
+        from mltrain.base.errors import MltrainError  # submission
+        from mltrain.base.home import mltrain_home
         from mltrain.launch.request import REQUEST_CHOICE, merge_values, values_node  # submission
+        from mltrain.python_api.api import MultirunRequest, submit_multirun  # submission
 
         self._check()
         name = self._custom_run_id or f"HD_{experiment.name}_{time.strftime('%Y%m%d_%H%M%S')}_{uuid.uuid4().hex[:6]}"

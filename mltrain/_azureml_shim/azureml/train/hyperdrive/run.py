@@ -15,7 +15,7 @@ from azureml.exceptions import ActivityFailedException
 class HyperDriveRun(Run):
     def __init__(self, experiment: Any, run_id: str, hyperdrive_config: Any = None, _sweep_dir: Optional[str] = None,
                  _driver: Any = None, _names: Optional[Dict[str, str]] = None, **kwargs: Any) -> None:
-        from mltrain.home import mltrain_home
+        from mltrain.base.home import mltrain_home
 
         self.experiment = experiment
         self._handle = None
@@ -86,7 +86,7 @@ class HyperDriveRun(Run):
         return list((self._doc() or {}).get("members") or [])
 
     def _child(self, member: Dict[str, Any]) -> Run:
-        from mltrain.handle import Run as Handle  # submission
+        from mltrain.python_api.handle import Run as Handle  # submission
 
         return Run(self.experiment, _handle=Handle(member["run_dir"]))
 

@@ -81,7 +81,7 @@ def fail(module: str, message: str) -> None:
 
 def run(module: str, call: Callable[[], Any]) -> None:
     """Run the component; mltrain's one-line errors stay one line."""
-    from mltrain.errors import MltrainError
+    from mltrain.base.errors import MltrainError
 
     try:
         call()

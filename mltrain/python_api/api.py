@@ -10,7 +10,7 @@ The request is composed, validated and frozen in this process (mltrain.launch.re
 folder made here, so a mistake raises one MltrainError with the line the CLI prints, before anything
 exists. The run itself is then driven by its own process (mltrain.launch.driver), in its own session:
 like an Azure ML run, it goes on when the submitting script or notebook ends. The handle is the run
-handle (mltrain.handle.Run), the same for every backend.
+handle (mltrain.python_api.handle.Run), the same for every backend.
 """
 from __future__ import annotations
 
@@ -27,15 +27,15 @@ from typing import Any, Dict, Optional, Sequence, Tuple
 
 from mltrain import backends
 from mltrain.backends.local.guard import unmarked
+from mltrain.base.errors import MltrainError
+from mltrain.base.home import mltrain_home
 from mltrain.config.memory_nodes import ConfigNode
 from mltrain.config.paths import user_conf_dirs
-from mltrain.errors import MltrainError
-from mltrain.handle import Run
-from mltrain.home import mltrain_home
 from mltrain.launch import multirun_files, nesting
 from mltrain.launch.driver import drive, listen
 from mltrain.launch.orchestrate import create_run
 from mltrain.launch.request import JobRequest, freeze_request
+from mltrain.python_api.handle import Run
 from mltrain.ranks.process import ForkedChild, follow
 from mltrain.runs.console import Console
 from mltrain.runs.waiting import wait_until

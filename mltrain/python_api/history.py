@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from mltrain.errors import MltrainError
+from mltrain.base.errors import MltrainError
 from mltrain.jobspec.job import FrozenJob, new_run_id
 from mltrain.launch.orchestrate import create_run, execute
 from mltrain.pipelines.reuse import flatten

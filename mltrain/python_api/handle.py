@@ -15,8 +15,8 @@ from typing import Any, Dict, List, Optional, Union
 
 from mltrain import backends
 from mltrain.backends.base import driver_alive
-from mltrain.errors import MltrainError, RunCanceled, RunFailed
-from mltrain.home import mltrain_home
+from mltrain.base.errors import MltrainError, RunCanceled, RunFailed
+from mltrain.base.home import mltrain_home
 from mltrain.jobspec.status import CANCELED, FAILED, TERMINAL
 from mltrain.pipelines.view import PipelineView
 from mltrain.ranks.process import follow
