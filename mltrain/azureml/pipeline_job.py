@@ -144,7 +144,7 @@ def _job_of(parsed: Tuple[str, Any]) -> command_job.CommandJob:
 def _sweep_step(jf: JobFile, where: tuple, parsed: Tuple[Any, Dict[str, Any]], declared: Dict[str, List[str]],
                 pipe: str, step: str, files: Dict[str, Dict[str, Any]], aliases: Aliases, request: Request,
                 inherited: Dict[str, Any]) -> Dict[str, Any]:
-    """A sweep step: one run of the pipeline, whose program runs the sweep (mltrain.azureml.sweep_step)."""
+    """A sweep step: one run of the pipeline, whose program runs the sweep (mltrain.command.sweep_step_program)."""
     sweep, body = parsed
     trial = sweep.trial
     inputs: Dict[str, Any] = {}

@@ -1,14 +1,13 @@
 """A pipeline's `type: sweep` step, run by the two engines mltrain has: the pipeline engine runs the
-step as one run, like any step, and that run's program is a sweep job of its own (mltrain's sweep
-engine, `mltrain job create --file`), written into the step's run directory with the step's inputs
-filled in. When the sweep has ended, its best trial's outputs become the step's outputs (copied as
-hard links where the file system allows, so nothing is duplicated on disk) and the best trial's run id
-is recorded in the step's run directory (`sweep_step.json`) and its log, so downstream steps read the
-best trial's files, as in Azure ML.
+step as one run, like any step, and that run's program (mltrain.command.sweep_step_program) runs a sweep job of
+its own in its process, the step's inputs filled in. When the sweep has ended, its best trial's outputs become
+the step's outputs (copied as hard links where the file system allows, so nothing is duplicated on disk) and the
+best trial's run id is recorded in the step's run directory (`sweep_step.json`) and its log, so downstream steps
+read the best trial's files, as in Azure ML.
 
-Planning (`step_values`) happens when the pipeline file is read; `main` is the step's program. A v1
+Planning (`step_values`) happens when the pipeline file is read; `hand_on` ends the step's program. A v1
 HyperDriveStep runs the same program with its HyperDriveConfig's sweep request instead of a sweep job
-file (azureml.pipeline.steps.hyperdrive_step), and its outputs may be one file: the trials' metrics, or
+(azureml.pipeline.steps.hyperdrive_step), and its outputs may be one file: the trials' metrics, or
 the best trial's model file.
 """
 from __future__ import annotations
@@ -17,7 +16,6 @@ import base64
 import json
 import os
 import shutil
-import signal
 import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -25,18 +23,13 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from mltrain.azureml import command_job, sweep_job
 from mltrain.azureml.references import asset_name, config_dirs
 from mltrain.azureml.yaml_lines import JobFile
-from mltrain.base.processes import run_in_foreground
 from mltrain.jobspec.status import COMPLETED, FAILED
-from mltrain.launch import nesting
 
 #: What the step records of its sweep in its run directory.
 RECORD = "sweep_step.json"
 #: Fields of the sweep step the generated sweep job keeps as written (inputs, outputs and trial are rewritten).
 KEPT = ("search_space", "sampling_algorithm", "objective", "early_termination", "limits", "compute",
         "experiment_name")
-#: The rank variables the step's own program has that its sweep's trials must not inherit.
-NOT_PASSED = ("MLTRAIN_", "MLFLOW_", "AZUREML_", "AZURE_ML_", "AML_PARAMETER_", "AZ_BATCH")
-KEPT_VARIABLES = (nesting.DEPTH, nesting.FILES)
 
 
 def parse(jf: JobFile, where: tuple, body: Dict[str, Any], ctx: command_job.Context,
@@ -88,7 +81,7 @@ def step_values(jf: JobFile, where: tuple, body: Dict[str, Any], sweep: sweep_jo
     passed = [o for o in request_overrides if not o.lstrip("+~").startswith(("pipeline.", "pipeline="))]
     payload = {"job": spec, "cwd": home, "overrides": passed}
     encoded = base64.b64encode(json.dumps(payload).encode()).decode()  # no `$`, quote or space: safe anywhere
-    command = f'exec "$MLTRAIN_PYTHON" -m mltrain.azureml.sweep_step {encoded} {" ".join(args)}'.rstrip()
+    command = f'exec "$MLTRAIN_PYTHON" -m mltrain.command.sweep_step_program {encoded} {" ".join(args)}'.rstrip()
     # The step's snapshot is the trial's code, so editing the trial's script reruns the step (reuse key).
     return {"job": {"source_directory": trial.code or "empty_code", "command": command},
             "distribution": {"node_count": 1, "process_count_per_node": 1}}
@@ -102,10 +95,10 @@ def _config_home(jf: JobFile) -> str:
     return str(dirs[0].parent)
 
 
-# ------------------------------------------------------------------------------------ the step's program
+# ------------------------------------------- what the step's program (mltrain.command.sweep_step_program) uses
 
 
-def _pair(item: str) -> Tuple[str, str]:
+def pair(item: str) -> Tuple[str, str]:
     """argparse's type of --input, --output and --place: a refused one is argparse's own one line and exit 2."""
     import argparse  # startup
 
@@ -152,7 +145,7 @@ def _place(output: Path, kind: str, path: Path) -> None:
         os.replace(tmp, path)
 
 
-def _earlier_sweep(sweep_dir: Path, runs_root: Path) -> Optional[str]:
+def earlier_sweep(sweep_dir: Path, runs_root: Path) -> Optional[str]:
     """The status of the sweep an earlier attempt of this step left in `sweep_dir`, or None."""
     from mltrain.sweeps import results  # heavy
 
@@ -162,35 +155,6 @@ def _earlier_sweep(sweep_dir: Path, runs_root: Path) -> Optional[str]:
         return str(results.load(str(sweep_dir), runs_root).status)
     except Exception:  # unreadable: the sweep starts again
         return None
-
-
-def _run_sweep(argv: List[str], cwd: str, env: Dict[str, str]) -> int:
-    # A process of its own, not a call: the sweep runs from the folder the pipeline ran from (`cwd`: the trials'
-    # relative paths and the repository's `.mltrain` are read there) and without this rank's variables (`env`:
-    # RANK, MASTER_PORT, the step's MLflow run), which a call in this rank process could only give it by
-    # changing this process's directory and environment. Its errors come back as its exit code and its
-    # sweep.json, read below, never as scraped text.
-    print(f"sweep step: {' '.join(argv)}", flush=True)
-    # The step is being canceled (SIGTERM, SIGINT): its sweep's driver cancels the trials and records their end;
-    # this program waits for it (exiting first would have the step's whole process group killed).
-    return run_in_foreground(argv, cwd, env, forward=[signal.SIGTERM, signal.SIGINT])
-
-
-def _v1_sweep(request: Dict[str, Any], inputs: Dict[str, str], run_dir: Path, sweep_dir: Path) -> List[str]:
-    """The command that runs a v1 HyperDriveConfig's sweep: its overrides (the step's inputs filled in, the
-    trials in the pipeline's experiment and runs folder) handed to the Python API's driver as a typed request."""
-    from mltrain.launch import multirun_files  # startup
-    from mltrain.launch.request import REQUEST_CHOICE, merge_values, values_node  # startup
-    from mltrain.runs.record import RunRecord  # startup
-
-    experiment = RunRecord.load(run_dir).doc.experiment
-    values = merge_values(request.get("values") or {}, {
-        "inputs": dict(inputs), "experiment_name": experiment, "run": {"root": str(run_dir.parent)},
-        "hydra": {"sweep": {"dir": str(sweep_dir)}}})
-    folder = run_dir / "hyperdrive"
-    folder.mkdir(exist_ok=True)
-    return multirun_files.driver_argv(multirun_files.write_request(
-        folder, [*request["overrides"], REQUEST_CHOICE], request.get("config_dirs") or (), (values_node(values),)))
 
 
 def _trial_metrics(doc: Any) -> Dict[str, Any]:
@@ -222,45 +186,12 @@ def _best_file(best_dir: Path, model_file: Optional[str], target: Path) -> bool:
     return True
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-    import argparse  # startup
-
-    from mltrain.launch.request import quote  # startup
+def hand_on(sweep_dir: Path, run_dir: Path, code: int, payload: Dict[str, Any], outputs: Dict[str, str],
+            places: Dict[str, str]) -> int:
+    """Once the step's sweep has ended (`code`: how its run went, 0 when it ran to its end): its best trial's
+    outputs become the step's, and `sweep_step.json` says which trial. Returns the step program's exit code."""
     from mltrain.sweeps import results  # heavy
 
-    parser = argparse.ArgumentParser(prog="mltrain.azureml.sweep_step")
-    parser.add_argument("spec")
-    parser.add_argument("--input", action="append", default=[], type=_pair)
-    parser.add_argument("--output", action="append", default=[], type=_pair)
-    parser.add_argument("--place", action="append", default=[], type=_pair)
-    args = parser.parse_args(argv)
-    payload = json.loads(base64.b64decode(args.spec))
-    inputs: Dict[str, str] = dict(args.input)
-    outputs: Dict[str, str] = dict(args.output)
-    run_dir = Path(os.environ["MLTRAIN_RUN_DIR"])
-    run_id = os.environ["MLTRAIN_RUN_ID"]
-    sweep_dir = run_dir / "sweep"
-    # the nesting variables pass: the sweep is a job this step's code submits (mltrain.launch.nesting)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(NOT_PASSED) or k in ("MLTRAIN_HOME", *KEPT_VARIABLES)}
-    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "NODE_RANK", "GROUP_RANK", "MASTER_ADDR",
-                 "MASTER_PORT", "TF_CONFIG"):
-        env.pop(name, None)
-    if "request" in payload:  # a v1 HyperDriveStep: the sweep Experiment.submit(hyperdrive_config) would start
-        argv_sweep = _v1_sweep(payload["request"], inputs, run_dir, sweep_dir)
-    else:
-        job = payload["job"]
-        for name, path in inputs.items():
-            job["inputs"][name] = {**job["inputs"][name], "path": path}
-        file = run_dir / "sweep_job.yml"
-        file.write_text(json.dumps(job, indent=2) + "\n")  # JSON is YAML
-        argv_sweep = [sys.executable, "-m", "mltrain", "job", "create", "--file", str(file), "--name",
-                      f"{run_id}-sweep", *payload["overrides"], f"hydra.sweep.dir={quote(str(sweep_dir))}"]
-    earlier = _earlier_sweep(sweep_dir, run_dir.parent)
-    if earlier == COMPLETED:
-        argv_sweep = []
-    elif earlier is not None:  # the step runs again (`runs resume PIPELINE`, a requeued job): its sweep goes on
-        argv_sweep = [sys.executable, "-m", "mltrain", "runs", "resume", str(sweep_dir)]
-    code = _run_sweep(argv_sweep, payload["cwd"], env) if argv_sweep else 0
     try:
         doc = results.load(str(sweep_dir), run_dir.parent)
     except Exception as exc:  # no sweep record: the sweep did not start
@@ -285,7 +216,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                 return 1
         else:
             _link_tree(Path(best.run_dir) / "outputs" / name, Path(target))
-    for name, place in dict(args.place).items():
+    for name, place in places.items():
         kind, _, path = place.partition("=")
         _place(Path(outputs[name]), kind, Path(path))
     record = {"best_run_id": best.run_id, "best_run_dir": best.run_dir, "best_value": doc.best_value,
@@ -295,7 +226,3 @@ def main(argv: Optional[List[str]] = None) -> int:
     print(f"sweep step: best trial {best.run_id} ({doc.primary_metric} {doc.best_value}); its outputs are "
           f"this step's: {', '.join(outputs) or 'none'}", flush=True)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

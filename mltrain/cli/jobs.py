@@ -13,13 +13,9 @@ from __future__ import annotations
 import sys
 from typing import List, Optional
 
-from mltrain.azureml import job_plan
-from mltrain.azureml.job_request import Request, config_nodes_of, empty_code
+from mltrain.azureml.job_request import Request
 from mltrain.base.errors import MltrainError
-from mltrain.cli.main import _open_mapping
-from mltrain.command.app_request import AppRequest, run_app
-from mltrain.config.sections import open_sections
-from mltrain.runs.console import Console
+from mltrain.command.job_file import run_job_file
 
 USAGE = ("usage: mltrain job create --file FILE [--set FIELD=VALUE ...] [--name NAME] [--experiment-name NAME] "
          "[--stream|--detach] [--dry-run] [mltrain overrides ...]")
@@ -33,9 +29,10 @@ def main(argv: List[str]) -> Optional[int]:
     if argv[0] != "create":
         raise MltrainError(f"unknown job command '{argv[0]}' ({USAGE})")
     request, flags = _parse(argv[1:])
-
-    plan = job_plan.plan(request)
-    return _launch(plan, request, flags)
+    # this command runs no other Hydra app, so Hydra's global state needs no putting back (restoring it finds
+    # every installed plugin again: 0.1 s)
+    run_job_file(request, detach="--detach" in flags, isolate=False)
+    return 0
 
 
 def _parse(args: List[str]):
@@ -79,31 +76,3 @@ def _parse(args: List[str]):
     request = Request(file=file, sets=tuple(sets), name=name, experiment_name=experiment,
                       overrides=tuple(overrides), dry_run="--dry-run" in flags)
     return request, flags
-
-
-def _launch(plan, request, flags: List[str]) -> Optional[int]:
-    console = Console()
-    for note in plan.notes:
-        console.status(f"azureml: {note}")
-    if request.dry_run:
-        for line in plan.lines:
-            console.write_line(line)
-    user = list(request.overrides)
-    mine = [o for o in plan.overrides if _key(o) not in {_key(u) for u in user}]
-    extra = [f for f in flags if f in ("--detach", "--dry-run")]
-    # One run, a sweep or a pipeline (or a command job swept from the command line, `compute=local,slurm`): what
-    # `mltrain [-m]` runs, from typed parts in this process; the file's generated config groups are config
-    # nodes held in memory (a sweep writes them into its own folder for `runs resume SWEEP`).
-    chosen = open_sections([_open_mapping(o) for o in mine + user])
-    chosen += [override for flag, override in (("--dry-run", "dry_run=true"), ("--detach", "run.detach=true"))
-               if flag in extra]
-    with empty_code(request.dry_run) as empty:
-        nodes = config_nodes_of(plan.files, str(empty))
-        # isolate=False: this command runs no other Hydra app, so Hydra's global state needs no putting back
-        # (restoring it finds every installed plugin again: 0.1 s)
-        run_app(AppRequest(overrides=tuple(chosen), config_dirs=tuple(plan.config_dirs), nodes=nodes), isolate=False)
-    return 0
-
-
-def _key(override: str) -> str:
-    return override.split("=", 1)[0].lstrip("+~")

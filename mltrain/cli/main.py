@@ -82,30 +82,14 @@ def _hydra_app() -> None:
 def _rewrite_argv(argv: List[str]) -> List[str]:
     """--dry-run and --detach become overrides, appended last: Hydra's parser takes overrides in one
     run, so one left before `-m` would make it refuse those after."""
-    from mltrain.config.sections import open_sections  # startup
+    from mltrain.config.sections import open_mapping, open_sections  # startup
 
     flags = FLAG_OVERRIDES
-    return open_sections([_open_mapping(a) for a in argv if a not in flags]) + [flags[a] for a in argv if a in flags]
+    return open_sections([open_mapping(a) for a in argv if a not in flags]) + [flags[a] for a in argv if a in flags]
 
 
 #: mltrain's own flags, each an override (mltrain._rewrite_argv)
 FLAG_OVERRIDES = {"--dry-run": "dry_run=true", "--detach": "run.detach=true", "--force-rerun": "pipeline.force_rerun=true"}
-
-
-#: Mappings whose keys are the user's (passed on to another tool): a key Hydra has not seen is not a typo.
-OPEN_MAPPINGS = ("compute.submitit", "compute.additional_parameters", "environment.environment_variables")
-
-
-def _open_mapping(arg: str) -> str:
-    """`compute.submitit={comment: x}` or `compute.submitit.comment=x` as `++...`: Hydra's struct mode
-    refuses a key new to a mapping unless forced, which would make the user write `+`/`++` for some
-    keys and not others."""
-    if arg.startswith("+") or "=" not in arg:
-        return arg
-    key = arg.split("=", 1)[0]
-    if any(key == m or key.startswith(m + ".") for m in OPEN_MAPPINGS):
-        return "++" + arg
-    return arg
 
 
 def main(argv: Optional[List[str]] = None) -> None:

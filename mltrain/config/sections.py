@@ -15,6 +15,22 @@ from typing import List, Optional, Sequence
 
 from mltrain.jobspec.kinds import JOB_KINDS, SECTIONS, JobKind
 
+#: Mappings whose keys are the user's own (Slurm's and submitit's parameters, the rank's variables): a new key is
+#: added there, not refused.
+OPEN_MAPPINGS = ("compute.submitit", "compute.additional_parameters", "environment.environment_variables")
+
+
+def open_mapping(arg: str) -> str:
+    """`compute.submitit={comment: x}` or `compute.submitit.comment=x` as `++...`: Hydra's struct mode
+    refuses a key new to a mapping unless forced, which would make the user write `+`/`++` for some
+    keys and not others."""
+    if arg.startswith("+") or "=" not in arg:
+        return arg
+    key = arg.split("=", 1)[0]
+    if any(key == m or key.startswith(m + ".") for m in OPEN_MAPPINGS):
+        return "++" + arg
+    return arg
+
 
 def open_sections(overrides: Sequence[str]) -> List[str]:
     """`overrides` with each value of a section the chosen kind lacks made an addition (`++`)."""

@@ -1,7 +1,7 @@
 """HyperDriveStep: a HyperDriveConfig's sweep as one step of a v1 pipeline, and HyperDriveStepRun, its run.
 
 The step is one run of the pipeline (a controller: on Slurm it asks for one CPU, its trials for the rest)
-whose program, mltrain.azureml.sweep_step, starts the very sweep `Experiment.submit(hyperdrive_config)`
+whose program, mltrain.command.sweep_step_program, starts the very sweep `Experiment.submit(hyperdrive_config)`
 would start, with the step's inputs filled in, and waits for it. When the sweep has ended, the step's
 outputs are filled from it as Azure fills them (HyperDriveStep's documentation and its notebook,
 aml-pipelines-parameter-tuning-with-hyperdrive):
@@ -99,7 +99,7 @@ class HyperDriveStep(_Step):
         encoded = base64.b64encode(json.dumps(payload).encode()).decode()  # no `$`, quote or space
         args = [f'--input "{name}=${{inputs.{name}}}"' for name in data.inputs]
         args += [f'--output "{o.name}=${{outputs.{o.name}}}"' for o in self.outputs]
-        command = f'exec "$MLTRAIN_PYTHON" -m mltrain.azureml.sweep_step {encoded} {" ".join(args)}'.rstrip()
+        command = f'exec "$MLTRAIN_PYTHON" -m mltrain.command.sweep_step_program {encoded} {" ".join(args)}'.rstrip()
         folder = os.path.abspath(self.source_directory or ".")
         compute, _ = _compile.compute_overrides(self.compute_target, workspace)
         # the step's snapshot is the trial's folder, so editing the trial's script reruns the step (reuse key)
