@@ -22,7 +22,7 @@ ml = pytest.importorskip("azure.ai.ml")
 pytestmark = pytest.mark.filterwarnings("ignore::Warning")
 
 from mltrain.azureml import job_plan  # noqa: E402  (after the skip: Azure's loader is the point here)
-from mltrain.azureml.job_request import Request  # noqa: E402
+from mltrain.azureml.job_request import JobCreate  # noqa: E402
 from mltrain.azureml.yaml_lines import JobFileError  # noqa: E402
 
 CASES = all_cases()
@@ -69,7 +69,7 @@ def azure_says(path: Path) -> Tuple[bool, str]:
 def mltrain_says(path: Path) -> Any:
     """None when mltrain plans the file, else its refusal (a JobFileError: line, field, problem)."""
     try:
-        job_plan.plan(Request(str(path), dry_run=True))
+        job_plan.plan(JobCreate(str(path), dry_run=True))
     except JobFileError as exc:
         return exc
     return None

@@ -11,14 +11,14 @@ from mltrain import backends
 from mltrain.backends.handover import Followed
 from mltrain.backends.local.backend import LocalBackend
 from mltrain.launch.orchestrate import create_run
-from mltrain.launch.request import JobRequest, freeze_request
+from mltrain.launch.request import Request, freeze_request
 from mltrain.runs.console import Console
 from mltrain.runs.record import RunRecord
 from mltrain.runs.waiting import wait_until
 
 
 def _run(command: str):
-    job = freeze_request(JobRequest(job="command", overrides=(f"job.command={command}",)))
+    job = freeze_request(Request(job="command", overrides=(f"job.command={command}",)))
     return job, create_run(job, Console())
 
 

@@ -21,10 +21,10 @@ def _script(project, body: str) -> subprocess.CompletedProcess:
 def test_a_cancel_right_after_submit_is_the_runs_cancel(home, project, threads):
     out = _script(project, f"""\
         import threading, time
-        from mltrain.python_api.api import JobRequest, submit_request
+        from mltrain.python_api.api import Request, submit_request
         if {threads}:
             threading.Thread(target=time.sleep, args=(60,), daemon=True).start()
-        run = submit_request(JobRequest(job="command", overrides=("job.command=sleep 30",)))
+        run = submit_request(Request(job="command", overrides=("job.command=sleep 30",)))
         run.cancel()
         print("FINAL", run.wait(raise_on_error=False, timeout=60), run.run_dir)
         """)
@@ -37,8 +37,8 @@ def test_a_cancel_right_after_submit_is_the_runs_cancel(home, project, threads):
 
 def test_the_run_outlives_the_script_that_submitted_it(home, project):
     out = _script(project, """\
-        from mltrain.python_api.api import JobRequest, submit_request
-        run = submit_request(JobRequest(job="command", overrides=("job.command='sleep 2; echo done'",)))
+        from mltrain.python_api.api import Request, submit_request
+        run = submit_request(Request(job="command", overrides=("job.command='sleep 2; echo done'",)))
         print("RUN", run.run_dir)
         """)  # the script ends at once, its run goes on
     assert out.returncode == 0, out.stderr[-2000:]
@@ -51,9 +51,9 @@ def test_the_run_outlives_the_script_that_submitted_it(home, project):
 
 def test_a_bad_request_raises_one_line_in_the_caller_and_makes_no_run(home, project):
     from mltrain.base.errors import MltrainError
-    from mltrain.python_api.api import JobRequest, submit_request
+    from mltrain.python_api.api import Request, submit_request
 
     with pytest.raises(MltrainError) as err:
-        submit_request(JobRequest(job="script", overrides=("job.script=missing.py", f"job.source_directory={project}")))
+        submit_request(Request(job="script", overrides=("job.script=missing.py", f"job.source_directory={project}")))
     assert str(err.value) == f"job.script: file 'missing.py' does not exist in '{project}'"
     assert not (home / "runs").exists() or not any((home / "runs").iterdir())

@@ -14,14 +14,14 @@ import yaml
 
 from mltrain.azureml import command_job, parallel_job, pipeline_job, sweep_job, v2_schema
 from mltrain.azureml.job_io import VALUE_FILE
-from mltrain.azureml.job_request import EMPTY_CODE, GROUP, Plan, Request, file_name, ignored_note, record
+from mltrain.azureml.job_request import EMPTY_CODE, GROUP, JobCreate, Plan, file_name, ignored_note, record
 from mltrain.azureml.references import config_dirs, fetched_when
 from mltrain.azureml.yaml_lines import JobFile, JobFileError, load
 from mltrain.jobspec.computes import DEFAULT_COMPUTE
 from mltrain.launch.request import merge_values
 
 
-def read(request: Request) -> JobFile:
+def read(request: JobCreate) -> JobFile:
     jf = load(request.file) if request.data is None else JobFile(request.file, copy.deepcopy(request.data))
     if not isinstance(jf.data, dict):
         raise jf.error((), "a job file is a mapping of fields")
@@ -52,7 +52,7 @@ def apply_set(jf: JobFile, item: str) -> None:
     node[parts[-1]] = value
 
 
-def run_name(request: Request, jf: JobFile) -> Optional[str]:
+def run_name(request: JobCreate, jf: JobFile) -> Optional[str]:
     name = request.name or jf.data.get("name")
     if name is None:
         return None
@@ -66,7 +66,7 @@ def on_cluster(overrides: Sequence[str]) -> bool:
     return any(o.startswith("compute=") and o.split("=", 1)[1] not in (DEFAULT_COMPUTE, "") for o in overrides)
 
 
-def plan(request: Request) -> Plan:
+def plan(request: JobCreate) -> Plan:
     jf = read(request)
     kind = v2_schema.job_type(jf, jf.data)
     name = run_name(request, jf)
@@ -111,7 +111,7 @@ def plan(request: Request) -> Plan:
                 [str(d) for d in config_dirs(jf)])
 
 
-def _parallel(jf: JobFile, request: Request, ctx: command_job.Context, values: Dict[str, Any],
+def _parallel(jf: JobFile, request: JobCreate, ctx: command_job.Context, values: Dict[str, Any],
               notes: List[str]) -> Plan:
     par = parallel_job.parse(jf, (), jf.data, ctx, {})
     job_values, more = parallel_job.config_values(par, _standalone_output, _input_path, ctx.job_name, EMPTY_CODE)

@@ -1,4 +1,4 @@
-"""What `mltrain job create` was asked (Request) and what it runs (Plan): shared by the command and
+"""What `mltrain job create` was asked (JobCreate) and what it plans (Plan): shared by the command and
 sweep mapping (mltrain.azureml.job_plan) and the pipeline mapping (mltrain.azureml.pipeline_job)."""
 from __future__ import annotations
 
@@ -19,7 +19,10 @@ EMPTY_CODE = "empty_code"
 
 
 @dataclass(frozen=True)
-class Request:
+class JobCreate:
+    """The arguments of `mltrain job create` (or an SDK's submission of an entity, dumped): a v2 job file to
+    plan. The plan becomes the command's typed request (mltrain.launch.request.Request)."""
+
     file: str
     sets: Sequence[str] = ()
     name: Optional[str] = None

@@ -22,7 +22,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from mltrain.azureml import command_job, component_files, parallel_job, sweep_step, v2_schema
 from mltrain.azureml.builtin_components import folders, lookup, step_overrides
 from mltrain.azureml.job_io import VALUE_FILE, Output, parse_inputs, parse_outputs
-from mltrain.azureml.job_request import GROUP, Plan, Request, file_name, ignored_note, record
+from mltrain.azureml.job_request import GROUP, JobCreate, Plan, file_name, ignored_note, record
 from mltrain.azureml.pipeline_components import flatten
 from mltrain.azureml.references import DEFAULT_DATASTORE_EXPRESSION, asset_name, config_dirs, fetched_when
 from mltrain.azureml.v2_schema import PIPELINE, SETTINGS, check_fields
@@ -39,7 +39,7 @@ VALUE_MARK, VALUE_END = "@@mltrain-value:", "@@"
 PARENT_JOB_OUTPUT = re.compile(r"^jobs\.([A-Za-z0-9_-]+)\.outputs\.([A-Za-z_][A-Za-z0-9_]*)$")
 
 
-def plan(jf: JobFile, request: Request, ctx: command_job.Context, name: Optional[str]) -> Plan:
+def plan(jf: JobFile, request: JobCreate, ctx: command_job.Context, name: Optional[str]) -> Plan:
     jf.data = _pipeline_default_datastore(jf.data)
     data = check_fields(jf, (), jf.data, PIPELINE)
     settings = v2_schema.require_mapping(jf, ("settings",), data.get("settings"))
@@ -142,7 +142,7 @@ def _job_of(parsed: Tuple[str, Any]) -> command_job.CommandJob:
 
 
 def _sweep_step(jf: JobFile, where: tuple, parsed: Tuple[Any, Dict[str, Any]], declared: Dict[str, List[str]],
-                pipe: str, step: str, files: Dict[str, Dict[str, Any]], aliases: Aliases, request: Request,
+                pipe: str, step: str, files: Dict[str, Dict[str, Any]], aliases: Aliases, request: JobCreate,
                 inherited: Dict[str, Any]) -> Dict[str, Any]:
     """A sweep step: one run of the pipeline, whose program runs the sweep (mltrain.command.sweep_step_program)."""
     sweep, body = parsed

@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 from typing import List, Optional
 
-from mltrain.azureml.job_request import Request
+from mltrain.azureml.job_request import JobCreate
 from mltrain.base.errors import MltrainError
 from mltrain.command.job_file import run_job_file
 
@@ -73,6 +73,6 @@ def _parse(args: List[str]):
         raise MltrainError(f"--file is required ({USAGE})")
     if "--stream" in flags and "--detach" in flags:
         raise MltrainError("--stream and --detach exclude each other")
-    request = Request(file=file, sets=tuple(sets), name=name, experiment_name=experiment,
-                      overrides=tuple(overrides), dry_run="--dry-run" in flags)
+    request = JobCreate(file=file, sets=tuple(sets), name=name, experiment_name=experiment,
+                        overrides=tuple(overrides), dry_run="--dry-run" in flags)
     return request, flags

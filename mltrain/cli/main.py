@@ -133,12 +133,13 @@ def launch_argv(argv: List[str]) -> None:
         if arg.startswith("="):  # Hydra's parser takes it and then fails deep inside with a traceback
             raise MltrainError(f"cannot parse override '{arg}': the key before '=' is missing")
     _hydra_args([a for a in argv if a not in FLAG_OVERRIDES])  # its usage errors and --version, before anything
-    from mltrain.command.app_request import AppRequest, HydraAppNeeded, run_app, show_config  # startup
+    from mltrain.command.app_request import HydraAppNeeded, run_app, show_config  # startup
+    from mltrain.launch.request import Request  # startup
 
     command = _command_line(argv)
     if command is not None:
         overrides, show = command
-        request = AppRequest(overrides=tuple(_rewrite_argv(overrides)))
+        request = Request(overrides=tuple(_rewrite_argv(overrides)))
         try:
             if show is None:
                 run_app(request, isolate=False)  # the command runs nothing else

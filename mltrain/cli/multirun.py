@@ -13,9 +13,10 @@ import sys
 from pathlib import Path
 
 from mltrain.base.errors import MltrainError, RunCanceled, RunFailed
-from mltrain.command.app_request import AppRequest, run_app
+from mltrain.command.app_request import run_app
 from mltrain.config.memory_nodes import ConfigNode
 from mltrain.launch import multirun_files
+from mltrain.launch.request import Request
 
 
 def drive(request_file: str) -> int:
@@ -24,8 +25,8 @@ def drive(request_file: str) -> int:
     outcome = {"status": "Completed", "error": None, "exit_code": 0, "pid": os.getpid()}
     try:
         nodes = tuple(ConfigNode(**node) for node in request.get("nodes") or ())
-        run_app(AppRequest(overrides=tuple(request["overrides"]), config_dirs=tuple(request.get("config_dirs") or ()),
-                           nodes=nodes), isolate=False)  # this process runs nothing else
+        run_app(Request(overrides=tuple(request["overrides"]), config_dirs=tuple(request.get("config_dirs") or ()),
+                        nodes=nodes), isolate=False)  # this process runs nothing else
     except (RunFailed, RunCanceled) as exc:
         outcome.update(status="Canceled" if isinstance(exc, RunCanceled) else "Failed", error=str(exc),
                        exit_code=exc.exit_code)

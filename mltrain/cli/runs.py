@@ -193,14 +193,15 @@ def _resume(args) -> int:
 
     sweep = sweep_resume.locate(args.run, _root(args))
     if sweep is not None:  # a HyperDrive sweep goes on as `mltrain -m` with its own overrides
-        from mltrain.command.app_request import AppRequest, run_app  # startup
+        from mltrain.command.app_request import run_app  # startup
+        from mltrain.launch.request import Request  # startup
 
         again = sweep_resume.prepare(sweep, _root(args), args.detach)
         if os.path.realpath(os.getcwd()) != os.path.realpath(again.cwd):
             return _resume_from(again.cwd, sweep, _root(args))
         # This command becomes the sweep's driver again (it runs in the folder the sweep ran from).
         with again.context():
-            run_app(AppRequest(overrides=tuple(again.overrides)), isolate=False)  # this process runs nothing else
+            run_app(Request(overrides=tuple(again.overrides)), isolate=False)  # this process runs nothing else
         return 0
     record = find_run(_root(args), args.run)
     if record.doc.pipeline:

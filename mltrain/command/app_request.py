@@ -2,8 +2,8 @@
 for when its job is a run, a sweep or a pipeline (a v2 job file, a resumed sweep's driver, the Python API's
 detached driver).
 
-    run_app(AppRequest(overrides=("pipeline=train_eval", "compute=slurm"), config_dirs=(".mltrain",),
-                       nodes=(ConfigNode("pipeline", "train_eval", {...}),)))
+    run_app(Request(overrides=("pipeline=train_eval", "compute=slurm"), config_dirs=(".mltrain",),
+                    nodes=(ConfigNode("pipeline", "train_eval", {...}),)))
 
 Hydra is a library here. The command's config is composed once with Hydra's public compose API
 (`initialize_config_module` + `compose`) from the overrides that do not sweep; the engines
@@ -20,12 +20,11 @@ Hydra's own app: HydraAppNeeded says so, and the `mltrain` command runs it that 
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
-from typing import Any, Iterator, List, Optional, Tuple
+from typing import Any, Iterator, List, Optional
 
 from mltrain.base.errors import MltrainError
 from mltrain.config.hydra_session import hydra_session
-from mltrain.config.memory_nodes import ConfigNode
+from mltrain.launch.request import Request
 
 #: the Hydra plugins the `mltrain` config runs on; another choice is run by Hydra's own app
 OWN_PLUGINS = {"hydra/launcher": ("mltrain", "mltrain_slurm"), "hydra/sweeper": ("mltrain",)}
@@ -35,36 +34,25 @@ class HydraAppNeeded(MltrainError):
     """The command chose a Hydra plugin or callback only Hydra's own app runs."""
 
 
-@dataclass(frozen=True)
-class AppRequest:
-    """A run, a sweep or a pipeline. `overrides`: Hydra's override strings, sweeps allowed (`a=1,2`,
-    `pipeline=NAME`); `config_dirs`: folders of config groups searched first; `nodes`: config options held in
-    memory."""
-
-    overrides: Tuple[str, ...]
-    config_dirs: Tuple[str, ...] = ()
-    nodes: Tuple[ConfigNode, ...] = ()
-
-
-def run_app(request: AppRequest, isolate: bool = True) -> None:
+def run_app(request: Request, isolate: bool = True) -> None:
     """Run the command to its end (or until it is queued, with `run.detach=true`). Raises RunFailed
     or RunCanceled when its runs ended so (their summary printed), MltrainError for a refusal. `isolate`:
     Hydra's global state put back as the caller had it (False where no other Hydra app runs in the process)."""
     from mltrain.command.engines import run_command  # startup
 
     with composed(request, isolate) as composer:
-        run_command(composer, request.overrides)
+        run_command(composer, list(request.all_overrides()))
 
 
-def show_config(request: AppRequest, part: str = "job", package: Optional[str] = None, resolve: bool = False,
+def show_config(request: Request, part: str = "job", package: Optional[str] = None, resolve: bool = False,
                 isolate: bool = True) -> str:
     """The composed config as `mltrain --cfg job|hydra|all [-p PACKAGE] [--resolve]` prints it (Hydra's own
     `--cfg`: one run's config, so a sweep is refused as there)."""
     from hydra.core.hydra_config import HydraConfig  # startup
     from omegaconf import Container, OmegaConf, flag_override  # startup
 
-    with one_line_errors(), hydra_session(request.config_dirs, request.nodes, isolate) as compose:
-        cfg = compose(list(request.overrides))
+    with one_line_errors(), hydra_session(request.config_dirs, request.all_nodes(), isolate) as compose:
+        cfg = compose(list(request.all_overrides()))
         HydraConfig.instance().set_config(cfg)  # `${hydra:...}` resolves with --resolve, as under Hydra's --cfg
         with _writable(cfg):
             if part == "job":
@@ -87,13 +75,13 @@ def show_config(request: AppRequest, part: str = "job", package: Optional[str] =
 
 
 @contextlib.contextmanager
-def composed(request: AppRequest, isolate: bool = True) -> Iterator[Any]:
+def composed(request: Request, isolate: bool = True) -> Iterator[Any]:
     """A Composer holding the command's config, composed from its overrides that do not sweep; Hydra stays
     initialized inside the block, for the engines' own compositions."""
     from mltrain.launch.composer import DEFAULT_RUNS_ROOT, Composer  # startup
 
-    with one_line_errors(), hydra_session(request.config_dirs, request.nodes, isolate) as compose:
-        overrides = list(request.overrides)
+    with one_line_errors(), hydra_session(request.config_dirs, request.all_nodes(), isolate) as compose:
+        overrides = list(request.all_overrides())
         config = compose(_fixed(overrides))
         _check_plugins(config)
         with _writable(config):  # as Hydra's multirun records them: the sweeps too (a resumed sweep reads them)

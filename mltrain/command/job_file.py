@@ -5,13 +5,14 @@ generated config groups are config options held in memory; a sweep writes them i
 from __future__ import annotations
 
 from mltrain.azureml.job_plan import plan as plan_job
-from mltrain.azureml.job_request import Request, config_nodes_of, empty_code
-from mltrain.command.app_request import AppRequest, run_app
+from mltrain.azureml.job_request import JobCreate, config_nodes_of, empty_code
+from mltrain.command.app_request import run_app
 from mltrain.config.sections import open_mapping, open_sections
+from mltrain.launch.request import Request
 from mltrain.runs.console import Console
 
 
-def run_job_file(request: Request, detach: bool = False, isolate: bool = False) -> None:
+def run_job_file(request: JobCreate, detach: bool = False, isolate: bool = False) -> None:
     """Plan the file (its notes said, its plan printed by a dry run) and run it to its end, or until it is queued
     (`detach`). Raises as run_app does. `isolate`: as for run_app (False where this process runs nothing else)."""
     plan = plan_job(request)
@@ -26,11 +27,11 @@ def run_job_file(request: Request, detach: bool = False, isolate: bool = False) 
     # the plan's overrides first, the user's after (they win), as `mltrain [-m]` takes them
     mine = [o for o in plan.overrides if _key(o) not in {_key(u) for u in user}]
     chosen = open_sections([open_mapping(o) for o in mine + user])
-    chosen += [override for wanted, override in ((request.dry_run, "dry_run=true"), (detach, "run.detach=true"))
-               if wanted]
+    chosen += ["dry_run=true"] if request.dry_run else []
     with empty_code(request.dry_run) as empty:
         nodes = config_nodes_of(plan.files, str(empty))
-        run_app(AppRequest(overrides=tuple(chosen), config_dirs=tuple(plan.config_dirs), nodes=nodes), isolate=isolate)
+        run_app(Request(overrides=tuple(chosen), config_dirs=tuple(plan.config_dirs), nodes=nodes, detach=detach),
+                isolate=isolate)
 
 
 def _key(override: str) -> str:

@@ -20,12 +20,12 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from mltrain.azureml import sweep_step
-from mltrain.azureml.job_request import Request
+from mltrain.azureml.job_request import JobCreate
 from mltrain.base.errors import MltrainError, RunCanceled, RunFailed
-from mltrain.command.app_request import AppRequest, run_app
+from mltrain.command.app_request import run_app
 from mltrain.jobspec.status import COMPLETED
 from mltrain.launch import nesting
-from mltrain.launch.request import REQUEST_CHOICE, merge_values, quote, values_node
+from mltrain.launch.request import Request, merge_values, quote
 
 #: The rank variables the step's own program has that its sweep's trials must not inherit.
 NOT_PASSED = ("MLTRAIN_", "MLFLOW_", "AZUREML_", "AZURE_ML_", "AML_PARAMETER_", "AZ_BATCH")
@@ -76,16 +76,15 @@ def _sweep(payload: Dict[str, Any], inputs: Dict[str, str], run_dir: Path, run_i
         resumed = sweep_resume.prepare(sweep_dir, run_dir.parent, False)
         os.chdir(resumed.cwd)
         with resumed.context():
-            run_app(AppRequest(overrides=tuple(resumed.overrides)), isolate=False)
+            run_app(Request(overrides=tuple(resumed.overrides)), isolate=False)
     elif "request" in payload:  # a v1 HyperDriveStep: the sweep Experiment.submit(hyperdrive_config) would start
         request = payload["request"]
         values = merge_values(request.get("values") or {}, {
             "inputs": dict(inputs), "experiment_name": experiment, "run": {"root": str(run_dir.parent)},
             "hydra": {"sweep": {"dir": str(sweep_dir)}}})
         print(f"sweep step: a HyperDriveConfig's sweep in {sweep_dir}", flush=True)
-        run_app(AppRequest(overrides=(*request["overrides"], REQUEST_CHOICE),
-                           config_dirs=tuple(request.get("config_dirs") or ()), nodes=(values_node(values),)),
-                isolate=False)
+        run_app(Request(overrides=tuple(request["overrides"]), config_dirs=tuple(request.get("config_dirs") or ()),
+                        values=values), isolate=False)
     else:
         from mltrain.command.job_file import run_job_file  # startup
 
@@ -96,8 +95,8 @@ def _sweep(payload: Dict[str, Any], inputs: Dict[str, str], run_dir: Path, run_i
         file = run_dir / "sweep_job.yml"
         file.write_text(json.dumps(job, indent=2) + "\n")
         print(f"sweep step: the sweep job {file} in {sweep_dir}", flush=True)
-        run_job_file(Request(file=str(file), data=job, name=f"{run_id}-sweep",
-                             overrides=(*payload["overrides"], f"hydra.sweep.dir={quote(str(sweep_dir))}")))
+        run_job_file(JobCreate(file=str(file), data=job, name=f"{run_id}-sweep",
+                               overrides=(*payload["overrides"], f"hydra.sweep.dir={quote(str(sweep_dir))}")))
 
 
 def _run(sweep: Any) -> int:

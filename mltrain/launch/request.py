@@ -1,7 +1,8 @@
-"""The typed job request: what every front end builds, composed and frozen in this process.
+"""The typed request: what every front end builds, the one type handed to the engines.
 
-    request = JobRequest(job="script", overrides=("job.script=train.py", "job.source_directory=./src"))
+    request = Request(job="script", overrides=("job.script=train.py", "job.source_directory=./src"))
     job = freeze_request(request)        # a FrozenJob, or one MltrainError with the CLI's one line
+    run_app(request)                     # mltrain.command.app_request: a run, a sweep or a pipeline, to its end
 
 A request says what to compose (the job kind, config-group choices and values as Hydra overrides,
 extra config folders searched before the current folder's `.mltrain/` and mltrain's presets, values
@@ -30,20 +31,28 @@ REQUEST_CHOICE = f"+{REQUEST_GROUP}={REQUEST_NODE}"
 
 
 @dataclass(frozen=True)
-class JobRequest:
-    """One run to compose. `overrides` are Hydra's override strings (`compute=slurm`, `job.arguments=[a,b]`)."""
+class Request:
+    """What every front end hands over, typed: a run, a sweep or a pipeline. The CLI, `job create`, the Python
+    API, the v1 and v2 SDKs, resume and the sweep step each build one; `run_app` runs it to its end (or until it
+    is queued: `detach`), `freeze_request` composes and freezes one run of it.
 
-    job: Optional[str] = None
+    `overrides`: Hydra's override strings (`compute=slurm`, `job.arguments=[a,b]`; sweeps allowed, `a=1,2`, where
+    it is run as a command); `config_dirs`: folders of config groups searched first (a v1 workspace's `.mltrain`,
+    a repository's); `nodes`: config options held in memory (a v2 file's generated groups); `job`: the job kind;
+    `values`: typed values composed in last, as a `_global_` config file listed after every group would be (a v2
+    job's fields, a v1 run configuration's): an in-memory config node, no file written."""
+
     overrides: Tuple[str, ...] = ()
-    #: folders of config groups searched first (a v1 workspace's `.mltrain`, generated presets)
     config_dirs: Tuple[str, ...] = ()
+    nodes: Tuple[ConfigNode, ...] = ()
+    job: Optional[str] = None
+    values: Optional[Dict[str, Any]] = None
     run_id: Optional[str] = None
     experiment_name: Optional[str] = None
     #: {"front_end": "azureml-v1", "file": ..., "line": ...}: kept in run.json
     origin: Dict[str, Any] = field(default_factory=dict)
-    #: values composed in last, as a `_global_` config file listed after every group would be (a v2 job file's
-    #: fields, read by its front end): an in-memory config node, no file written
-    config: Optional[Dict[str, Any]] = None
+    #: queued and left to run: the command returns once its runs exist (`--detach`, `run.detach=true`)
+    detach: bool = False
 
     def choices(self) -> Tuple[str, ...]:
         """The job kind and the overrides, without the request's values and names: for a caller that hands the
@@ -51,16 +60,21 @@ class JobRequest:
         return (*([f"job={self.job}"] if self.job else []), *self.overrides)
 
     def all_overrides(self) -> Tuple[str, ...]:
-        """The request as Hydra overrides, the request's own fields last (they win)."""
+        """The request as Hydra overrides, the request's own fields last (they win): its values' option after every
+        other option the overrides add (a v2 file's `+azureml_job=NAME`), its names after every value."""
         mine = [f"job={self.job}"] if self.job else []
-        if self.config is not None:
-            mine.append(REQUEST_CHOICE)
-        tail = []
+        tail = [REQUEST_CHOICE] if self.values is not None else []
         if self.experiment_name:
             tail.append(f"experiment_name={quote(self.experiment_name)}")
         if self.run_id:
             tail.append(f"run.id={quote(self.run_id)}")
+        if self.detach:
+            tail.append("run.detach=true")
         return tuple(mine + list(self.overrides) + tail)
+
+    def all_nodes(self) -> Tuple[ConfigNode, ...]:
+        """The request's config nodes, its values last (composed by REQUEST_CHOICE)."""
+        return self.nodes if self.values is None else (*self.nodes, values_node(self.values))
 
 
 def values_node(values: Dict[str, Any]) -> ConfigNode:
@@ -90,7 +104,7 @@ def quote(value: str) -> str:
     return f"'{escaped}'"
 
 
-def compose(request: JobRequest, isolate: bool = True) -> Any:
+def compose(request: Request, isolate: bool = True) -> Any:
     """The composed config (with its `hydra` node), as `mltrain` composes it for one run. `isolate`: Hydra's
     global state put back as the caller had it (False only where no other Hydra app runs: `mltrain job create`)."""
     from hydra.errors import HydraException  # startup
@@ -98,10 +112,9 @@ def compose(request: JobRequest, isolate: bool = True) -> Any:
 
     overrides = list(request.all_overrides())
     _refuse_sweeps(overrides)
-    # the request's values as an in-memory `_global_` option (gone again with the ConfigStore's state)
-    nodes = () if request.config is None else (values_node(request.config),)
     try:
-        with hydra_session(request.config_dirs, nodes, isolate) as hydra_compose:
+        # the request's values as an in-memory `_global_` option (gone again with the ConfigStore's state)
+        with hydra_session(request.config_dirs, request.all_nodes(), isolate) as hydra_compose:
             return hydra_compose(overrides)
     except (HydraException, OmegaConfBaseException) as exc:
         from mltrain.config.messages import user_error  # startup
@@ -130,7 +143,7 @@ def sweeps_in(overrides: Sequence[str]) -> List[Any]:
     return [item for item in parsed if item.is_sweep_override()]
 
 
-def freeze_request(request: JobRequest, isolate: bool = True) -> FrozenJob:
+def freeze_request(request: Request, isolate: bool = True) -> FrozenJob:
     """Compose, validate and freeze one run. Raises MltrainError with the CLI's one line. `isolate`: as for
     compose()."""
     from hydra.core.hydra_config import HydraConfig  # startup

@@ -4,7 +4,7 @@
     run.wait(show_output=True)        # like run.wait_for_completion(show_output=True)
     run.metrics(); run.download_file("outputs/model.pt", "model.pt")
 
-    run = mltrain.submit_request(JobRequest(job="command", overrides=("job.command=nvidia-smi",)))
+    run = submit_request(Request(job="command", overrides=("job.command=nvidia-smi",)))
 
 The request is composed, validated and frozen in this process (mltrain.launch.request) and its run
 folder made here, so a mistake raises one MltrainError with the line the CLI prints, before anything
@@ -23,27 +23,26 @@ import traceback
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Dict, Optional, Sequence
 
 from mltrain import backends
 from mltrain.backends.local.guard import unmarked
 from mltrain.base.errors import MltrainError
 from mltrain.base.home import mltrain_home
-from mltrain.config.memory_nodes import ConfigNode
 from mltrain.config.paths import user_conf_dirs
 from mltrain.launch import multirun_files, nesting
 from mltrain.launch.driver import drive, listen
 from mltrain.launch.orchestrate import create_run
-from mltrain.launch.request import JobRequest, freeze_request
+from mltrain.launch.request import Request, freeze_request
 from mltrain.python_api.handle import Run
 from mltrain.ranks.process import ForkedChild, follow
 from mltrain.runs.console import Console
 from mltrain.runs.waiting import wait_until
 
-__all__ = ["JobRequest", "MultirunRequest", "Run", "submit", "submit_multirun", "submit_request"]
+__all__ = ["Request", "Run", "submit", "submit_multirun", "submit_request"]
 
 
-def submit_request(request: JobRequest, console: Optional[Console] = None) -> Run:
+def submit_request(request: Request, console: Optional[Console] = None) -> Run:
     """Queue one run and return its handle as soon as the run exists (its driver runs on)."""
     nesting.refuse_in_a_rank()  # a job's code submitting itself again, or nested too deep: its process ends
     job = freeze_request(request)
@@ -115,23 +114,8 @@ def submit(job: Optional[str] = None, overrides: Sequence[str] = (), cwd: Option
     """Queue one run of job kind `job` with Hydra overrides; `cwd` adds that folder's `.mltrain/` and
     `conf/` config folders. Raises MltrainError with the CLI's one-line message when the config is invalid."""
     dirs = tuple(str(d) for d in user_conf_dirs(Path(cwd))) if cwd else ()
-    return submit_request(JobRequest(job=job, overrides=tuple(overrides), config_dirs=dirs,
+    return submit_request(Request(job=job, overrides=tuple(overrides), config_dirs=dirs,
                                      experiment_name=experiment_name))
-
-
-@dataclass(frozen=True)
-class MultirunRequest:
-    """A sweep (`sweep.*` set) or a pipeline (`pipeline=NAME`), run by its own driver process
-    (mltrain.cli.multirun) as `mltrain -m OVERRIDES` runs it (mltrain.command.app_request). `ready` is the file
-    whose appearance says the engine has started: the sweep's sweep.json, the pipeline run's run.json."""
-
-    overrides: Tuple[str, ...]
-    ready: str
-    config_dirs: Tuple[str, ...] = ()
-    name: str = "multirun"
-    #: config options held in memory (a v2 job's generated groups), carried to the driver in its request
-    nodes: Tuple[ConfigNode, ...] = ()
-
 
 
 @dataclass
@@ -174,23 +158,25 @@ class MultirunDriver:
         return done
 
 
-def submit_multirun(request: MultirunRequest, timeout: float = 300.0) -> MultirunDriver:
-    """Start the driver and return once its engine has started; a refusal before that raises the
-    driver's MltrainError (its one line, read from the typed outcome)."""
+def submit_multirun(request: Request, ready: str, name: str = "multirun", timeout: float = 300.0) -> MultirunDriver:
+    """A sweep (`sweep.*` set) or a pipeline (`pipeline=NAME`) run by its own driver process (mltrain.cli.multirun)
+    as `mltrain -m` runs it (mltrain.command.app_request). Returns once its engine has started: `ready` is the file
+    whose appearance says so (the sweep's sweep.json, the pipeline run's run.json); a refusal before that raises
+    the driver's MltrainError (its one line, read from the typed outcome)."""
     nesting.refuse_in_a_rank()
-    folder = mltrain_home() / "drivers" / f"{request.name}_{uuid.uuid4().hex[:8]}"
+    folder = mltrain_home() / "drivers" / f"{name}_{uuid.uuid4().hex[:8]}"
     folder.mkdir(parents=True)
-    file = multirun_files.write_request(folder, request.overrides, request.config_dirs, request.nodes)
+    file = multirun_files.write_request(folder, request.all_overrides(), request.config_dirs, request.all_nodes())
     with open(folder / "driver.log", "ab") as out:
         process = subprocess.Popen(multirun_files.driver_argv(file),
                                    stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                    start_new_session=True, env=nesting.driver_env(unmarked(dict(os.environ))))
     driver = MultirunDriver(process, folder)
-    ready = Path(request.ready)
-    waited = wait_until(lambda: ready.exists() or driver.outcome() is not None, timeout)
+    ready_file = Path(ready)
+    waited = wait_until(lambda: ready_file.exists() or driver.outcome() is not None, timeout)
     outcome = driver.outcome()
     if outcome is not None and outcome.get("refused"):
         raise MltrainError(str(outcome.get("error")))
     if not waited:
-        raise MltrainError(f"{request.name} did not start within {timeout:.0f}s (driver log: {driver.log})")
+        raise MltrainError(f"{name} did not start within {timeout:.0f}s (driver log: {driver.log})")
     return driver

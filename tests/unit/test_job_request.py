@@ -12,7 +12,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 
 from mltrain.base.errors import MltrainError
-from mltrain.launch.request import JobRequest, compose, freeze_request, quote
+from mltrain.launch.request import Request, compose, freeze_request, quote
 
 SHIM = Path(__file__).resolve().parents[2] / "mltrain" / "_azureml_shim"
 
@@ -23,7 +23,7 @@ def test_a_requests_values_reach_its_config_as_they_are(tmp_path, monkeypatch, v
     """Typed values, not override text: what a front end hands over is what the job's config holds."""
     monkeypatch.setenv("MLTRAIN_HOME", str(tmp_path))
     monkeypatch.chdir(tmp_path)
-    cfg = compose(JobRequest(job="command", overrides=("job.command=true",), config={"job": {"params": {"v": value}}}))
+    cfg = compose(Request(job="command", overrides=("job.command=true",), values={"job": {"params": {"v": value}}}))
     assert OmegaConf.to_container(cfg.job.params, resolve=False)["v"] == value
 
 
@@ -34,7 +34,7 @@ def test_a_requests_names_round_trip_through_hydras_parser(name):
 
 
 def test_no_override_text_is_built_from_values_on_the_typed_paths():
-    """The v1 stand-ins hand the engine group choices and typed values (JobRequest.config, a pipeline step's
+    """The v1 stand-ins hand the engine group choices and typed values (Request.values, a pipeline step's
     `values:`): no module of theirs builds `key.sub=value` text, and the request module has no serialiser."""
     import mltrain.launch.request as request
 
@@ -48,7 +48,7 @@ def test_no_override_text_is_built_from_values_on_the_typed_paths():
 def test_a_request_freezes_to_the_job_the_cli_would_run(tmp_path, monkeypatch):
     monkeypatch.setenv("MLTRAIN_HOME", str(tmp_path))
     monkeypatch.chdir(tmp_path)
-    job = freeze_request(JobRequest(job="command", overrides=("job.command=echo hi",), experiment_name="exp",
+    job = freeze_request(Request(job="command", overrides=("job.command=echo hi",), experiment_name="exp",
                                     run_id="r1"))
     assert job.argv == ["/bin/sh", "-c", "echo hi"] and job.backend == "local"
     assert job.experiment == "exp" and job.run_dir == str(tmp_path / "runs" / "r1")
@@ -63,7 +63,7 @@ def test_a_request_freezes_to_the_job_the_cli_would_run(tmp_path, monkeypatch):
 def test_a_bad_request_is_one_line(tmp_path, monkeypatch, overrides, line):
     monkeypatch.setenv("MLTRAIN_HOME", str(tmp_path))
     with pytest.raises(MltrainError) as err:
-        freeze_request(JobRequest(job="command", overrides=("job.command=true", *overrides)))
+        freeze_request(Request(job="command", overrides=("job.command=true", *overrides)))
     assert str(err.value).startswith(line) and "\n" not in str(err.value)
 
 
@@ -123,7 +123,7 @@ def test_a_requests_config_folders_are_searched(tmp_path, monkeypatch):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
-    job = freeze_request(JobRequest(job="command", overrides=("job.command=true", "compute=gpu-cluster"),
+    job = freeze_request(Request(job="command", overrides=("job.command=true", "compute=gpu-cluster"),
                                     config_dirs=(str(conf.parent),)))
     assert job.compute.max_concurrent_jobs == 3
 
@@ -135,6 +135,6 @@ def test_composing_a_request_leaves_the_callers_hydra_state_as_it_was(tmp_path, 
 
     monkeypatch.setenv("MLTRAIN_HOME", str(tmp_path))
     before = Singleton.get_state()
-    freeze_request(JobRequest(job="command", overrides=("job.command=true",)))
+    freeze_request(Request(job="command", overrides=("job.command=true",)))
     after = Singleton.get_state()
     assert after["instances"].keys() == before["instances"].keys()

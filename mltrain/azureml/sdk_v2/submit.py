@@ -21,7 +21,7 @@ from typing import Any, Dict, Optional
 import yaml
 
 from mltrain.azureml import job_plan
-from mltrain.azureml.job_request import GROUP, Request, config_nodes_of, empty_code, with_empty_code
+from mltrain.azureml.job_request import GROUP, JobCreate, config_nodes_of, empty_code, with_empty_code
 from mltrain.azureml.sdk_v2.entities import job_entity, to_v2
 from mltrain.azureml.v2_schema import AZURE_ONLY_TYPES, RUNS
 from mltrain.base.atomic import atomic_write
@@ -29,8 +29,8 @@ from mltrain.base.errors import MltrainError
 from mltrain.base.home import mltrain_home
 from mltrain.config.paths import extra_config_dirs
 from mltrain.launch import multirun_files
-from mltrain.launch.request import REQUEST_CHOICE, JobRequest, values_node
-from mltrain.python_api.api import MultirunRequest, Run, submit_multirun, submit_request
+from mltrain.launch.request import Request
+from mltrain.python_api.api import Run, submit_multirun, submit_request
 from mltrain.runs.console import Console, Silent
 
 FRONT_END = "azureml-sdk-v2"
@@ -103,7 +103,7 @@ def _queue(entity: Any, name: str, folder: Path, file: Path, experiment: Optiona
            data: Dict[str, Any]) -> Submitted:
     """The plan handed over typed: a command job's values as its request's in-memory config, a sweep's or
     pipeline's generated groups as config nodes carried to its driver (no config file written and read back)."""
-    plan = job_plan.plan(Request(file=str(file), name=name, experiment_name=experiment, data=data))
+    plan = job_plan.plan(JobCreate(file=str(file), name=name, experiment_name=experiment, data=data))
     origin = {"front_end": FRONT_END, "file": str(file), "entity": type(entity).__name__}
     dirs = tuple(plan.config_dirs)
     with empty_code(dry_run=False) as empty:
@@ -114,8 +114,8 @@ def _queue(entity: Any, name: str, folder: Path, file: Path, experiment: Optiona
             # mltrain.launch.request.compose builds Hydra's initialize_config_module (which reads the search
             # path) before it sets the request's folders: set them around the whole call too
             with extra_config_dirs(dirs):
-                run = submit_request(JobRequest(overrides=overrides, config_dirs=dirs, origin=origin,
-                                                config=with_empty_code(values, str(empty))),
+                run = submit_request(Request(overrides=overrides, config_dirs=dirs, origin=origin,
+                                             values=with_empty_code(values, str(empty))),
                                      console=Console(stream=Silent()))
             _record(folder, name, "command", run_dir=str(run.run_dir))
             return Submitted(name, "command", folder, run=run)
@@ -133,11 +133,8 @@ def _queue(entity: Any, name: str, folder: Path, file: Path, experiment: Optiona
             values["experiment_name"] = experiment
         ready = runs / name / "run.json"
         where = {"run_dir": str(runs / name)}
-    overrides = tuple(plan.overrides)
-    if values:
-        overrides, nodes = (*overrides, REQUEST_CHOICE), (*nodes, values_node(values))
-    driver = submit_multirun(MultirunRequest(overrides=overrides, ready=str(ready), config_dirs=dirs, name=name,
-                                             nodes=nodes))
+    request = Request(overrides=tuple(plan.overrides), config_dirs=dirs, nodes=nodes, values=values or None)
+    driver = submit_multirun(request, ready=str(ready), name=name)
     _record(folder, name, plan.kind, driver=str(driver.folder), driver_pid=driver.process.pid, **where)
     return Submitted(name, plan.kind, folder, driver=driver)
 

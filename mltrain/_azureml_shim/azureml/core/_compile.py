@@ -1,9 +1,9 @@
-"""v1 job objects compiled into mltrain's typed job request (mltrain.launch.request.JobRequest).
+"""v1 job objects compiled into mltrain's typed request (mltrain.launch.request.Request).
 
 Every v1 front door (ScriptRunConfig, the estimators, the pipeline steps, HyperDrive's run config)
 ends here: one function turns (source folder, script or command, arguments, compute target,
 environment, distribution) into the choices of mltrain's config groups (`compute=`, `environment=`,
-`distribution=`, the job kind) and typed values composed over them (JobRequest.config: an in-memory config
+`distribution=`, the job kind) and typed values composed over them (Request.values: an in-memory config
 node, no override text), so a v1 submission and the equivalent `mltrain job=script ...` command make the same
 job.
 """
@@ -79,7 +79,7 @@ def distribution_choice(config: Any) -> Tuple[str, Dict[str, Any]]:
 
 
 def request(job: V1Job, experiment: Any, origin: Dict[str, Any]) -> Any:
-    from mltrain.launch.request import JobRequest, merge_values  # submission
+    from mltrain.launch.request import Request, merge_values  # submission
 
     folder = os.path.abspath(job.source_directory or ".")
     if not os.path.isdir(folder):
@@ -104,13 +104,13 @@ def request(job: V1Job, experiment: Any, origin: Dict[str, Any]) -> Any:
     environment, env_values = environment_choice(job.environment)
     distribution, dist_values = distribution_choice(job.distribution)
     values = merge_values({"job": fields, "environment": env_values, "distribution": dist_values}, job.values)
-    return JobRequest(job=kind, overrides=(*compute, f"environment={environment}", f"distribution={distribution}"),
-                      config=_without_empty(values), config_dirs=dirs, experiment_name=experiment.name, origin=origin)
+    return Request(job=kind, overrides=(*compute, f"environment={environment}", f"distribution={distribution}"),
+                   values=_without_empty(values), config_dirs=dirs, experiment_name=experiment.name, origin=origin)
 
 
 def _parallel_request(job: V1Job, folder: str, arguments: List[Any], experiment: Any, origin: Dict[str, Any]) -> Any:
     """A ParallelRunStep's job: job=parallel with its configuration's fields, one agent per node."""
-    from mltrain.launch.request import JobRequest, merge_values  # submission
+    from mltrain.launch.request import Request, merge_values  # submission
 
     fields = dict(job.parallel or {})
     nodes = fields.pop("node_count", 1)
@@ -122,8 +122,8 @@ def _parallel_request(job: V1Job, folder: str, arguments: List[Any], experiment:
                                    **fields},
                            "environment": merge_values(env_values, {"environment_variables": dict(variables)}),
                            "distribution": {"node_count": nodes}}, job.values)
-    return JobRequest(job="parallel", overrides=(*compute, f"environment={environment}", "distribution=none"),
-                      config=_without_empty(values), config_dirs=dirs, experiment_name=experiment.name, origin=origin)
+    return Request(job="parallel", overrides=(*compute, f"environment={environment}", "distribution=none"),
+                   values=_without_empty(values), config_dirs=dirs, experiment_name=experiment.name, origin=origin)
 
 
 def _without_empty(values: Dict[str, Any]) -> Dict[str, Any]:

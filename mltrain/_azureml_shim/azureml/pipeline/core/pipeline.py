@@ -57,8 +57,8 @@ class Pipeline:
         from mltrain.base.errors import MltrainError  # submission
         from mltrain.base.home import mltrain_home
         from mltrain.config.memory_nodes import ConfigNode  # submission
-        from mltrain.launch.request import REQUEST_CHOICE, values_node  # submission
-        from mltrain.python_api.api import MultirunRequest, submit_multirun  # submission
+        from mltrain.launch.request import Request  # submission
+        from mltrain.python_api.api import submit_multirun  # submission
 
         steps, dirs = self._graph(dict(pipeline_parameters or {}))
         import re
@@ -76,11 +76,10 @@ class Pipeline:
         (conf / COMPILED).write_text(text, encoding="utf-8")
         (conf / OUTPUTS).write_text(json.dumps(_pipeline_outputs(self._steps)), encoding="utf-8")
         run_dir = mltrain_home() / "runs" / run_id
-        nodes = (ConfigNode("pipeline", name, doc), values_node({"run": {"id": run_id}}))
+        request = Request(overrides=(f"pipeline={name}",), nodes=(ConfigNode("pipeline", name, doc),),
+                          values={"run": {"id": run_id}}, config_dirs=tuple(dirs))
         try:
-            driver = submit_multirun(MultirunRequest(overrides=(f"pipeline={name}", REQUEST_CHOICE), nodes=nodes,
-                                                     ready=str(run_dir / "run.json"), config_dirs=tuple(dirs),
-                                                     name=run_id))
+            driver = submit_multirun(request, ready=str(run_dir / "run.json"), name=run_id)
         except MltrainError as exc:
             raise UserErrorException(str(exc)) from None
         _keep(self, conf)

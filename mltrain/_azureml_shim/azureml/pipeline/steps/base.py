@@ -163,7 +163,7 @@ def compile_steps(steps: List[_Step], parameters: Dict[str, Any], default_source
         params.update(data.datasets)  # the consumed datasets' definitions: in the reuse key, read by input_datasets
         request = _compile.request(job, Experiment(_workspace_of(step), "pipeline", _skip_name_validation=True), {})
         dirs = dirs or tuple(request.config_dirs)
-        entry = {"overrides": list(request.choices()), "values": request.config or {},
+        entry = {"overrides": list(request.choices()), "values": request.values or {},
                  "params": params, "inputs": data.inputs, "outputs": [d.name for d in _written_by(step)],
                  "after": [step_key(s.name) for s in step._after], "allow_reuse": step.allow_reuse}
         if step.version is not None:

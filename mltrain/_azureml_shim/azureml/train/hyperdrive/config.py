@@ -115,7 +115,7 @@ class HyperDriveConfig:
         request = _compile.request(job, experiment, origin)
         space = {f"job.params.{_safe(name)}": grammar(spec) for name, spec in specs.items()}
         sweep = {**self._sweep_values(), "params": space}
-        values = merge_values(request.config or {}, {"sweep": sweep})
+        values = merge_values(request.values or {}, {"sweep": sweep})
         return list(request.choices()), values, request.config_dirs
 
     def _submit(self, experiment: Any, tags: Any, origin: Dict[str, Any]) -> Any:
@@ -123,8 +123,8 @@ class HyperDriveConfig:
 
         from mltrain.base.errors import MltrainError  # submission
         from mltrain.base.home import mltrain_home
-        from mltrain.launch.request import REQUEST_CHOICE, merge_values, values_node  # submission
-        from mltrain.python_api.api import MultirunRequest, submit_multirun  # submission
+        from mltrain.launch.request import Request, merge_values  # submission
+        from mltrain.python_api.api import submit_multirun  # submission
 
         self._check()
         name = self._custom_run_id or f"HD_{experiment.name}_{time.strftime('%Y%m%d_%H%M%S')}_{uuid.uuid4().hex[:6]}"
@@ -132,9 +132,8 @@ class HyperDriveConfig:
         choices, values, dirs = self._request(experiment, origin)
         values = merge_values(values, {"experiment_name": experiment.name, "hydra": {"sweep": {"dir": str(sweep_dir)}}})
         try:
-            driver = submit_multirun(MultirunRequest(overrides=(*choices, REQUEST_CHOICE), nodes=(values_node(values),),
-                                                     ready=str(sweep_dir / "sweep.json"), config_dirs=tuple(dirs),
-                                                     name=name))
+            driver = submit_multirun(Request(overrides=tuple(choices), values=values, config_dirs=tuple(dirs)),
+                                     ready=str(sweep_dir / "sweep.json"), name=name)
         except MltrainError as exc:
             raise UserErrorException(str(exc)) from None
         run = HyperDriveRun(experiment, name, _sweep_dir=str(sweep_dir), _driver=driver,
