@@ -38,17 +38,13 @@ class Component:
 
 
 def load_component(jf: JobFile, where: Sequence[Any], ref: Any) -> Component:
+    """The component a step or trial names: a file, a registered name, or a mapping inline (its `code` relative to
+    `jf`'s folder; azure-ai-ml's entities hand theirs over so, in memory)."""
     where = tuple(where)
-    raw = str(ref)
-    name = references.asset_name(raw)
-    if name is not None:
-        path = _registered(jf, where, raw, name)
+    if isinstance(ref, dict):
+        comp = jf.inner(where, ref)
     else:
-        local = raw[len("file:"):] if raw.startswith("file:") else raw
-        path = Path(jf.folder) / local
-        if not path.is_file():
-            raise jf.error(where, f"component file '{raw}' does not exist (relative to {jf.folder})")
-    comp = load(str(path))
+        comp = load(str(_component_path(jf, where, str(ref))))
     data = require_mapping(comp, (), comp.data)
     # Azure's loader takes a component's unknown top-level fields and ignores them: so does mltrain, said once
     unknown = [str(k) for k in data if k not in COMPONENT]
@@ -71,9 +67,21 @@ def load_component(jf: JobFile, where: Sequence[Any], ref: Any) -> Component:
     body = {k: data[k] for k in ("command", "code", "environment", "distribution", "resources") if k in data}
     if "instance_count" in data:
         body.setdefault("resources", {})["instance_count"] = data["instance_count"]
-    return Component(comp, str(data.get("name") or Path(comp.path).stem),
+    name = data.get("name") or (where[-2] if isinstance(ref, dict) and len(where) > 1 else Path(comp.path).stem)
+    return Component(comp, str(name),
                      None if data.get("version") is None else str(data["version"]),
                      bool(data.get("is_deterministic", True)), ports_in, ports_out, body, notes)
+
+
+def _component_path(jf: JobFile, where: tuple, raw: str) -> Path:
+    name = references.asset_name(raw)
+    if name is not None:
+        return _registered(jf, where, raw, name)
+    local = raw[len("file:"):] if raw.startswith("file:") else raw
+    path = Path(jf.folder) / local
+    if not path.is_file():
+        raise jf.error(where, f"component file '{raw}' does not exist (relative to {jf.folder})")
+    return path
 
 
 def _registered(jf: JobFile, where: tuple, raw: str, name: str) -> Path:

@@ -217,9 +217,10 @@ def _command_step(jf: JobFile, where: tuple, body: Dict[str, Any], ctx: command_
         inline = {k: v for k, v in body.items() if k != "type"}
         return "command", command_job.parse(jf, where, inline, ctx, known=known, inherited=inherited)
 
-    ref = str(body["component"])
-    builtin = lookup(asset_name(ref) or "") if asset_name(ref) else None
-    if builtin is not None and not _registered_locally(jf, asset_name(ref) or ""):
+    ref = body["component"] if isinstance(body["component"], dict) else str(body["component"])
+    registered = asset_name(ref) if isinstance(ref, str) else None
+    builtin = lookup(registered) if registered else None
+    if builtin is not None and registered and not _registered_locally(jf, registered):
         return "builtin", {"component": builtin, "inputs": parse_inputs(jf, where + ("inputs",), body.get("inputs"),
                                                                          ctx.dry_run, True),
                            "outputs": list(folders(builtin)), "body": body, "notes": []}

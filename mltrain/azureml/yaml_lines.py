@@ -28,6 +28,13 @@ class JobFile:
     path: str
     data: Any
     lines: Dict[Path_, int] = field(default_factory=dict)
+    #: where `data` sits in the file: () for the file itself, the field's path for a mapping inside it (an inline
+    #: component), whose lines and refusals are then the file's own
+    prefix: Tuple[Any, ...] = ()
+
+    def inner(self, path: Path_, data: Any) -> JobFile:
+        """The mapping at `path` of this file as a file of its own, its lines and refusals this file's."""
+        return JobFile(self.path, data, self.lines, self.prefix + tuple(path))
 
     @property
     def folder(self) -> str:
@@ -39,13 +46,13 @@ class JobFile:
 
     def line(self, path: Path_) -> int:
         """The line of a field, else of the nearest enclosing field that has one."""
-        path = tuple(path)
+        path = self.prefix + tuple(path)
         while path and path not in self.lines:
             path = path[:-1]
         return self.lines.get(path, 1)
 
     def error(self, path: Path_, problem: str) -> JobFileError:
-        return JobFileError(f"{self.name}:{self.line(path)}", dotted(path), problem)
+        return JobFileError(f"{self.name}:{self.line(path)}", dotted(self.prefix + tuple(path)), problem)
 
 
 def dotted(path: Path_) -> str:

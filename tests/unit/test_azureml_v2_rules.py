@@ -266,6 +266,26 @@ def test_component_defaults_and_optional_inputs_fill_the_command(tmp_path):
     assert pipeline["steps"]["fit"]["outputs"] == ["model"]
 
 
+def _inline(component: str) -> str:
+    """STEP with the component written inline, under `component:`, as Azure's pipeline files allow."""
+    body = textwrap.indent(component, "      ")
+    return STEP.replace("    component: ./c.yml\n", "    component:\n" + body)
+
+
+def test_an_inline_component_is_planned_as_its_file_would_be(tmp_path):
+    """Azure's pipeline files may hold a component inline; azure-ai-ml's client hands its Python-built components
+    over so, in memory, instead of writing a file to read back."""
+    (tmp_path / "c.yml").write_text(COMPONENT)
+    from_file = plan(tmp_path, STEP + "      epochs: 3\n")
+    inline = plan(tmp_path, _inline(COMPONENT) + "      epochs: 3\n")
+    assert inline.files["azureml_job/job__fit.yaml"] == from_file.files["azureml_job/job__fit.yaml"]
+
+
+def test_an_inline_components_mistake_names_the_pipeline_files_line_and_field(tmp_path):
+    message = refusal(tmp_path, _inline(COMPONENT.replace("type: command\n", "type: spark\n")) + "      epochs: 3\n")
+    assert message.startswith("job.yml:6 jobs.fit.component.type: 'spark' components are not supported"), message
+
+
 def test_a_designer_component_by_registry_name_is_a_builtin_step(tmp_path):
     (tmp_path / "images").mkdir()
     p = plan(tmp_path, """\

@@ -37,7 +37,8 @@ def kind_of(job: Any) -> str:
 
 def to_v2(job: Any, folder: str) -> Tuple[str, Dict[str, Any]]:
     """(job type, the v2 job file's data) for a CommandJob, SweepJob or PipelineJob. A pipeline's steps
-    name their component files: the file a component was loaded from, or one written under `folder`."""
+    name the component file a component was loaded from, or hold the component inline (in memory; `folder`:
+    where the submission keeps its files)."""
     kind = kind_of(job)
     data = _clean(internals.entity_dict(job))
     base = internals.base_path(job)
@@ -60,7 +61,7 @@ def to_v2(job: Any, folder: str) -> Tuple[str, Dict[str, Any]]:
                     step["trial"] = _trial(step, node)
                 component = step.get("component")
                 if isinstance(component, dict):
-                    step["component"] = _component_file(component, internals.node_component(node), folder, name)
+                    step["component"] = _component(component, internals.node_component(node), name)
     return kind, data
 
 
@@ -131,17 +132,13 @@ def _bindings(step: Dict[str, Any], pipeline: Dict[str, Any]) -> None:
                 top["mode"] = spec["mode"]
 
 
-def _component_file(component: Dict[str, Any], entity: Any, folder: str, step: str) -> str:
+def _component(component: Dict[str, Any], entity: Any, step: str) -> Any:
     """The component's own YAML file when it was loaded from one (its refusals then name that file's lines),
-    else its dump written as a component file."""
+    else its dump as an inline component, handed over in memory."""
     source = internals.source_path(entity)
     if source and str(source).endswith((".yml", ".yaml")) and os.path.isfile(str(source)):
         return os.path.abspath(str(source))
-    path = os.path.join(folder, "components", f"{step}.yml")
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w", encoding="utf-8") as handle:
-        handle.write(_component_yaml(component, step))
-    return path
+    return _component_values(component, step)
 
 
 def component_text(entity: Any) -> str:
@@ -157,20 +154,18 @@ def component_text(entity: Any) -> str:
         if isinstance(code, str) and _local(code) is not None:
             data["code"] = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(str(source))), code))
         return f"# from {source}\n" + yaml.safe_dump(data, sort_keys=False)
-    return _component_yaml(_clean(internals.entity_dict(entity)), str(entity.name))
+    return yaml.safe_dump(_component_values(_clean(internals.entity_dict(entity)), str(entity.name)), sort_keys=False)
 
 
-def _component_yaml(component: Dict[str, Any], name: str) -> str:
+def _component_values(component: Dict[str, Any], name: str) -> Dict[str, Any]:
     """The dump writes literal defaults as text (`default: '2'`); a file has numbers."""
-    import yaml  # startup
-
     out = {k: v for k, v in component.items() if k != "$schema"}
     if out.get("name") in (None, "azureml_anonymous"):
         out["name"] = name
     for spec in (out.get("inputs") or {}).values():
         if isinstance(spec, dict) and isinstance(spec.get("default"), str):
             spec["default"] = _literal(spec.get("type"), spec["default"])
-    return yaml.safe_dump(out, sort_keys=False)
+    return out
 
 
 def _trial(data: Dict[str, Any], entity: Any) -> Any:
