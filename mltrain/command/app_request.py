@@ -20,7 +20,7 @@ Hydra's own app: HydraAppNeeded says so, and the `mltrain` command runs it that 
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator, List, Optional
+from typing import Any, Dict, Iterator, Optional
 
 from mltrain.base.errors import MltrainError
 from mltrain.config.hydra_session import hydra_session
@@ -78,25 +78,20 @@ def show_config(request: Request, part: str = "job", package: Optional[str] = No
 def composed(request: Request, isolate: bool = True) -> Iterator[Any]:
     """A Composer holding the command's config, composed from its overrides that do not sweep; Hydra stays
     initialized inside the block, for the engines' own compositions."""
+    from mltrain.config.compose import parse_overrides  # startup
     from mltrain.launch.composer import DEFAULT_RUNS_ROOT, Composer  # startup
 
     with one_line_errors(), hydra_session(request.config_dirs, request.all_nodes(), isolate) as compose:
         overrides = list(request.all_overrides())
-        config = compose(_fixed(overrides))
+        bases: Dict[Any, Any] = {}  # the command's overrides parsed once, here, for every composition and expansion after
+        # What the command's own config is composed from: the overrides that do not sweep (Hydra's multirun
+        # composes it the same way, leaving sweeps to its sweeper)
+        config = compose([str(o.input_line) for o in parse_overrides(overrides, bases) if not o.is_sweep_override()])
         _check_plugins(config)
         with _writable(config):  # as Hydra's multirun records them: the sweeps too (a resumed sweep reads them)
             config.hydra.overrides.task = overrides
         runs_root = str(config.hydra.launcher.get("runs_root") or DEFAULT_RUNS_ROOT)
-        yield Composer(config, compose.loader, runs_root)
-
-
-def _fixed(overrides: List[str]) -> List[str]:
-    """The overrides that do not sweep, parsed by Hydra: what the command's own config is composed from (Hydra's
-    multirun composes it the same way, leaving sweeps to its sweeper)."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser  # startup
-
-    parsed = OverridesParser.create().parse_overrides(overrides)  # sections are opened as they are composed
-    return [str(o.input_line) for o in parsed if not o.is_sweep_override()]
+        yield Composer(config, compose.loader, runs_root, bases=bases)
 
 
 def _check_plugins(config: Any) -> None:

@@ -49,7 +49,7 @@ def run_command(composer: Composer, arguments: Sequence[str]) -> None:
             return
         from mltrain.launch.members import launch_members  # startup
 
-        job_overrides = expand(config, arguments)
+        job_overrides = expand(config, arguments, composer.bases)
         single = len(job_overrides) == 1
         if not single:  # as Hydra's basic sweeper leaves it: the command's config, read again by nothing here
             OmegaConf.save(config, sweep_dir / "multirun.yaml")
@@ -67,16 +67,16 @@ def run_command(composer: Composer, arguments: Sequence[str]) -> None:
                 parent.rmdir()
 
 
-def expand(config: Any, arguments: Sequence[str]) -> List[List[str]]:
+def expand(config: Any, arguments: Sequence[str], bases: Dict[Any, Any]) -> List[List[str]]:
     """Each member's overrides: the cartesian product of the swept values, in the order Hydra's basic sweeper
     gives (`hydra.sweeper.params` first, then the command line; a key given twice keeps its first place and its
-    last value)."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser  # startup
+    last value). `bases`: the command's Composer's, holding its overrides as they were parsed."""
+    from mltrain.config.compose import parse_overrides  # startup
 
     params = OmegaConf.select(config, "hydra.sweeper.params", default=None) or {}
     lines = [f"{key}={value}" for key, value in params.items()] + list(arguments)
     try:
-        parsed = OverridesParser.create().parse_overrides(lines)
+        parsed = parse_overrides(lines, bases)
     except Exception as exc:  # noqa: BLE001 - Hydra's parse errors are several lines
         raise MltrainError(one_line(exc)) from None
     chosen: Dict[str, List[str]] = {}

@@ -120,6 +120,13 @@ def master_bases(bases: dict, sweep_dir: str) -> dict:
     return out
 
 
+def parse_overrides(overrides: Sequence[str], bases: dict) -> list:
+    """Hydra's parse of each override, once per distinct string for a command (kept in `bases`, the Composer's): the
+    command's own config, the expansion of its sweep and each member's composition read the same parse (a 100-member
+    sweep repeats all but one)."""
+    return _parse(list(overrides), bases)
+
+
 def _parse(overrides: List[str], bases: dict) -> list:
     """Hydra's parse of each override, once per distinct string (a 100-member sweep repeats all but one)."""
     cache = bases.setdefault("parsed", {})

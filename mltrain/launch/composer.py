@@ -24,11 +24,12 @@ class Composer:
     Runs that choose the same config groups share one composition of the defaults, across every call."""
 
     def __init__(self, config: DictConfig, loader: Any, runs_root: str = DEFAULT_RUNS_ROOT,
-                 app_compute: Optional[Dict[str, Any]] = None) -> None:
+                 app_compute: Optional[Dict[str, Any]] = None, bases: Optional[Dict[Any, Any]] = None) -> None:
         self.config, self.loader, self.runs_root, self.app_compute = config, loader, runs_root, app_compute
         self.started = False
-        #: compositions shared between runs (mltrain.config.compose)
-        self.bases: Dict[Any, Any] = {}
+        #: compositions shared between runs, and the command's overrides as Hydra parsed them, once
+        #: (mltrain.config.compose)
+        self.bases: Dict[Any, Any] = {} if bases is None else bases
 
     def compose(self, overrides: Sequence[str], index: int = 0) -> DictConfig:
         """The config of one run (a sweep's member `index`, a pipeline's step), with its `hydra` node."""
