@@ -24,6 +24,7 @@ The packages, bottom layer first (tests/unit/test_import_graph.py holds the laye
   command/       a command, composed once, to its engine (run, sweep, pipeline)
   cli/           `mltrain` and its subcommands (runs, env, job, endpoints, models, ...)
   python_api/    `mltrain.submit`, the run handle `mltrain.Run`, run history (plot, compare, rerun)
+In the installed package, conf/ holds the YAML presets (the repository's conf/, one folder per config group).
 Loose modules: only hydra_task and slurm_rank, the stubs users' files and pickles name. Not imported by
 mltrain: _azureml_shim/ (the v1 SDK's stand-in, `azureml.*`) and _rank_site/ (the script ranks' exit hook).
 """

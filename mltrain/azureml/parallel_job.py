@@ -99,13 +99,16 @@ def parse(jf: JobFile, where: Sequence[Any], data: Dict[str, Any], ctx: command_
 def _with_component(jf: JobFile, where: tuple, node: Dict[str, Any]) -> Dict[str, Any]:
     """A node of a parallel component: the component's fields, the node's over them, its ports bound to the
     node's inputs and outputs (a data port keeps the component's type: mltable is read as a table)."""
-    ref = str(node["component"])
-    path = Path(jf.folder) / (ref[len("file:"):] if ref.startswith("file:") else ref)
-    if not path.is_file():
-        raise jf.error(where + ("component",), f"component file '{ref}' does not exist (relative to {jf.folder})")
-    comp = load(str(path))
-    spec = comp.data if isinstance(comp.data, dict) else {}
-    if "nodes" in spec or "flow" in spec or path.name.startswith("flow.dag"):
+    if isinstance(node["component"], dict):  # inline, as Azure's pipeline files allow (azure-ai-ml's, in memory)
+        ref, spec, flow_file = "the inline component", dict(node["component"]), False
+    else:
+        ref = str(node["component"])
+        path = Path(jf.folder) / (ref[len("file:"):] if ref.startswith("file:") else ref)
+        if not path.is_file():
+            raise jf.error(where + ("component",), f"component file '{ref}' does not exist (relative to {jf.folder})")
+        comp = load(str(path))
+        spec, flow_file = (comp.data if isinstance(comp.data, dict) else {}), path.name.startswith("flow.dag")
+    if "nodes" in spec or "flow" in spec or flow_file:
         raise jf.error(where + ("component",), f"'{ref}' is a prompt flow: flows run only in Azure ML's prompt flow "
                                                "runtime; mltrain runs parallel components with a run_function task")
     if spec.get("type", "parallel") != "parallel" or not isinstance(spec.get("task"), dict):

@@ -72,7 +72,7 @@ def _sweep(payload: Dict[str, Any], inputs: Dict[str, str], run_dir: Path, run_i
     if again:  # the step runs again (`runs resume PIPELINE`, a requeued job): its sweep goes on
         from mltrain.sweeps import resume as sweep_resume  # startup
 
-        print(f"sweep step: resuming the sweep in {sweep_dir}", flush=True)
+        print(f"sweep step: its sweep goes on, as `mltrain runs resume {sweep_dir}` runs it", flush=True)
         resumed = sweep_resume.prepare(sweep_dir, run_dir.parent, False)
         os.chdir(resumed.cwd)
         with resumed.context():
