@@ -62,3 +62,15 @@ def test_another_mltrain_command_is_run_in_the_foreground_in_one_place():
 
     found = _nodes_where(runs_mltrain, skip=("processes.py",))
     assert not found, f"mltrain commands started outside mltrain.base.processes.run_in_foreground: {found}"
+
+
+def test_the_newcomers_map_names_modules_that_exist():
+    """docs/architecture.md's map of one job from each front end to its backend: every hop a module of the tree."""
+    import re
+
+    repo = Path(__file__).resolve().parents[2]
+    section = (repo / "docs" / "architecture.md").read_text().split("## A newcomer's map", 1)[1].split("\n## ", 1)[0]
+    named = re.findall(r"`(mltrain/[\w/]+\.py)`", section)
+    assert len(named) >= 25, named
+    missing = sorted({m for m in named if not (repo / m).is_file()})
+    assert not missing, f"docs/architecture.md's map names modules that do not exist: {missing}"
