@@ -18,6 +18,7 @@ from typing import Any, Dict, List, Optional
 
 from mltrain import backends
 from mltrain.backends.base import earlier_ranks_gone, failure_text
+from mltrain.backends.handover import Cancel, Submission
 from mltrain.base.atomic import atomic_write
 from mltrain.base.errors import ConfigError, MltrainError
 from mltrain.base.signals import SignalsSetEvent
@@ -120,6 +121,22 @@ def execute(jobs: List[FrozenJob], records: List[RunRecord], consoles: List[Cons
             if r.status not in TERMINAL:
                 r.status = CANCELED
     return results
+
+
+def submit(job: FrozenJob, record: RunRecord, console: Console, share: int = 1) -> Submission:
+    """One run handed to its backend, which takes it at once and returns its Submission (a sweep's member, a
+    pipeline's step): with `execute` and `queue_after`, the engines' one way to a backend. `share`: how many runs of
+    the same command may run at once (a backend divides its slots among them)."""
+    backend = backends.get(job.backend)
+    return backend.submit(backend.plan(job, share=share), record, console)
+
+
+def queue_after(job: FrozenJob, parents: List[RunRecord], record: RunRecord, console: Console) -> str:
+    """A pipeline's step queued behind its parents on a backend that holds the graph itself (Slurm's afterok),
+    detached; returns the status it was left in (Queued, or why not)."""
+    backend = backends.get(job.backend)
+    held = backend.after(dataclasses.replace(job, detach=True), parents)
+    return backend.launch([backend.plan(held)], [record], [console], Cancel())[0]
 
 
 def run_all(jobs: List[FrozenJob], payloads: Optional[List[bytes]] = None) -> List[RunResult]:

@@ -9,7 +9,6 @@ the console says which and why.
 """
 from __future__ import annotations
 
-import dataclasses
 import os
 import threading
 import time
@@ -20,10 +19,11 @@ from typing import Any, Dict, List, Optional
 
 from mltrain import backends
 from mltrain.backends import backend_of, refresh
-from mltrain.backends.handover import Cancel, Submission
+from mltrain.backends.handover import Submission
 from mltrain.base.errors import ConfigError, MltrainError
 from mltrain.jobspec.kinds import JOB_KINDS
 from mltrain.jobspec.status import CANCELED, COMPLETED, FAILED, QUEUED, TERMINAL
+from mltrain.launch import orchestrate
 from mltrain.pipelines import graph, reuse, step_plans
 from mltrain.pipelines import graph_record as precord
 from mltrain.runs.console import Console, RunLog
@@ -227,10 +227,8 @@ class PipelineRun:
                 if producer is not None:
                     self.reuse_outputs(sr, producer)
                     continue
-                backend = backends.get(sr.job.backend)
-                plan = backend.plan(sr.job, share=share)
                 assert sr.record is not None and sr.console is not None
-                sr.submission = backend.submit(plan, sr.record, sr.console)
+                sr.submission = orchestrate.submit(sr.job, sr.record, sr.console, share=share)
             for sr in self.runs.values():
                 if sr.submission is not None and not sr.done and sr.submission.describe().ended:
                     self._settle(sr)
@@ -259,7 +257,6 @@ class PipelineRun:
         """Queue every step that must run, each waiting on its parents' Slurm jobs (afterok; a job
         whose parent failed is removed by Slurm itself: kill_on_invalid_dep)."""
         assert self.queued_on is not None
-        backend = backends.get(self.queued_on)
         for sr in self.runs.values():
             parents = {p: self.runs[p].record for p in sr.step.parents}
             for parent in parents.values():
@@ -274,8 +271,7 @@ class PipelineRun:
                 self.reuse_outputs(sr, producer)
                 continue
             # queued now; the graph is followed here, or not at all
-            job = backend.after(dataclasses.replace(sr.job, detach=True), list(parents.values()))
-            status = backend.launch([backend.plan(job)], [sr.record], [_Queued(sr.console.prefix)], Cancel())[0]
+            status = orchestrate.queue_after(sr.job, list(parents.values()), sr.record, _Queued(sr.console.prefix))
             if status != QUEUED:
                 sr.done = True
         precord.sync(self.record)

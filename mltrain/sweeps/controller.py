@@ -28,6 +28,7 @@ from mltrain.base.atomic import atomic_write_bytes
 from mltrain.base.errors import ConfigError, MltrainError, RunCanceled, RunFailed
 from mltrain.jobspec.schema import SweepConf
 from mltrain.jobspec.status import CANCELED, COMPLETED, FAILED
+from mltrain.launch import orchestrate
 from mltrain.launch.composer import Composer
 from mltrain.launch.orchestrate import CancelOnSignal, create_run
 from mltrain.runs.console import Console
@@ -173,10 +174,8 @@ class Controller:
 
     def _hand_over(self, member: Member, job: Any) -> None:
         """The member's run (its record made) to its backend, which takes it at once (Backend.submit)."""
-        backend = backends.get(job.backend)
-        plan = backend.plan(job, share=self.concurrent)
         member.started = time.time()
-        member.submission = backend.submit(plan, member.record, member.console)
+        member.submission = orchestrate.submit(job, member.record, member.console, share=self.concurrent)
 
     def _follow(self) -> bool:
         """Read what running members logged, apply the policy, and settle members that ended."""
