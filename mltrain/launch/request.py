@@ -39,6 +39,7 @@ class Request:
     `overrides`: Hydra's override strings (`compute=slurm`, `job.arguments=[a,b]`; sweeps allowed, `a=1,2`, where
     it is run as a command); `config_dirs`: folders of config groups searched first (a v1 workspace's `.mltrain`,
     a repository's); `nodes`: config options held in memory (a v2 file's generated groups); `job`: the job kind;
+    `groups`: the option chosen in other config groups;
     `values`: typed values composed in last, as a `_global_` config file listed after every group would be (a v2
     job's fields, a v1 run configuration's): an in-memory config node, no file written."""
 
@@ -46,6 +47,8 @@ class Request:
     config_dirs: Tuple[str, ...] = ()
     nodes: Tuple[ConfigNode, ...] = ()
     job: Optional[str] = None
+    #: an option of each config group, typed ({"compute": "gpu-cluster", "environment": "current"})
+    groups: Dict[str, str] = field(default_factory=dict)
     values: Optional[Dict[str, Any]] = None
     run_id: Optional[str] = None
     experiment_name: Optional[str] = None
@@ -57,12 +60,14 @@ class Request:
     def choices(self) -> Tuple[str, ...]:
         """The job kind and the overrides, without the request's values and names: for a caller that hands the
         values over itself (a pipeline step's `values:`, a sweep driver's config node)."""
-        return (*([f"job={self.job}"] if self.job else []), *self.overrides)
+        return (*([f"job={self.job}"] if self.job else []), *(f"{g}={o}" for g, o in self.groups.items()),
+                *self.overrides)
 
     def all_overrides(self) -> Tuple[str, ...]:
         """The request as Hydra overrides, the request's own fields last (they win): its values' option after every
         other option the overrides add (a v2 file's `+azureml_job=NAME`), its names after every value."""
         mine = [f"job={self.job}"] if self.job else []
+        mine += [f"{group}={option}" for group, option in self.groups.items()]
         tail = [REQUEST_CHOICE] if self.values is not None else []
         if self.experiment_name:
             tail.append(f"experiment_name={quote(self.experiment_name)}")

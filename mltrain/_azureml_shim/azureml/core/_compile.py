@@ -47,18 +47,25 @@ def argument_text(value: Any, paths: Optional[Dict[int, str]] = None) -> Any:
 
 
 def compute_overrides(target: Any, workspace: Any) -> Tuple[List[str], Tuple[str, ...]]:
-    """(`compute=` override, config folders) for a compute target given as an object or a name."""
+    """(`compute=` override, config folders) for a compute target given as an object or a name: a pipeline step's
+    entry (azureml.pipeline.steps)."""
+    name, dirs = compute_choice(target, workspace)
+    return [f"compute={name}"], dirs
+
+
+def compute_choice(target: Any, workspace: Any) -> Tuple[str, Tuple[str, ...]]:
+    """(the `compute` option, config folders) for a compute target given as an object or a name."""
     dirs = workspace.config_dirs() if workspace is not None else ()
     if target is None or target == "local":
-        return ["compute=local"], dirs
+        return "local", dirs
     name = getattr(target, "name", None) or str(target)
     if name in shipped_options("compute"):  # mltrain's own presets, by name
-        return [f"compute={name}"], dirs
+        return name, dirs
     if workspace is None or not (workspace.config_dir / "compute" / f"{name}.yaml").is_file():
         where = workspace.config_dir / "compute" if workspace is not None else ".mltrain/compute"
         raise ComputeTargetException(f"ComputeTargetNotFound: Compute Target with name {name} not found in "
                                      f"provided workspace (mltrain: no {where}/{name}.yaml)")
-    return [f"compute={name}"], dirs
+    return name, dirs
 
 
 def environment_choice(environment: Any) -> Tuple[str, Dict[str, Any]]:
@@ -100,11 +107,11 @@ def request(job: V1Job, experiment: Any, origin: Dict[str, Any]) -> Any:
         fields["params"] = {str(key): value if isinstance(value, (int, float, str, bool)) else argument_text(value)
                             for key, value in job.params.items()}
     workspace = getattr(experiment, "workspace", None)
-    compute, dirs = compute_overrides(job.compute_target, workspace)
+    compute, dirs = compute_choice(job.compute_target, workspace)
     environment, env_values = environment_choice(job.environment)
     distribution, dist_values = distribution_choice(job.distribution)
     values = merge_values({"job": fields, "environment": env_values, "distribution": dist_values}, job.values)
-    return Request(job=kind, overrides=(*compute, f"environment={environment}", f"distribution={distribution}"),
+    return Request(job=kind, groups={"compute": compute, "environment": environment, "distribution": distribution},
                    values=_without_empty(values), config_dirs=dirs, experiment_name=experiment.name, origin=origin)
 
 
@@ -116,13 +123,13 @@ def _parallel_request(job: V1Job, folder: str, arguments: List[Any], experiment:
     nodes = fields.pop("node_count", 1)
     variables = fields.pop("environment_variables", {})
     workspace = getattr(experiment, "workspace", None)
-    compute, dirs = compute_overrides(job.compute_target, workspace)
+    compute, dirs = compute_choice(job.compute_target, workspace)
     environment, env_values = environment_choice(job.environment)
     values = merge_values({"job": {"source_directory": folder, "program_arguments": [str(a) for a in arguments],
                                    **fields},
                            "environment": merge_values(env_values, {"environment_variables": dict(variables)}),
                            "distribution": {"node_count": nodes}}, job.values)
-    return Request(job="parallel", overrides=(*compute, f"environment={environment}", "distribution=none"),
+    return Request(job="parallel", groups={"compute": compute, "environment": environment, "distribution": "none"},
                    values=_without_empty(values), config_dirs=dirs, experiment_name=experiment.name, origin=origin)
 
 
