@@ -22,7 +22,7 @@ ml = pytest.importorskip("azure.ai.ml")
 pytestmark = pytest.mark.filterwarnings("ignore::Warning")
 
 from mltrain.azureml import job_plan  # noqa: E402  (after the skip: Azure's loader is the point here)
-from mltrain.azureml.job_request import JobCreate  # noqa: E402
+from mltrain.azureml.job_create import JobCreate  # noqa: E402
 from mltrain.azureml.yaml_lines import JobFileError  # noqa: E402
 
 CASES = all_cases()

@@ -13,8 +13,8 @@ from typing import Any, Dict, List, Optional, Sequence
 import yaml
 
 from mltrain.azureml import command_job, parallel_job, pipeline_job, sweep_job, v2_schema
+from mltrain.azureml.job_create import EMPTY_CODE, GROUP, JobCreate, Plan, file_name, ignored_note, record
 from mltrain.azureml.job_io import VALUE_FILE
-from mltrain.azureml.job_request import EMPTY_CODE, GROUP, JobCreate, Plan, file_name, ignored_note, record
 from mltrain.azureml.references import config_dirs, fetched_when
 from mltrain.azureml.yaml_lines import JobFile, JobFileError, load
 from mltrain.jobspec.computes import DEFAULT_COMPUTE

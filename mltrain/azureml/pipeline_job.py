@@ -21,8 +21,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from mltrain.azureml import command_job, component_files, parallel_job, sweep_step, v2_schema
 from mltrain.azureml.builtin_components import folders, lookup, step_overrides
+from mltrain.azureml.job_create import GROUP, JobCreate, Plan, file_name, ignored_note, record
 from mltrain.azureml.job_io import VALUE_FILE, Output, parse_inputs, parse_outputs
-from mltrain.azureml.job_request import GROUP, JobCreate, Plan, file_name, ignored_note, record
 from mltrain.azureml.pipeline_components import flatten
 from mltrain.azureml.references import DEFAULT_DATASTORE_EXPRESSION, asset_name, config_dirs, fetched_when
 from mltrain.azureml.v2_schema import PIPELINE, SETTINGS, check_fields

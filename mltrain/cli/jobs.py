@@ -4,7 +4,7 @@
                        [--stream | --detach] [--dry-run] [mltrain overrides ...]
 
 The file is read and checked whole (mltrain.azureml) before anything exists. A command job, a sweep or a
-pipeline is then what `mltrain [-m]` runs, from typed parts in this process (mltrain.command.app_request): the
+pipeline is then what `mltrain [-m]` runs, from typed parts in this process (mltrain.command.app): the
 file's values are in-memory config options, no generated file. Every override (`compute=slurm`,
 `run.root=...`) and flag behaves as it does for `mltrain ...`.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 from typing import List, Optional
 
-from mltrain.azureml.job_request import JobCreate
+from mltrain.azureml.job_create import JobCreate
 from mltrain.base.errors import MltrainError
 from mltrain.command.job_file import run_job_file
 

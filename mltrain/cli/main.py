@@ -1,7 +1,7 @@
 """The `mltrain` command.
 
 `mltrain [overrides]` and `mltrain -m [overrides]` are one command: composed once with Hydra's compose API and
-run by mltrain's engines, a sweep wherever an override sweeps (mltrain.command.app_request). Hydra's own app
+run by mltrain's engines, a sweep wherever an override sweeps (mltrain.command.app). Hydra's own app
 runs only what it alone reads (its other flags, another launcher or sweeper). Either way the command line is
 read first by Hydra's own parser, so a flag given wrong is the usage error a plain Hydra app gives (one line, exit
 status 2), and `--version` names mltrain's version beside Hydra's. `mltrain runs ...` are
@@ -127,13 +127,13 @@ def _exit_as_runs_ended(command: Callable[[], None]) -> None:
 
 def launch_argv(argv: List[str]) -> None:
     """`mltrain [-m] overrides...` in this process: the command composed with Hydra's compose API and run by
-    mltrain's engines (mltrain.command.app_request). Every mistake is raised as one MltrainError carrying the one
+    mltrain's engines (mltrain.command.app). Every mistake is raised as one MltrainError carrying the one
     line to print (RunFailed/RunCanceled when runs ended so; their summary is printed)."""
     for arg in argv:
         if arg.startswith("="):  # Hydra's parser takes it and then fails deep inside with a traceback
             raise MltrainError(f"cannot parse override '{arg}': the key before '=' is missing")
     _hydra_args([a for a in argv if a not in FLAG_OVERRIDES])  # its usage errors and --version, before anything
-    from mltrain.command.app_request import HydraAppNeeded, run_app, show_config  # startup
+    from mltrain.command.app import HydraAppNeeded, run_app, show_config  # startup
     from mltrain.launch.request import Request  # startup
 
     command = _command_line(argv)
@@ -251,7 +251,7 @@ def _run_hydra_app(argv: List[str]) -> None:
     sys.argv = [sys.argv[0] if sys.argv else "mltrain"] + rewritten
     # Let Hydra's exceptions reach us: Hydra would print several lines and a hint; we print one.
     os.environ["HYDRA_FULL_ERROR"] = "1"
-    from mltrain.command.app_request import one_line_errors  # startup
+    from mltrain.command.app import one_line_errors  # startup
 
     with one_line_errors():
         _hydra_app()

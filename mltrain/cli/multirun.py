@@ -2,7 +2,7 @@
 `python -m mltrain.cli.multirun REQUEST.json`.
 
 The request arrives typed (JSON written by mltrain.python_api.api: overrides, config folders and in-memory config
-options) and runs as `mltrain -m` runs it, in this process (mltrain.command.app_request), which is a process of its own because a HyperDrive
+options) and runs as `mltrain -m` runs it, in this process (mltrain.command.app), which is a process of its own because a HyperDrive
 sweep or a pipeline must outlive the notebook that submitted it. The outcome goes back typed: outcome.json in
 the request's folder, {"status", "error", "exit_code"}, written once the command ends.
 """
@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from mltrain.base.errors import MltrainError, RunCanceled, RunFailed
-from mltrain.command.app_request import run_app
+from mltrain.command.app import run_app
 from mltrain.config.memory_nodes import ConfigNode
 from mltrain.launch import multirun_files
 from mltrain.launch.request import Request

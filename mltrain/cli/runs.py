@@ -193,7 +193,7 @@ def _resume(args) -> int:
 
     sweep = sweep_resume.locate(args.run, _root(args))
     if sweep is not None:  # a HyperDrive sweep goes on as `mltrain -m` with its own overrides
-        from mltrain.command.app_request import run_app  # startup
+        from mltrain.command.app import run_app  # startup
         from mltrain.launch.request import Request  # startup
 
         again = sweep_resume.prepare(sweep, _root(args), args.detach)

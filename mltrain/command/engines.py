@@ -2,7 +2,7 @@
 
     run_command(composer, arguments)
 
-`composer` holds the command's composed config (mltrain.command.app_request composes it with Hydra's compose
+`composer` holds the command's composed config (mltrain.command.app composes it with Hydra's compose
 API; where Hydra's own app runs `mltrain`, its sweeper plugin hands over the config Hydra composed), `arguments`
 the command's overrides, sweeps included. A pipeline (`pipeline=NAME`: mltrain.pipelines) and a HyperDrive sweep
 (any `sweep.*` key: mltrain.sweeps) are engines of their own; anything else is a run, or a sweep over values

@@ -4,9 +4,9 @@ generated config groups are config options held in memory; a sweep writes them i
 `runs resume SWEEP`."""
 from __future__ import annotations
 
+from mltrain.azureml.job_create import JobCreate, config_nodes_of, empty_code
 from mltrain.azureml.job_plan import plan as plan_job
-from mltrain.azureml.job_request import JobCreate, config_nodes_of, empty_code
-from mltrain.command.app_request import run_app
+from mltrain.command.app import run_app
 from mltrain.config.sections import open_mapping, open_sections
 from mltrain.launch.request import Request
 from mltrain.runs.console import Console

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from mltrain.azureml import sweep_step
-from mltrain.azureml.job_request import JobCreate
+from mltrain.azureml.job_create import JobCreate
 from mltrain.base.errors import MltrainError, RunCanceled, RunFailed
-from mltrain.command.app_request import run_app
+from mltrain.command.app import run_app
 from mltrain.jobspec.status import COMPLETED
 from mltrain.launch import nesting
 from mltrain.launch.request import Request, merge_values, quote

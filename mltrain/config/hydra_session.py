@@ -5,7 +5,7 @@ and in-memory config nodes, for the time of one block.
         cfg = compose(["compute=slurm"])        # the config with its `hydra` node
         compose.loader                          # Hydra's config loader, for the runs' own compositions
 
-Every composition of mltrain goes through here: a command and its engines (mltrain.command.app_request) and a
+Every composition of mltrain goes through here: a command and its engines (mltrain.command.app) and a
 one-run request (mltrain.launch.request). Inside the block Hydra is initialized (`initialize_config_module`,
 `hydra.job.name` that of the `mltrain` command), so an engine composes its runs through the same loader
 (`GlobalHydra.instance().config_loader()`). Config folders and nodes reach Hydra through the composition's own

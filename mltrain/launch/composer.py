@@ -3,7 +3,7 @@
 Every engine (a run or a sweep over values: mltrain.launch.members; a HyperDrive sweep: mltrain.sweeps; a
 pipeline: mltrain.pipelines) takes a Composer and the command's overrides. A Composer holds the command's
 composed config and the Hydra config loader that composed it, taken from Hydra's public API
-(`GlobalHydra.instance().config_loader()` in mltrain.command.app_request; a plugin's `HydraContext` where Hydra
+(`GlobalHydra.instance().config_loader()` in mltrain.command.app; a plugin's `HydraContext` where Hydra
 runs a plain app on mltrain's launcher). The engines tell whoever made the command's folders that runs exist
 through `mark_started`, not an attribute set on a plugin.
 """

@@ -4,7 +4,7 @@ engine's outcome given back as Hydra's JobReturns.
 
 Hydra comes here for a plain Hydra app (`hydra/launcher=mltrain`) and for the `mltrain` app run by another
 Hydra sweeper (`hydra/sweeper=optuna`); `mltrain` itself composes with Hydra's compose API and hands its runs to
-the engines directly (mltrain.command.app_request).
+the engines directly (mltrain.command.app).
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The engine of a run and of a sweep over values: compose every member, freeze it, then print the dry run or
 create and run them all, and summarize.
 
-`mltrain a=1` is a sweep of one member, `mltrain -m a=1,2` of two; mltrain.command.app_request comes here for
+`mltrain a=1` is a sweep of one member, `mltrain -m a=1,2` of two; mltrain.command.app comes here for
 both, and the Hydra launcher plugin (mltrain.launch.hydra_adapter) for a plain Hydra app's jobs. Every member
 is composed and frozen before the first one starts, so a bad value in the third member stops the sweep before
 anything runs. A detached, packed sweep's later members are made by their Slurm workers instead

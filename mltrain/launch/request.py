@@ -2,7 +2,7 @@
 
     request = Request(job="script", overrides=("job.script=train.py", "job.source_directory=./src"))
     job = freeze_request(request)        # a FrozenJob, or one MltrainError with the CLI's one line
-    run_app(request)                     # mltrain.command.app_request: a run, a sweep or a pipeline, to its end
+    run_app(request)                     # mltrain.command.app: a run, a sweep or a pipeline, to its end
 
 A request says what to compose (the job kind, config-group choices and values as Hydra overrides,
 extra config folders searched before the current folder's `.mltrain/` and mltrain's presets, values

@@ -160,7 +160,7 @@ class MultirunDriver:
 
 def submit_multirun(request: Request, ready: str, name: str = "multirun", timeout: float = 300.0) -> MultirunDriver:
     """A sweep (`sweep.*` set) or a pipeline (`pipeline=NAME`) run by its own driver process (mltrain.cli.multirun)
-    as `mltrain -m` runs it (mltrain.command.app_request). Returns once its engine has started: `ready` is the file
+    as `mltrain -m` runs it (mltrain.command.app). Returns once its engine has started: `ready` is the file
     whose appearance says so (the sweep's sweep.json, the pipeline run's run.json); a refusal before that raises
     the driver's MltrainError (its one line, read from the typed outcome)."""
     nesting.refuse_in_a_rank()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mltrain.azureml import expressions, job_plan, job_request, sweep_job
+from mltrain.azureml import expressions, job_create, job_plan, sweep_job
 from mltrain.azureml.yaml_lines import JobFileError, load
 from mltrain.sweeps import space
 
@@ -46,7 +46,7 @@ def plan(tmp_path: Path, text: str, *sets: str, name: str = "job.yml"):
     (tmp_path / "src").mkdir(exist_ok=True)
     path = tmp_path / name
     path.write_text(textwrap.dedent(text))
-    return job_plan.plan(job_request.JobCreate(file=str(path), sets=sets, dry_run=True))
+    return job_plan.plan(job_create.JobCreate(file=str(path), sets=sets, dry_run=True))
 
 
 def refusal(tmp_path: Path, text: str, *sets: str) -> str:
@@ -122,7 +122,7 @@ def test_fields_in_memory_are_planned_as_the_file_would_be_without_reading_it(tm
     import yaml
 
     written = plan(tmp_path, HELLO)
-    in_memory = job_plan.plan(job_request.JobCreate(file=str(tmp_path / "never-written.yml"), dry_run=True,
+    in_memory = job_plan.plan(job_create.JobCreate(file=str(tmp_path / "never-written.yml"), dry_run=True,
                                                   data=yaml.safe_load(HELLO)))
     assert not (tmp_path / "never-written.yml").exists()
     assert in_memory.overrides == [o.replace("=job", "=never-written") for o in written.overrides]

@@ -21,7 +21,7 @@ from typing import Any, Dict, Optional
 import yaml
 
 from mltrain.azureml import job_plan
-from mltrain.azureml.job_request import GROUP, JobCreate, config_nodes_of, empty_code, with_empty_code
+from mltrain.azureml.job_create import GROUP, JobCreate, config_nodes_of, empty_code, with_empty_code
 from mltrain.azureml.sdk_v2.entities import job_entity, to_v2
 from mltrain.azureml.v2_schema import AZURE_ONLY_TYPES, RUNS
 from mltrain.base.atomic import atomic_write
