@@ -274,3 +274,55 @@ def test_the_members_of_a_slotted_worker_lost_without_a_word_run_again(home, tmp
     for m in runs(home):
         assert m["status"] == "Completed" and m["slurm"]["job_id"] != worker and len(m["attempts"]) == 1, m
         assert (Path(m["dir"]) / "logs" / "rank_0.log").read_text().strip().endswith(f"done {m['sweep']['index']}")
+
+
+SAVES_ON_USR1 = """\
+import os, signal, sys, time
+from pathlib import Path
+
+
+def on_usr1(signum, frame):
+    time.sleep(1.0)  # saving its checkpoint
+    print(f"saved attempt={os.environ.get('MLTRAIN_ATTEMPT')}", flush=True)
+    sys.exit(0)
+
+
+signal.signal(signal.SIGUSR1, on_usr1)
+print(f"waiting attempt={os.environ.get('MLTRAIN_ATTEMPT')}", flush=True)
+for _ in range(1200):
+    time.sleep(0.1)
+"""
+
+
+def test_a_requeued_workers_members_finish_saving_and_their_last_lines_reach_their_logs(home, project):
+    """A packed worker requeued by Slurm's checkpoint signal waits, as an unpacked rank does, for each slot's program
+    to end after its SIGUSR1 (here a second of saving) before it exits: the programs are not killed mid-save, and
+    what they print as they save reaches their logs (CI of 2026-12-07: a member's last line was lost)."""
+    import subprocess
+
+    from support import mltrain_exe, until
+
+    (project / "saves_on_usr1.py").write_text(SAVES_ON_USR1)
+    driver = subprocess.Popen(mltrain_exe() + ["-m", "job=script", "job.script=saves_on_usr1.py", *SLURM,
+                                               "compute.pack=1", "compute.pack_slots=2", "compute.timeout_min=5",
+                                               "+job.params.i=0,1"],
+                              cwd=project, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def logs(text: str) -> int:
+        return sum(text in (Path(m["dir"]) / "logs" / "rank_0.log").read_text()
+                   for m in runs(home) if (Path(m["dir"]) / "logs" / "rank_0.log").is_file())
+
+    try:
+        until(lambda: logs("waiting attempt=0") == 2, 60, "both slots' members waiting")
+        (worker,) = {m["slurm"]["job_id"] for m in runs(home)}  # one worker runs both
+        subprocess.run(["scancel", "--signal=USR2", worker], check=True)
+        until(lambda: logs("saved attempt=0") == 2, 30, "both members' last line, saved")
+    finally:
+        driver.terminate()  # the driver cancels what it started
+        try:
+            driver.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            driver.kill()
+        workers = [p.stem for p in home.glob("runs/_sweeps/*/pack/*/workers/*")]
+        if workers:  # a requeued worker and its successors, whatever the driver's end left
+            subprocess.run(["scancel", *workers], check=False)

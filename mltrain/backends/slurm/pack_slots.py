@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 from types import FrameType
 from typing import TYPE_CHECKING, Dict, List, Optional
 
@@ -46,6 +47,8 @@ def deal(slots: int, gpus_per_member: int) -> List[str]:
 
 def serve(worker: PackWorker, owner: str, started: float, stopping: threading.Event) -> None:
     """Run the worker's K slots until each has nothing left to take."""
+    from mltrain.backends.slurm.rank import CHECKPOINT_WAIT_S  # here, not in the handler: no import in a signal
+
     running: Dict[int, SlurmRank] = {}
     previous = signal.getsignal(signal.SIGUSR2)
 
@@ -54,8 +57,15 @@ def serve(worker: PackWorker, owner: str, started: float, stopping: threading.Ev
         # exits in the handler below while it runs (a slot's thread carries on meanwhile, and would record it
         # Completed), and no slot takes another member
         stopping.set()
-        for rank in list(running.values()):
+        ranks = list(running.values())
+        for rank in ranks:
             rank.pass_checkpoint_signal(signum, frame)  # SIGUSR1 and checkpoint_requested, as an unpacked rank
+        # Then their ends and last lines, as an unpacked rank's checkpoint() waits for its program's: the worker
+        # exits in submitit's handler below, and a line a program printed as it saved was lost with it (CI of
+        # 2026-12-07: one of two members' "got SIGUSR1" never reached its log)
+        deadline = time.monotonic() + CHECKPOINT_WAIT_S
+        for rank in ranks:
+            rank.await_program(max(0.0, deadline - time.monotonic()))
         if callable(previous):
             previous(signum, frame)  # submitit: the worker's checkpoint() requeues what is under way
 

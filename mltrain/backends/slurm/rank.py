@@ -278,15 +278,22 @@ class SlurmRank:
         a moment to save, then run the same callable again."""
         import submitit  # heavy
 
-        proc = self._proc
-        if proc is not None:
-            pump = getattr(proc, "pump", None)
-            # The program's end, or the end of its output: this runs in a signal handler, mostly while the main
-            # thread waits in the program's Popen.wait(), whose lock it holds, so that a wait(timeout) here could
-            # only time out (10 s of every checkpoint in submitit's logs) and poll() says nothing until then.
-            if not wait_until(lambda: proc.poll() is not None or (pump is not None and not pump.is_alive()),
-                              CHECKPOINT_WAIT_S, poll=0.02):
-                proc.terminate()
-            if pump is not None:  # submitit ends this process right after: the program's last lines first
-                pump.join(timeout=5)
+        self.await_program(CHECKPOINT_WAIT_S)
         return submitit.helpers.DelayedSubmission(SlurmRank(self.run_dir))
+
+    def await_program(self, timeout_s: float) -> None:
+        """Until the signalled rank program has ended, or closed its output, and its last lines are in its log
+        (at most `timeout_s`; then it is terminated): submitit ends this process right after a checkpoint."""
+        proc = self._proc
+        if proc is None:
+            return
+        pump = getattr(proc, "pump", None)
+        # The program's end, or the end of its output: this runs in a signal handler, mostly while another
+        # thread waits in the program's Popen.wait() (the main thread, or a packed worker's slot), whose lock it
+        # holds, so that a wait(timeout) here could only time out (10 s of every checkpoint in submitit's logs)
+        # and poll() says nothing until then.
+        if not wait_until(lambda: proc.poll() is not None or (pump is not None and not pump.is_alive()),
+                          timeout_s, poll=0.02):
+            proc.terminate()
+        if pump is not None:
+            pump.join(timeout=5)
