@@ -39,6 +39,8 @@ from mltrain.sweeps import policies, results
 from mltrain.sweeps.space import Space, override_for
 
 POLL_S = 0.2
+#: The Optuna study's journal in the sweep directory (one JSON log a line).
+JOURNAL = "optuna.journal"
 #: Optuna's sampler, pickled after every ask, so `mltrain runs resume SWEEP` samples on as the
 #: uninterrupted sweep would (Optuna's FAQ: save the sampler with the study to resume it).
 SAMPLER_FILE = "optuna.sampler.pkl"
@@ -360,7 +362,7 @@ def make_study(settings: SweepConf, space: Space, sweep_dir: Optional[Path], see
         from optuna.storages import JournalStorage  # heavy
         from optuna.storages.journal import JournalFileBackend  # heavy
 
-        storage = JournalStorage(JournalFileBackend(str(sweep_dir / "optuna.journal")))
+        storage = JournalStorage(JournalFileBackend(str(sweep_dir / JOURNAL)))
     direction = settings.goal if settings.primary_metric else "maximize"
     return optuna.create_study(storage=storage, sampler=sampler, direction=direction, load_if_exists=resume,
                                study_name=sweep_dir.name if sweep_dir else "dry-run")

@@ -42,11 +42,11 @@ from mltrain.launch.orchestrate import complete_run
 from mltrain.runs.console import Console
 from mltrain.runs.record import RunRecord
 from mltrain.sweeps import results
-from mltrain.sweeps.controller import SAMPLER_FILE, Controller, Member, make_study
+from mltrain.sweeps.controller import JOURNAL, SAMPLER_FILE, Controller, Member, make_study
 from mltrain.sweeps.optuna_internals import running_trial
 from mltrain.sweeps.space import override_for
 
-NEEDED = ("multirun.yaml", "optuna.journal")
+NEEDED = ("multirun.yaml", JOURNAL)
 #: The config search path the sweep was composed with (MLTRAIN_CONFIG_PATH), for its resume.
 CONFIG_PATH_FILE = "config_path.json"
 #: The files of the config options the first command held in memory (a v2 job file's generated groups).
@@ -153,6 +153,7 @@ class Resumed(Controller):
 
         warnings.filterwarnings("ignore", message=".*is already reported.*")  # a rerun logs its steps again
         sampler, asked = self._sampler()
+        mend_journal(self.sweep_dir / JOURNAL)
         self.study = make_study(self.settings, self.space, self.sweep_dir, self.seed, sampler, resume=True)
         trials = {t.number: t for t in self.study.get_trials(deepcopy=False)}
         if sampler is not None and asked < len(trials):
@@ -316,6 +317,20 @@ class _Told:
         self.number = number
 
     def report(self, value: float, step: int) -> None:
+        pass
+
+
+def mend_journal(path: Path) -> None:
+    """The journal as its last whole append left it. An append cut by a full disk (or a kill mid-write) leaves a
+    last line without its newline; Optuna reads past it, but the next append is written onto it, and from then
+    on the journal cannot be read (chaos seed 14: `runs resume` after a full disk, JSONDecodeError). That append
+    never took effect, so it is dropped, as a write-ahead log's torn tail is."""
+    try:
+        with open(path, "rb+") as journal:
+            data = journal.read()
+            if data and not data.endswith(b"\n"):
+                journal.truncate(data.rfind(b"\n") + 1)
+    except FileNotFoundError:
         pass
 
 
