@@ -34,6 +34,7 @@ def _running(tmp_path, **compute) -> RunRecord:
     job = frozen_job("slurm", run_dir=str(tmp_path / "r1"), run_id="r1", per_node=1,
                      compute=SlurmComputeConf(partition="two", **compute))
     record = RunRecord.create(job)
+    record.doc.created = _when("2026-11-22T08:20:00")  # the run exists before accounting's answers below
     record.doc.phases = {k: _when("2026-11-22T08:20:00") for k in record.doc.phases}
     record.set_status(RUNNING, at=_when("2026-12-02T13:32:25"),
                       backend_parts=SlurmJob("4", str(tmp_path / "r1" / "submitit")).to_parts(), detached=True,
@@ -93,6 +94,20 @@ def test_a_late_loss_beyond_max_node_failures_ends_the_run_as_a_seen_one_would(t
     assert done.error.startswith("Slurm job 4 ended NODE_FAIL: lost node n1 (Not responding); stopped: "
                                  "compute.max_node_failures=0 used up"), done.error
     assert slurm["cancelled"] == ["4"] and len(done.doc.node_failures) == 1
+
+
+def test_an_older_job_that_had_this_jobs_id_is_not_its_loss(tmp_path, slurm):
+    """Slurm reuses job ids (its counter started again; its accounting kept the older job): sacct -D then lists
+    that job's NODE_FAIL beside this one's incarnations. It ended before this run existed, so it is not this run's
+    loss and uses up nothing (chaos seed 152, third pass: it used up compute.max_node_failures=1, and the run's own
+    loss then ended it)."""
+    record = _running(tmp_path, max_node_failures=1)
+    record.doc.created = _when("2026-12-02T13:33:00")  # made after the older job 4 lost n1
+    record.update(created=record.doc.created)
+    slurm["text"] = DONE  # the older job's NODE_FAIL, then this run's job 4, which completed
+    assert Run(record.dir).status == COMPLETED
+    done = RunRecord.load(record.dir)
+    assert done.doc.node_failures == [] and done.error is None and not slurm["cancelled"]
 
 
 def _ended_well(record: RunRecord, attempt: int) -> None:

@@ -99,7 +99,11 @@ def _record_late(record: RunRecord, job: accounting.JobState,
             return [], None
         job = found
     known = {f.get("end") for f in record.doc.node_failures}
-    new = [f for f in job.node_fails if f.end not in known and f.end != current]
+    # An incarnation that ended before this run existed is another job's that had this id: Slurm reuses ids (its
+    # counter started again, its accounting kept the old job), and sacct -D lists both (chaos seed 152, third pass:
+    # an older job's NODE_FAIL used up compute.max_node_failures, so the real loss ended the run)
+    since = record.doc.created - 1
+    new = [f for f in job.node_fails if f.end not in known and f.end != current and (f.end or since) >= since]
     if not new:
         return [], None
     most = compute_as(FrozenJob.load(record.dir).compute, SlurmComputeConf).max_node_failures
