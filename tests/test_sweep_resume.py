@@ -394,3 +394,36 @@ def test_a_resumed_packed_sweep_counts_the_workers_slurm_still_holds_for_it(home
     text = said.read_text()
     assert resume.returncode == 0, text
     each_ran_once(home, marks)
+
+
+def test_a_sweep_whose_driver_was_killed_making_its_first_members_run_is_resumed_with_that_run(home, project):
+    """The driver makes its first member's run (record, then a snapshot of the project) before that member is in
+    sweep.json; killed there, it left a run no sweep listed and no sweep.json, so `runs resume` had no sweep to take
+    up (the campaign's seed 140, third pass). sweep.json now exists before any member's run, and the resume adopts
+    the run the driver made: one run per member, none orphaned."""
+    # a project of 3,000 files: the first member's snapshot takes a while, the window in which to kill the driver
+    for i in range(30):
+        (project / "data" / f"d{i}").mkdir(parents=True)
+        for j in range(100):
+            (project / "data" / f"d{i}" / f"f{j}.txt").write_text(f"{i} {j}\n")
+    driver = subprocess.Popen(mltrain_exe() + sweep_args(0.02), cwd=project, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, env={**os.environ, "MLTRAIN_HOME": str(home)})
+    try:
+        until(lambda: list((home / "runs").glob("*/run.json")), 120, "the first member's run to be made",
+              every_s=0.005)
+        os.kill(driver.pid, signal.SIGKILL)
+        driver.wait(timeout=30)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    sweep = the_sweep(home)
+    assert not doc_of(sweep)["members"], "killed after the first member was listed: nothing unlisted to test"
+    (made,) = [p.parent.name for p in (home / "runs").glob("*/run.json")]
+    r = run_mltrain("runs", "resume", str(sweep), cwd=project, timeout=240)
+    assert r.rc == 0, r.out + r.err
+    assert "Traceback" not in r.err
+    doc = doc_of(sweep)
+    assert doc["status"] == "Completed" and len(doc["members"]) == TOTAL, doc
+    listed = {m["run_id"] for m in doc["members"]}
+    assert made in listed, (made, listed)
+    assert listed == {p.parent.name for p in (home / "runs").glob("*/run.json")}, "a run no sweep lists"

@@ -105,6 +105,10 @@ class Controller:
         deadline = (time.time() + limit * 60 - self.spent) if limit else None
         self._say_plan()
         self._begin()
+        # sweep.json before any member's run exists: a driver killed as it makes the first one leaves a sweep that
+        # `runs resume` takes up (that run adopted), not a run no sweep lists (chaos seed 140, third pass)
+        results.write(self)
+
         def step() -> bool:
             """One look: stop, start and follow members; True once none is in flight and none is to come."""
             if interrupt.is_set() and self.stop_reason is None:

@@ -196,6 +196,10 @@ class Resumed(Controller):
         """The run made for member `index` when the driver died between making it and listing it in
         sweep.json (looked for beside the other members' runs, among those made since the sweep began)."""
         roots = {Path(m.job.run_dir).parent for m in self.members if m.job is not None}
+        if not roots:  # the first member's: where the command's runs go
+            from omegaconf import OmegaConf  # startup
+
+            roots = {Path(str(OmegaConf.select(self.composer.config, "run.root"))).expanduser()}
         since = self.started - 1
         for root in roots:
             for path in root.glob("*/run.json"):
