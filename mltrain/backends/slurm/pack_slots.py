@@ -47,7 +47,8 @@ def deal(slots: int, gpus_per_member: int) -> List[str]:
 
 def serve(worker: PackWorker, owner: str, started: float, stopping: threading.Event) -> None:
     """Run the worker's K slots until each has nothing left to take."""
-    from mltrain.backends.slurm.rank import CHECKPOINT_WAIT_S  # here, not in the handler: no import in a signal
+    # imported here, not in the signal handler below, which imports nothing
+    from mltrain.backends.slurm.rank import CHECKPOINT_WAIT_S  # startup
 
     running: Dict[int, SlurmRank] = {}
     previous = signal.getsignal(signal.SIGUSR2)
