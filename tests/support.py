@@ -88,6 +88,15 @@ def metric_rows(run_dir) -> list:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
 
 
+def slow_to_snapshot(project: Path) -> None:
+    """3,000 small files in the project: each run's snapshot takes a while, a window in which to kill a driver
+    between making a run and what it does next."""
+    for i in range(30):
+        (project / "data" / f"d{i}").mkdir(parents=True)
+        for j in range(100):
+            (project / "data" / f"d{i}" / f"f{j}.txt").write_text(f"{i} {j}\n")
+
+
 def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

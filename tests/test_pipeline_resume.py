@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support import mltrain_exe, run_mltrain, until
+from support import mltrain_exe, run_mltrain, slow_to_snapshot, until
 
 pytestmark = pytest.mark.slow
 
@@ -150,11 +150,7 @@ def test_a_pipeline_whose_driver_was_killed_while_making_its_steps_makes_the_res
     (project / "conf" / "pipeline").mkdir(parents=True)
     (project / "conf" / "pipeline" / "chain.yaml").write_text(MADE_ONE_BY_ONE)
     (project / "chain_step.py").write_text(CHAIN_STEP)
-    # a project of 3,000 files: each step's snapshot takes a while, the window in which to kill the driver
-    for i in range(30):
-        (project / "data" / f"d{i}").mkdir(parents=True)
-        for j in range(100):
-            (project / "data" / f"d{i}" / f"f{j}.txt").write_text(f"{i} {j}\n")
+    slow_to_snapshot(project)  # the window in which to kill the driver
     driver = subprocess.Popen([*mltrain_exe(), "pipeline=chain"], cwd=project, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL)
     try:

@@ -192,15 +192,15 @@ def test_a_packed_worker_with_four_gpu_slots_runs_four_members_at_once_on_four_d
     assert span < 2 * 1.5 * 1.5, span  # two rounds of four, not eight one after another
 
 
-def test_slurm_usr2_to_a_worker_with_slots_reaches_every_member(home, project):
-    """Slurm's checkpoint signal reaches every slot's program as SIGUSR1 with checkpoint_requested, as it reaches
-    an unpacked rank's: the slots' programs survive the USR2 itself (they start with it blocked)."""
+def _usr2_to_a_slotted_worker(home: Path, project: Path, script: str, then: str, *extra: str) -> None:
+    """Two members of `script` in one worker's two slots; once both print `waiting attempt=0`, Slurm's checkpoint
+    signal to the worker; until both members' logs hold `then`. The driver and every worker are stopped after."""
     import subprocess
 
     from support import mltrain_exe, until
 
-    driver = subprocess.Popen(mltrain_exe() + ["-m", "job=script", "job.script=usr1_note.py", *SLURM, "compute.pack=1",
-                                               "compute.pack_slots=2", "compute.gpus_per_node=1", "compute.timeout_min=5",
+    driver = subprocess.Popen(mltrain_exe() + ["-m", "job=script", f"job.script={script}", *SLURM, "compute.pack=1",
+                                               "compute.pack_slots=2", *extra, "compute.timeout_min=5",
                                                "+job.params.i=0,1"],
                               cwd=project, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -212,7 +212,7 @@ def test_slurm_usr2_to_a_worker_with_slots_reaches_every_member(home, project):
         until(lambda: logs("waiting attempt=0") == 2, 60, "both slots' members waiting")
         (worker,) = {m["slurm"]["job_id"] for m in runs(home)}  # one worker runs both
         subprocess.run(["scancel", "--signal=USR2", worker], check=True)
-        until(lambda: logs("got SIGUSR1 attempt=0 checkpoint_requested=True") == 2, 30, "SIGUSR1 in both members")
+        until(lambda: logs(then) == 2, 30, f"'{then}' in both members")
     finally:
         driver.terminate()  # the driver cancels what it started
         try:
@@ -222,6 +222,13 @@ def test_slurm_usr2_to_a_worker_with_slots_reaches_every_member(home, project):
         workers = [p.stem for p in home.glob("runs/_sweeps/*/pack/*/workers/*")]
         if workers:  # a requeued worker and its successors, whatever the driver's end left
             subprocess.run(["scancel", *workers], check=False)
+
+
+def test_slurm_usr2_to_a_worker_with_slots_reaches_every_member(home, project):
+    """Slurm's checkpoint signal reaches every slot's program as SIGUSR1 with checkpoint_requested, as it reaches
+    an unpacked rank's: the slots' programs survive the USR2 itself (they start with it blocked)."""
+    _usr2_to_a_slotted_worker(home, project, "usr1_note.py", "got SIGUSR1 attempt=0 checkpoint_requested=True",
+                              "compute.gpus_per_node=1")
 
 
 def test_one_member_canceled_in_a_slotted_worker_stops_that_member_only(home, show):
@@ -276,53 +283,8 @@ def test_the_members_of_a_slotted_worker_lost_without_a_word_run_again(home, tmp
         assert (Path(m["dir"]) / "logs" / "rank_0.log").read_text().strip().endswith(f"done {m['sweep']['index']}")
 
 
-SAVES_ON_USR1 = """\
-import os, signal, sys, time
-from pathlib import Path
-
-
-def on_usr1(signum, frame):
-    time.sleep(1.0)  # saving its checkpoint
-    print(f"saved attempt={os.environ.get('MLTRAIN_ATTEMPT')}", flush=True)
-    sys.exit(0)
-
-
-signal.signal(signal.SIGUSR1, on_usr1)
-print(f"waiting attempt={os.environ.get('MLTRAIN_ATTEMPT')}", flush=True)
-for _ in range(1200):
-    time.sleep(0.1)
-"""
-
-
 def test_a_requeued_workers_members_finish_saving_and_their_last_lines_reach_their_logs(home, project):
     """A packed worker requeued by Slurm's checkpoint signal waits, as an unpacked rank does, for each slot's program
     to end after its SIGUSR1 (here a second of saving) before it exits: the programs are not killed mid-save, and
     what they print as they save reaches their logs (CI of 2026-12-07: a member's last line was lost)."""
-    import subprocess
-
-    from support import mltrain_exe, until
-
-    (project / "saves_on_usr1.py").write_text(SAVES_ON_USR1)
-    driver = subprocess.Popen(mltrain_exe() + ["-m", "job=script", "job.script=saves_on_usr1.py", *SLURM,
-                                               "compute.pack=1", "compute.pack_slots=2", "compute.timeout_min=5",
-                                               "+job.params.i=0,1"],
-                              cwd=project, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-    def logs(text: str) -> int:
-        return sum(text in (Path(m["dir"]) / "logs" / "rank_0.log").read_text()
-                   for m in runs(home) if (Path(m["dir"]) / "logs" / "rank_0.log").is_file())
-
-    try:
-        until(lambda: logs("waiting attempt=0") == 2, 60, "both slots' members waiting")
-        (worker,) = {m["slurm"]["job_id"] for m in runs(home)}  # one worker runs both
-        subprocess.run(["scancel", "--signal=USR2", worker], check=True)
-        until(lambda: logs("saved attempt=0") == 2, 30, "both members' last line, saved")
-    finally:
-        driver.terminate()  # the driver cancels what it started
-        try:
-            driver.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            driver.kill()
-        workers = [p.stem for p in home.glob("runs/_sweeps/*/pack/*/workers/*")]
-        if workers:  # a requeued worker and its successors, whatever the driver's end left
-            subprocess.run(["scancel", *workers], check=False)
+    _usr2_to_a_slotted_worker(home, project, "usr1_saves.py", "saved attempt=0")

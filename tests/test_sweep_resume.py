@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from slurm_support import require_cluster
-from support import SCRIPTS, mltrain_exe, pid_alive, run_mltrain, runs, until
+from support import SCRIPTS, mltrain_exe, pid_alive, run_mltrain, runs, slow_to_snapshot, until
 
 pytestmark = pytest.mark.slow
 
@@ -401,11 +401,7 @@ def test_a_sweep_whose_driver_was_killed_making_its_first_members_run_is_resumed
     sweep.json; killed there, it left a run no sweep listed and no sweep.json, so `runs resume` had no sweep to take
     up (the campaign's seed 140, third pass). sweep.json now exists before any member's run, and the resume adopts
     the run the driver made: one run per member, none orphaned."""
-    # a project of 3,000 files: the first member's snapshot takes a while, the window in which to kill the driver
-    for i in range(30):
-        (project / "data" / f"d{i}").mkdir(parents=True)
-        for j in range(100):
-            (project / "data" / f"d{i}" / f"f{j}.txt").write_text(f"{i} {j}\n")
+    slow_to_snapshot(project)  # the window in which to kill the driver
     driver = subprocess.Popen(mltrain_exe() + sweep_args(0.02), cwd=project, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL, env={**os.environ, "MLTRAIN_HOME": str(home)})
     try:
