@@ -1,4 +1,4 @@
-"""The files between a sweep's or pipeline's detached driver (`python -m mltrain.cli.multirun REQUEST`) and
+"""The files between a sweep's or pipeline's detached driver (mltrain.python_api.driver) and
 whoever started it: its typed request (overrides, config folders, config options held in memory) and its
 typed outcome ({status, error, exit_code, ...}, written once the command ends). Written and read here only
 (the Python API's submit_multirun, a v1 HyperDriveStep's sweep step, the driver itself), standard library only:
@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sys
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence
 
 from mltrain.base.atomic import atomic_write
 
@@ -30,11 +29,6 @@ def write_request(folder: Path, overrides: Sequence[str], config_dirs: Sequence[
 
 def read_request(path: Path) -> Dict[str, Any]:
     return dict(json.loads(path.read_text(encoding="utf-8")))
-
-
-def driver_argv(request: Path) -> List[str]:
-    """The command that runs the driver of a request."""
-    return [sys.executable, "-m", "mltrain.cli.multirun", str(request)]
 
 
 def write_outcome(folder: Path, outcome: Dict[str, Any]) -> None:

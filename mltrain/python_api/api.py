@@ -8,7 +8,7 @@
 
 The request is composed, validated and frozen in this process (mltrain.launch.request) and its run
 folder made here, so a mistake raises one MltrainError with the line the CLI prints, before anything
-exists. The run itself is then driven by its own process (mltrain.launch.driver), in its own session:
+exists. The run itself is then driven by its own process (mltrain.python_api.driver), in its own session:
 like an Azure ML run, it goes on when the submitting script or notebook ends. The handle is the run
 handle (mltrain.python_api.handle.Run), the same for every backend.
 """
@@ -23,7 +23,7 @@ import traceback
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Dict, NoReturn, Optional, Sequence
 
 from mltrain import backends
 from mltrain.backends.local.guard import unmarked
@@ -31,9 +31,9 @@ from mltrain.base.errors import MltrainError
 from mltrain.base.home import mltrain_home
 from mltrain.config.paths import user_conf_dirs
 from mltrain.launch import multirun_files, nesting
-from mltrain.launch.driver import drive, listen
 from mltrain.launch.orchestrate import create_run
 from mltrain.launch.request import Request, freeze_request
+from mltrain.python_api.driver import drive_target, is_request, listen, unblock
 from mltrain.python_api.handle import Run
 from mltrain.ranks.process import ForkedChild, follow
 from mltrain.runs.console import Console
@@ -50,55 +50,64 @@ def submit_request(request: Request, console: Optional[Console] = None) -> Run:
     record = create_run(job, console or Console())
     if request.origin:
         record.update(origin=dict(request.origin))
-    log = Path(job.run_dir) / "logs" / "driver.log"
-    driver = _fork_driver(job.run_dir, log) if threading.active_count() == 1 else _spawn_driver(job.run_dir, log)
-    # on disk: a driver already running may have written its progress (and its pid: mltrain.launch.driver)
+    driver = _start_driver(job.run_dir, Path(job.run_dir) / "logs" / "driver.log", unmarked(dict(os.environ)))
+    # on disk: a driver already running may have written its progress (and its pid: mltrain.python_api.driver)
     record.update_on_disk(driver_pid=driver.pid)  # a cancel asks the driver, never this process
     return Run(job.run_dir, driver)
 
 
-# The driver runs in its own session: a Ctrl-C in the caller's terminal is not the run's cancel
-# (run.cancel() is). A run submitted from a rank of another run outlives that run's driver: the guard's
-# mark is not passed on.
+# The one hand-off: every submission's driver (a run's, a sweep's, a pipeline's) starts in _start_driver, as a
+# fork of this process or a new interpreter, in its own session: a Ctrl-C in the caller's terminal is not the
+# run's cancel (run.cancel() is). A run submitted from a rank of another run outlives that run's driver: the
+# guard's mark is not passed on.
 
-def _spawn_driver(run_dir: str, log: Path) -> Any:
-    # Started with SIGTERM and SIGINT blocked (a signal mask survives exec): a cancel sent while the new
-    # interpreter starts waits until the driver listens (mltrain.launch.driver.listen), never kills it.
+def _start_driver(target: str, log: Path, env: Dict[str, str]) -> Any:
+    """The driver of `target` (a run folder or a request file: mltrain.python_api.driver), started with SIGTERM
+    and SIGINT blocked (a signal mask survives fork and exec): a cancel sent while it starts waits until the
+    driver listens, never kills it.
+
+    A fork when this process is single-threaded: what the caller has imported (Hydra, mltrain) is the driver's
+    at once, about half a second less than a new interpreter (benchmarks/bench_azureml_v1.py). Only then (a
+    fork copies one thread; a lock another thread held would stay held), so a notebook kernel, whose threads
+    serve Jupyter, gets a new interpreter instead."""
+    sys.stdout.flush()
+    sys.stderr.flush()
     blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
     try:
-        with open(log, "ab") as out:
-            return subprocess.Popen([sys.executable, "-m", "mltrain.launch.driver", run_dir], stdout=out,
-                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-                                    env=unmarked(dict(os.environ)))
+        if threading.active_count() > 1:
+            with open(log, "ab") as out:
+                return subprocess.Popen([sys.executable, "-m", "mltrain.python_api.driver", target], stdout=out,
+                                        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                                        env=env)
+        pid = os.fork()
+        if pid == 0:
+            _forked_driver(target, log, env)  # never returns
+        return ForkedChild(pid)
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
 
-def _fork_driver(run_dir: str, log: Path) -> Any:
-    """The driver as a fork of this process: what the caller has imported (Hydra, mltrain) is the
-    driver's at once, about half a second less than a new interpreter (benchmarks/bench_azureml_v1.py).
-    Only from a single-threaded process (a fork copies one thread; a lock another thread held would stay
-    held), so a notebook kernel, whose threads serve Jupyter, gets a new interpreter instead."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})  # see _spawn_driver
-    pid = os.fork()
-    if pid:
-        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-        return ForkedChild(pid)
+def _forked_driver(target: str, log: Path, env: Dict[str, str]) -> NoReturn:
     code = 1
     try:  # the child: never back into the caller's code, whatever happens
-        canceled = listen()  # first: a cancel sent the instant the driver exists is the run's cancel
+        # first: a cancel sent the instant a run's driver exists is the run's cancel; a request's engine
+        # installs its own (the default until then, as in a new interpreter)
+        canceled = None if is_request(target) else listen()
+        if canceled is None:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            unblock()
         os.setsid()
         fd = os.open(str(log), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         os.dup2(fd, 1)
         os.dup2(fd, 2)
-        kept = unmarked(dict(os.environ))
         os.environ.clear()
-        os.environ.update(kept)
-        code = drive(run_dir, canceled)
+        os.environ.update(env)
+        code = drive_target(target, canceled)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
     except BaseException:  # noqa: B036 - reported in the driver's log, then the child ends
         traceback.print_exc()
     finally:
@@ -120,7 +129,7 @@ def submit(job: Optional[str] = None, overrides: Sequence[str] = (), cwd: Option
 
 @dataclass
 class MultirunDriver:
-    process: subprocess.Popen  # type: ignore[type-arg]
+    process: Any               # its driver process: a subprocess.Popen or a ForkedChild (pid, poll)
     folder: Path               # its request, its outcome (mltrain.launch.multirun_files) and its log
 
     def outcome(self) -> Optional[Dict[str, Any]]:
@@ -159,7 +168,7 @@ class MultirunDriver:
 
 
 def submit_multirun(request: Request, ready: str, name: str = "multirun", timeout: float = 300.0) -> MultirunDriver:
-    """A sweep (`sweep.*` set) or a pipeline (`pipeline=NAME`) run by its own driver process (mltrain.cli.multirun)
+    """A sweep (`sweep.*` set) or a pipeline (`pipeline=NAME`) run by its own driver process (mltrain.python_api.driver)
     as `mltrain -m` runs it (mltrain.command.app). Returns once its engine has started: `ready` is the file
     whose appearance says so (the sweep's sweep.json, the pipeline run's run.json); a refusal before that raises
     the driver's MltrainError (its one line, read from the typed outcome)."""
@@ -167,10 +176,7 @@ def submit_multirun(request: Request, ready: str, name: str = "multirun", timeou
     folder = mltrain_home() / "drivers" / f"{name}_{uuid.uuid4().hex[:8]}"
     folder.mkdir(parents=True)
     file = multirun_files.write_request(folder, request.all_overrides(), request.config_dirs, request.all_nodes())
-    with open(folder / "driver.log", "ab") as out:
-        process = subprocess.Popen(multirun_files.driver_argv(file),
-                                   stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                   start_new_session=True, env=nesting.driver_env(unmarked(dict(os.environ))))
+    process = _start_driver(str(file), folder / "driver.log", nesting.driver_env(unmarked(dict(os.environ))))
     driver = MultirunDriver(process, folder)
     ready_file = Path(ready)
     waited = wait_until(lambda: ready_file.exists() or driver.outcome() is not None, timeout)
