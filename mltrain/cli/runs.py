@@ -187,6 +187,17 @@ def _cancel(args) -> int:
     return 0
 
 
+def _download(args) -> int:
+    run = _handle(args)
+    brought = run.download(args.path)
+    target = run.run_dir / args.path
+    if not target.exists():
+        print(f"run {run.id} has no {args.path}", file=sys.stderr)
+        return 1
+    print(f"{target}" + (f" ({len(brought)} file(s) brought from its cluster)" if brought else ""))
+    return 0
+
+
 def _resume(args) -> int:
     from mltrain.launch.orchestrate import resume  # startup
     from mltrain.sweeps import resume as sweep_resume  # startup
@@ -348,6 +359,11 @@ def main(argv: List[str]) -> int:
                                       "sweep: every member that has not ended")
     p.add_argument("run", help="run id, unique id prefix or run directory; or a sweep directory or its name")
     p.set_defaults(func=_cancel)
+    p = sub.add_parser("download", help="a run's outputs (or PATH of its folder) from the cluster it ran on, into "
+                                        "its folder here (of a remote compute: they stay there until asked for)")
+    p.add_argument("run")
+    p.add_argument("path", nargs="?", default="outputs", help="a file or folder of the run's folder (default: outputs)")
+    p.set_defaults(func=_download)
     p = sub.add_parser("resume", help="run a Failed or Canceled run again in its directory, from its checkpoint "
                                       "(of a pipeline: the steps that did not complete); or go on with a HyperDrive "
                                       "sweep whose driver died or was canceled")

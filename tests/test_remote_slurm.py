@@ -1,0 +1,212 @@
+"""A remote Slurm cluster over ssh (issue 65): submitted from this machine (the "laptop", root), run on the test
+cluster by another local user logged into through a real sshd on a loopback port (scripts/remote_ssh.sh). That
+user cannot read the laptop's folders (each test's tmp_path is root's, mode 700), so a path that works only
+because both sides share one disk fails here as on a real cluster.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from slurm_support import require_cluster
+from support import leftovers, mltrain_exe, only_run, require, run_mltrain, runs, until
+
+pytestmark = pytest.mark.slow
+LOGIN = "mltrain-remote"
+SCRIPT = """\
+import os, socket, sys, time
+print("hello from", socket.gethostname(), "uid", os.getuid(), flush=True)
+time.sleep(float(os.environ.get("AML_PARAMETER_sleep", "0")))
+os.makedirs("outputs", exist_ok=True)
+with open("outputs/result.txt", "w") as f:
+    f.write("42\\n")
+from azureml.core import Run
+Run.get_context().log("acc", 0.5 + int(os.environ.get("AML_PARAMETER_i", "0")) / 10)
+"""
+
+
+def ssh(*command: str, config: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(["ssh", "-F", config or os.environ["MLTRAIN_SSH_CONFIG"], "-o", "BatchMode=yes", LOGIN,
+                           *command], capture_output=True, text=True, timeout=60)
+
+
+def remote_problem() -> str | None:
+    if not os.environ.get("MLTRAIN_SSH_CONFIG"):
+        return "no remote login: run `bash scripts/remote_ssh.sh start` and source its env.sh"
+    probe = ssh("true")
+    return None if probe.returncode == 0 else f"ssh {LOGIN} failed: {probe.stderr.strip()}"
+
+
+@pytest.fixture(autouse=True)
+def _remote():
+    require_cluster()
+    require(remote_problem(), "MLTRAIN_REQUIRE_SLURM", "the remote login (scripts/remote_ssh.sh)")
+
+
+@pytest.fixture
+def laptop(tmp_path, home):
+    """A project on the laptop whose named compute `gpu-cluster` is the remote cluster."""
+    tmp_path.chmod(0o700)
+    project = tmp_path / "proj"
+    (project / "src").mkdir(parents=True)
+    (project / "src" / "train.py").write_text(SCRIPT)
+    (project / ".mltrain" / "compute").mkdir(parents=True)
+    (project / ".mltrain" / "compute" / "gpu-cluster.yaml").write_text(
+        f"defaults: [slurm_schema, _self_]\nlogin: {LOGIN}\npoll_s: 0.3\n")
+    return project
+
+
+JOB = ("job=script", "job.script=train.py", "job.source_directory=src", "compute=gpu-cluster")
+
+
+def remote_blobs() -> int:
+    out = ssh("ls ~/.mltrain/remote/blobs | wc -l")
+    return int(out.stdout.strip() or 0)
+
+
+def test_a_script_job_runs_there_as_the_clusters_user_and_its_outputs_come_when_asked(laptop, home):
+    assert ssh(f"cat {laptop / 'src' / 'train.py'}").returncode != 0  # the remote side cannot read the laptop's
+    r = run_mltrain(*JOB, cwd=laptop, timeout=300)
+    assert r.rc == 0, r.out + r.err
+    uid = ssh("id -u").stdout.strip()
+    assert f"uid {uid}" in r.out and uid != "0"  # rank 0's output, relayed as it was written there
+    run = only_run(home)
+    assert run["status"] == "Completed" and run["backend"] == "remote"
+    there = run["remote"]["run_dir"]
+    assert there.startswith(ssh("echo ~").stdout.strip()) and run["slurm"]["job_id"]
+    rank0 = Path(run["dir"]) / "logs" / "rank_0.log"
+    assert f"uid {uid}" in rank0.read_text()  # each rank's log came back
+    show = run_mltrain("runs", "show", run["id"], cwd=laptop)
+    assert "acc: 0.5" in show.out and "result.txt" in show.out, show.out
+    result = Path(run["dir"]) / "outputs" / "result.txt"
+    assert not result.exists()  # outputs stay on the cluster until asked for
+    got = run_mltrain("runs", "download", run["id"], cwd=laptop)
+    assert got.rc == 0 and result.read_text() == "42\n", got.out + got.err
+    missing = run_mltrain("runs", "download", run["id"], "outputs/nothing.txt", cwd=laptop)
+    assert missing.rc != 0 and len(missing.err.strip().splitlines()) == 1 and "nothing.txt" in missing.err
+
+
+def test_a_second_submit_of_an_unchanged_project_sends_only_the_new_runs_record(laptop, home):
+    (laptop / "src" / "big.bin").write_bytes(os.urandom(1 << 20))
+    assert run_mltrain(*JOB, cwd=laptop, timeout=300).rc == 0
+    before = remote_blobs()
+    again = run_mltrain(*JOB, cwd=laptop, timeout=300)
+    assert again.rc == 0, again.out + again.err
+    assert remote_blobs() - before <= 3  # job.json, run.json and config.yaml name the new run; nothing else travels
+    assert [r["status"] for r in runs(home)] == ["Completed", "Completed"]
+
+
+def test_a_sweep_of_four_members_runs_there(laptop, home):
+    r = run_mltrain("-m", *JOB, "+job.params.i=range(0,4)", cwd=laptop, timeout=300)
+    assert r.rc == 0, r.out + r.err
+    done = runs(home)
+    assert sorted(r["status"] for r in done) == ["Completed"] * 4
+    shown = sorted(run_mltrain("runs", "show", r["id"], cwd=laptop).out.split("acc: ")[1].split(",")[0] for r in done)
+    assert shown == ["0.5", "0.6", "0.7", "0.8"]
+
+
+@pytest.mark.parametrize("login, says", [
+    ("nosuchhost.invalid", "unknown host: nosuchhost.invalid"),
+    ("mltrain-remote-untrusted", "is not trusted"),
+    ("mltrain-remote-nokey", "refused the authentication"),
+])
+def test_a_login_that_cannot_work_is_one_line_and_leaves_nothing(laptop, home, login, says):
+    r = run_mltrain(*JOB, f"compute.login={login}", cwd=laptop, timeout=120)
+    assert r.rc != 0
+    assert says in r.err and len(r.err.strip().splitlines()) == 1 and "Traceback" not in r.err, r.err
+    assert leftovers(home) == []
+
+
+def test_ctrl_c_while_following_leaves_the_run_going_and_a_later_wait_catches_up(laptop, home):
+    proc = subprocess.Popen(mltrain_exe() + [*JOB, "+job.params.sleep=6"], cwd=laptop, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    until(lambda: runs(home) and runs(home)[0]["status"] == "Running", 120, "the run to be Running there")
+    os.killpg(proc.pid, signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    run = only_run(home)
+    assert f"`mltrain runs cancel {run['id']}` cancels it" in out, out
+    assert run["status"] == "Running"
+    waited = run_mltrain("runs", "wait", run["id"], cwd=laptop, timeout=120)
+    assert waited.rc == 0 and only_run(home)["status"] == "Completed", waited.out + waited.err
+
+
+def test_the_laptops_command_killed_after_submit_and_cancel_from_here(laptop, home):
+    proc = subprocess.Popen(mltrain_exe() + [*JOB, "+job.params.sleep=60"], cwd=laptop, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    until(lambda: runs(home) and runs(home)[0]["status"] == "Running", 120, "the run to be Running there")
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=30)
+    run = only_run(home)
+    status = run_mltrain("runs", "status", run["id"], cwd=laptop)
+    assert "Running" in status.out, status.out + status.err
+    canceled = run_mltrain("runs", "cancel", run["id"], cwd=laptop, timeout=120)
+    assert canceled.rc == 0 and only_run(home)["status"] == "Canceled", canceled.out + canceled.err
+    job = run["slurm"]["job_id"] if "slurm" in run else only_run(home)["slurm"]["job_id"]
+    until(lambda: not subprocess.run(["squeue", "-h", "-j", str(job)], capture_output=True, text=True).stdout.strip(),
+          60, "the Slurm job to leave the queue")
+
+
+def test_the_python_api_and_the_v1_sdk_name_the_remote_compute(laptop, home):
+    script = laptop / "v1.py"
+    script.write_text("""\
+from azureml.core import Experiment, ScriptRunConfig, Workspace
+ws = Workspace.create("w", exist_ok=True)
+src = ScriptRunConfig(source_directory="src", script="train.py", compute_target="gpu-cluster")
+run = Experiment(ws, "remote-v1").submit(src)
+run.wait_for_completion(show_output=False)
+print("STATUS", run.get_status(), run.get_metrics()["acc"])
+run.download_file("outputs/result.txt", "got.txt")
+print("GOT", open("got.txt").read().strip())
+""")
+    r = subprocess.run([sys.executable, str(script)], cwd=laptop, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "STATUS Completed 0.5" in r.stdout and "GOT 42" in r.stdout
+    assert only_run(home)["backend"] == "remote"
+
+
+def test_a_copy_cut_halfway_is_never_run_and_the_next_copy_completes_it(tmp_path, monkeypatch):
+    """The cluster's side of the copy, run here as the cluster runs it (python -c, stdin): a cut stream leaves
+    only checked blobs and no destination; the next copy sends only the rest and makes it whole."""
+    import hashlib
+    import io
+    import tarfile
+
+    from mltrain.backends.remote import ssh as remote_ssh
+
+    monkeypatch.setenv("MLTRAIN_HOME", str(tmp_path / "cluster"))
+    files = {f"f{i}.bin": os.urandom(300_000) for i in range(4)}
+    digests = {name: hashlib.sha256(data).hexdigest() for name, data in files.items()}
+
+    def tar_of(names):
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            for name in names:
+                info = tarfile.TarInfo(f"blobs/{digests[name]}")
+                info.size = len(files[name])
+                tar.addfile(info, io.BytesIO(files[name]))
+            manifest = json.dumps({name: [digests[name], 0o644] for name in files}).encode()
+            info = tarfile.TarInfo("manifest.json")
+            info.size = len(manifest)
+            tar.addfile(info, io.BytesIO(manifest))
+        return buf.getvalue()
+
+    def far_side(*args, stdin=b""):
+        return subprocess.run([sys.executable, "-c", remote_ssh.far_side_source(), *args], input=stdin,
+                              capture_output=True, timeout=60)
+
+    dest = str(tmp_path / "cluster" / "runs" / "r1")
+    whole = tar_of(files)
+    cut = far_side("receive", dest, stdin=whole[: len(whole) // 2])
+    assert cut.returncode == 3 and b"cut" in cut.stderr and not os.path.exists(dest)
+    missing = json.loads(far_side("missing", stdin=json.dumps(sorted(digests.values())).encode()).stdout)
+    assert 0 < len(missing) < 4  # the blobs that arrived whole are kept
+    rest = [name for name in files if digests[name] in missing]
+    done = far_side("receive", dest, stdin=tar_of(rest))
+    assert done.returncode == 0, done.stderr
+    assert all(Path(dest, name).read_bytes() == data for name, data in files.items())
+    assert not [p for p in Path(dest).parent.iterdir() if p.name.startswith(".")]
