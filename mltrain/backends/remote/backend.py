@@ -41,8 +41,10 @@ from mltrain.runs.record import RunRecord
 PART = "remote"
 #: The remote files kept here under another name: this machine's own driver writes logs/driver.log.
 LOCAL_NAMES = {"logs/driver.log": "logs/cluster_driver.log"}
-#: Seconds between two looks while a command follows its run.
+#: Seconds between two looks while a command follows its run: often while it starts (a detached submit returns
+#: once Slurm has the job), then every FOLLOW_S.
 FOLLOW_S = 0.5
+FIRST_LOOKS_S = (0.05, 0.1, 0.1, 0.1, 0.2, 0.2, 0.2, 0.3, 0.3)
 #: How long a cancel waits for the cluster to say the run ended.
 CANCEL_WAIT_S = 60.0
 #: What of the run's folder here does not go over: its MLflow store names this machine's paths.
@@ -101,16 +103,14 @@ class RemoteBackend(SlurmBackend):
             cluster = self._cluster(compute)
             there = posixpath.join(cluster.home, "runs", job.run_id)
             pairs = self._pairs(job.run_dir, there, cluster)
-            self._send_run(cluster, job, record, there, pairs)
             record.reload()
-            record.doc.backend_parts = {PART: {"login": cluster.login, "python": cluster.python, "run_dir": there, "offsets": {},
-                                               "pairs": [[b, a] for a, b in pairs]}}
+            record.doc.backend_parts = {PART: {"login": cluster.login, "python": cluster.python, "run_dir": there,
+                                               "offsets": {}, "pairs": [[b, a] for a, b in pairs]}}
             record.save()
             if record.cancel_requested():  # asked while it was being sent: it never starts there
                 finish(record, CANCELED, error=record.cancel_requested(), console=console)
                 return CANCELED
-            ssh.far_side(cluster.login, cluster.venv_python, "start", there, cluster.venv_python,
-                         cluster.mltrain_dir, timeout=60)
+            self._send_run(cluster, job, record, there, pairs, start=(cluster.venv_python, cluster.mltrain_dir))
         except RemoteError as exc:
             finish(record, FAILED, error=f"submission to {compute.login} failed: {exc}", console=console)
             return FAILED
@@ -127,7 +127,7 @@ class RemoteBackend(SlurmBackend):
         return pairs + [(os.path.realpath(a), b) for a, b in pairs[1:] if os.path.realpath(a) != a]
 
     def _send_run(self, cluster: shipping.Cluster, job: FrozenJob, record: RunRecord, there: str,
-                  pairs: List[Tuple[str, str]]) -> None:
+                  pairs: List[Tuple[str, str]], start: Tuple[str, ...]) -> None:
         data = job.to_json()
         data["backend"], data["detach"] = "slurm", False  # the driver there follows it to its end
         data["compute"] = {**data["compute"], "login": None}
@@ -138,6 +138,7 @@ class RemoteBackend(SlurmBackend):
         env["PYTHONPATH"] = ":".join(p for p in (env.get("PYTHONPATH"), "@MLTRAIN@") if p)
         doc = record.doc.to_json()
         doc.update(backend="slurm", driver_pid=None, host=None)
+        doc.pop(PART, None)
         with tempfile.TemporaryDirectory(prefix="mltrain-remote-") as tmp:
             made: Dict[str, Path] = {}
             for name, value in (("job.json", data), ("run.json", doc)):
@@ -155,12 +156,12 @@ class RemoteBackend(SlurmBackend):
                     entries[child.name] = child
             for name in ("outputs", "logs", "checkpoints", "ranks"):
                 entries.setdefault(f"{name}/", {"dir": "1"})
-            shipping.send(cluster, entries, posixpath.relpath(there, cluster.home))
+            shipping.send(cluster, entries, posixpath.relpath(there, cluster.home), start)
 
     # ------------------------------------------------------------------ following
     def _follow(self, record: RunRecord, console: Console, cancel: threading.Event, detach: bool) -> str:
         login = record.doc.backend_parts[PART]["login"]
-        shown, said, lost = 0, "", False
+        shown, said, lost, looks = 0, "", False, 0
         relay = record.dir / LOCAL_NAMES["logs/driver.log"]
         while True:
             try:
@@ -195,7 +196,8 @@ class RemoteBackend(SlurmBackend):
                 self.cancel(record)
                 return record.status
             said = status
-            cancel.wait(FOLLOW_S)
+            cancel.wait(FIRST_LOOKS_S[looks] if looks < len(FIRST_LOOKS_S) else FOLLOW_S)
+            looks += 1
 
     @contextlib.contextmanager
     def _held(self, record: RunRecord) -> Iterator[None]:

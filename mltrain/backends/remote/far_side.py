@@ -49,9 +49,11 @@ def blobs() -> str:
     return os.path.join(home(), "remote", "blobs")
 
 
-def probe() -> Dict[str, Any]:
+def probe(*paths: str) -> Dict[str, Any]:
+    """`paths` (under the home): which of them are there, so that what is there already is not sent again."""
     out: Dict[str, Any] = {"python": sys.executable, "version": list(sys.version_info[:3]), "home": home(),
-           "sbatch": shutil.which("sbatch"), "path": os.environ.get("PATH", ""), "writable": None}
+                           "sbatch": shutil.which("sbatch"), "path": os.environ.get("PATH", ""), "writable": None,
+                           "there": {p: os.path.exists(os.path.join(home(), p)) for p in paths}}
     try:
         os.makedirs(blobs(), exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=blobs(), prefix=".probe-"):
@@ -75,7 +77,8 @@ def _digest(path: str) -> str:
     return h.hexdigest()
 
 
-def receive(dest: str) -> Dict[str, Any]:
+def receive(dest: str, *start_args: str) -> Dict[str, Any]:
+    """`start_args` (PYTHON PYTHONPATH): the run's driver started once its folder is whole (one call, not two)."""
     os.makedirs(blobs(), exist_ok=True)
     incoming = tempfile.mkdtemp(dir=blobs(), prefix=".incoming-")
     manifest: Dict[str, Any] = {}
@@ -105,7 +108,7 @@ def receive(dest: str) -> Dict[str, Any]:
     if not got:
         fail("the copy was cut before its manifest; the next submit sends the rest")
     if os.path.exists(dest):
-        return {"dest": dest, "made": False}
+        return {"dest": dest, "made": False, **(start(dest, *start_args) if start_args else {})}
     parent = os.path.dirname(dest)
     os.makedirs(parent, exist_ok=True)
     partial = tempfile.mkdtemp(dir=parent, prefix=f".{os.path.basename(dest)}.partial-")
@@ -129,7 +132,7 @@ def receive(dest: str) -> Dict[str, Any]:
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise
-    return {"dest": dest, "made": True}
+    return {"dest": dest, "made": True, **(start(dest, *start_args) if start_args else {})}
 
 
 def python(venv: str, reqs: str) -> Dict[str, Any]:
@@ -147,6 +150,9 @@ def python(venv: str, reqs: str) -> Dict[str, Any]:
             os.rename(partial, venv)
         except OSError:  # another submission made it meanwhile
             shutil.rmtree(partial, ignore_errors=True)
+    ready = os.path.join(venv, ".mltrain-ready-" + hashlib.sha256(reqs.encode()).hexdigest()[:12])
+    if os.path.exists(ready):
+        return {"python": target}
     check = "import importlib.util, sys; sys.exit(0 if all(importlib.util.find_spec(m) for m in sys.argv[1:]) else 1)"
     modules = [m for _, m in wanted]
     if subprocess.run([target, "-c", check, *modules]).returncode:
@@ -155,6 +161,7 @@ def python(venv: str, reqs: str) -> Dict[str, Any]:
         if pip.returncode:
             last = (pip.stderr.strip().splitlines() or ["no output"])[-1]
             fail(f"installing mltrain's requirements on the cluster failed: {last}")
+    open(ready, "w").close()  # the next probe finds it: no check, no call
     return {"python": target}
 
 

@@ -70,9 +70,19 @@ def digest(path: Path) -> str:
     return _digests[key]
 
 
+VENV = "remote/venv"
+
+
+def ready_marker() -> str:
+    """The file a venv holds once mltrain's requirements are checked there (far_side.python writes it)."""
+    return f"{VENV}/.mltrain-ready-" + hashlib.sha256(json.dumps(DRIVER_REQUIREMENTS).encode()).hexdigest()[:12]
+
+
 def connect(login: str, python: str) -> Cluster:
-    """Probe the cluster: refused in one line without Python 3.9+, without sbatch or without a writable home."""
-    answer = parse(ssh.far_side(login, python, "probe", timeout=60))
+    """Probe the cluster: refused in one line without Python 3.9+, without sbatch or without a writable home. The
+    probe also says whether mltrain at this version and its venv are there already (then nothing else is asked)."""
+    name, _ = mltrain_entries()
+    answer = parse(ssh.far_side(login, python, "probe", f"remote/mltrain/{name}", ready_marker(), timeout=60))
     version = tuple(answer["version"])
     if version < MIN_PYTHON:
         raise RemoteError(f"{login}: its {python} is Python {'.'.join(map(str, version))}; mltrain needs 3.9 or "
@@ -83,12 +93,19 @@ def connect(login: str, python: str) -> Cluster:
     if answer.get("writable") is not True:
         raise RemoteError(f"{login}: cannot write to $MLTRAIN_HOME there ({answer.get('writable')}); set "
                           f"MLTRAIN_HOME in that account's environment to a writable folder")
-    return Cluster(login, python, str(answer["home"]), str(answer["path"]))
+    cluster = Cluster(login, python, str(answer["home"]), str(answer["path"]))
+    there = answer.get("there") or {}
+    if there.get(f"remote/mltrain/{name}"):
+        cluster.mltrain_dir = posixpath.join(cluster.home, "remote", "mltrain", name)
+    if there.get(ready_marker()):
+        cluster.venv_python = posixpath.join(cluster.home, VENV, "bin", "python")
+    return cluster
 
 
-def send(cluster: Cluster, entries: Entries, dest: str) -> bool:
+def send(cluster: Cluster, entries: Entries, dest: str, start: Tuple[str, ...] = ()) -> Dict[str, Any]:
     """`entries` made into the folder `dest` on the cluster (a path under its home); only the files it does
-    not hold yet travel. Returns whether `dest` was made (False: it was there already, whole)."""
+    not hold yet travel. `start`: the run's driver started there once it is whole (far_side start's arguments).
+    Returns the cluster's answer ({"made": False}: it was there already, whole)."""
     manifest: Dict[str, Any] = {}
     sources: Dict[str, Path] = {}
     for rel, source in entries.items():
@@ -109,8 +126,8 @@ def send(cluster: Cluster, entries: Entries, dest: str) -> bool:
         info.size = len(text)
         tar.addfile(info, io.BytesIO(text))
     answer = parse(ssh.far_side(cluster.login, cluster.python, "receive", posixpath.join(cluster.home, dest),
-                                stdin=payload.getvalue(), timeout=600))
-    return bool(answer.get("made"))
+                                *start, stdin=payload.getvalue(), timeout=600))
+    return dict(answer)
 
 
 def folder_entries(root: Path, into: str = "", skip: Tuple[str, ...] = ("__pycache__",)) -> Entries:
@@ -129,8 +146,13 @@ def folder_entries(root: Path, into: str = "", skip: Tuple[str, ...] = ("__pycac
     return out
 
 
+_mltrain: List[Tuple[str, Entries]] = []
+
+
 def mltrain_entries() -> Tuple[str, Entries]:
     """mltrain as this process runs it, and the name of its folder on a cluster (version and content)."""
+    if _mltrain:
+        return _mltrain[0]
     package = PACKAGE
     entries = folder_entries(package, "mltrain")
     plugins = package.parent / "hydra_plugins"
@@ -149,19 +171,21 @@ def mltrain_entries() -> Tuple[str, Entries]:
         version = installed("mltrain")
     except Exception:  # noqa: BLE001 - a checkout run without installing: the content says which
         version = "0"
-    return f"{version}-{h.hexdigest()[:12]}", entries
+    _mltrain.append((f"{version}-{h.hexdigest()[:12]}", entries))
+    return _mltrain[0]
 
 
 def ready(cluster: Cluster) -> Cluster:
     """mltrain at this version on the cluster, and a Python with its requirements: sent or made once."""
-    name, entries = mltrain_entries()
-    dest = f"remote/mltrain/{name}"
-    send(cluster, entries, dest)
-    cluster.mltrain_dir = posixpath.join(cluster.home, dest)
-    venv = posixpath.join(cluster.home, "remote", "venv")
-    answer = parse(ssh.far_side(cluster.login, cluster.python, "python", venv, json.dumps(DRIVER_REQUIREMENTS),
-                                timeout=900))
-    cluster.venv_python = str(answer["python"])
+    if not cluster.mltrain_dir:
+        name, entries = mltrain_entries()
+        dest = f"remote/mltrain/{name}"
+        send(cluster, entries, dest)
+        cluster.mltrain_dir = posixpath.join(cluster.home, dest)
+    if not cluster.venv_python:
+        answer = parse(ssh.far_side(cluster.login, cluster.python, "python", posixpath.join(cluster.home, VENV),
+                                    json.dumps(DRIVER_REQUIREMENTS), timeout=900))
+        cluster.venv_python = str(answer["python"])
     return cluster
 
 

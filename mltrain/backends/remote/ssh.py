@@ -84,4 +84,5 @@ def run(login: str, remote: Sequence[str], stdin: Union[bytes, IO[bytes], None] 
 def far_side(login: str, python: str, *args: str, stdin: Union[bytes, IO[bytes], None] = None,
              timeout: Optional[float] = None, stdout: Optional[IO[bytes]] = None) -> bytes:
     """One command of the cluster's side (mltrain.backends.remote.far_side), run by `python` there."""
-    return run(login, [python, "-c", far_side_source(), *args], stdin=stdin, timeout=timeout, stdout=stdout)
+    # -S: the standard library is all it needs, and the site packages' .pth files cost a start-up each call
+    return run(login, [python, "-S", "-c", far_side_source(), *args], stdin=stdin, timeout=timeout, stdout=stdout)
