@@ -4,6 +4,7 @@
 #
 #   bash scripts/remote_ssh.sh start [STATE_DIR]   # install openssh-server (Debian, root), the user, keys, sshd
 #   bash scripts/remote_ssh.sh stop  [STATE_DIR]
+#   bash scripts/remote_ssh.sh pause|resume [STATE_DIR]  # every connection dropped, sshd gone; then back
 #   source STATE_DIR/env.sh                        # MLTRAIN_SSH_CONFIG: the ssh config mltrain passes to ssh -F
 #
 # The user (REMOTE_USER, default mltrain-remote) has a home of its own, mode 700, and the test cluster's
@@ -34,6 +35,17 @@ stop() {
   log "stopped"
 }
 
+# pause | resume: the connection lost and back (the tests' fault), the account and its runs untouched
+if [ "$CMD" = pause ]; then
+  [ -s "$DIR/sshd.pid" ] && kill "$(cat "$DIR/sshd.pid")" 2>/dev/null || true
+  pkill -f "sshd: $USER_NAME" > /dev/null 2>&1 || true   # every connection, a ControlMaster's too
+  for sock in "$DIR"/cm-*; do [ -e "$sock" ] && rm -f "$sock"; done
+  log "paused: no connection to $USER_NAME until resume"; exit 0
+fi
+if [ "$CMD" = resume ]; then
+  /usr/sbin/sshd -f "$DIR/sshd_config" -E "$DIR/sshd.log"
+  log "resumed"; exit 0
+fi
 if [ "$CMD" = stop ]; then stop; exit 0; fi
 [ "$CMD" = start ] || die "usage: $0 start|stop [STATE_DIR]"
 [ "$(id -u)" = 0 ] || die "must run as root (it adds a user and starts sshd)"

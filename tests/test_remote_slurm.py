@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -151,6 +152,29 @@ def test_the_laptops_command_killed_after_submit_and_cancel_from_here(laptop, ho
           60, "the Slurm job to leave the queue")
 
 
+def remote_ssh(command: str) -> None:
+    script = Path(__file__).resolve().parents[1] / "scripts" / "remote_ssh.sh"
+    subprocess.run(["bash", str(script), command, str(Path(os.environ["MLTRAIN_SSH_CONFIG"]).parent)], check=True,
+                   capture_output=True, timeout=60)
+
+
+def test_the_connection_lost_mid_run_the_run_goes_on_and_wait_catches_up(laptop, home):
+    r = run_mltrain(*JOB, "+job.params.sleep=8", "--detach", cwd=laptop, timeout=300)
+    assert r.rc == 0 and "detached" in r.out, r.out + r.err
+    run = only_run(home)
+    remote_ssh("pause")
+    try:
+        assert ssh("true").returncode == 255  # no way in: sshd gone, every connection dropped
+        status = run_mltrain("runs", "status", run["id"], cwd=laptop)
+        assert status.rc == 0 and only_run(home)["status"] in ("Queued", "Running"), status.out + status.err
+        time.sleep(3)
+    finally:
+        remote_ssh("resume")
+    waited = run_mltrain("runs", "wait", run["id"], cwd=laptop, timeout=120)
+    assert waited.rc == 0 and only_run(home)["status"] == "Completed", waited.out + waited.err
+    assert "uid" in (Path(run["dir"]) / "logs" / "rank_0.log").read_text()  # its log caught up
+
+
 def test_the_python_api_and_the_v1_sdk_name_the_remote_compute(laptop, home):
     script = laptop / "v1.py"
     script.write_text("""\
@@ -210,3 +234,28 @@ def test_a_copy_cut_halfway_is_never_run_and_the_next_copy_completes_it(tmp_path
     assert done.returncode == 0, done.stderr
     assert all(Path(dest, name).read_bytes() == data for name, data in files.items())
     assert not [p for p in Path(dest).parent.iterdir() if p.name.startswith(".")]
+
+
+V2 = """\
+import os
+from azure.ai.ml import MLClient, command
+from azure.identity import DefaultAzureCredential
+ml_client = MLClient(DefaultAzureCredential(), "00000000-0000-0000-0000-000000000000", "rg", "ws")
+job = command(code="./src", command="python train.py", compute="gpu-cluster", display_name="remote-v2")
+returned = ml_client.jobs.create_or_update(job, experiment_name="sdk-v2")
+ml_client.jobs.stream(returned.name)
+print("FINAL", ml_client.jobs.get(returned.name).status)
+ml_client.jobs.download(returned.name, download_path="dl", all=True)
+print("GOT", open("dl/artifacts/outputs/result.txt").read().strip())
+"""
+
+
+def test_the_v2_sdk_creates_streams_and_downloads_a_job_on_the_remote_compute(laptop, home):
+    pytest.importorskip("azure.ai.ml", reason="the azure extra: pip install 'mltrain[azure]'")
+    (laptop / "v2.py").write_text(V2)
+    r = subprocess.run([sys.executable, "v2.py"], cwd=laptop, capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "MLTRAIN_AZUREML": "1"})
+    assert r.returncode == 0, r.stdout + r.stderr
+    uid = ssh("id -u").stdout.strip()
+    assert f"uid {uid}" in r.stdout and "FINAL Completed" in r.stdout and "GOT 42" in r.stdout, r.stdout
+    assert only_run(home)["backend"] == "remote"
