@@ -361,7 +361,7 @@ def main(argv: List[str]) -> int:
     p.set_defaults(func=_cancel)
     p = sub.add_parser("download", help="a run's outputs (or PATH of its folder) from the cluster it ran on, into "
                                         "its folder here (of a remote compute: they stay there until asked for)")
-    p.add_argument("run")
+    p.add_argument("run", nargs="?", help="default: the newest run")
     p.add_argument("path", nargs="?", default="outputs", help="a file or folder of the run's folder (default: outputs)")
     p.set_defaults(func=_download)
     p = sub.add_parser("resume", help="run a Failed or Canceled run again in its directory, from its checkpoint "
