@@ -12,9 +12,10 @@
 # cluster's admin-installed Python) in ~/.ssh/environment, as a login node's profile gives them. Neither mltrain nor
 # its requirements are installed for it: a submission sends mltrain and makes a venv of its requirements there.
 #
-# STATE_DIR/ssh_config names three hosts: `mltrain-remote` (trusted host key, ControlMaster), and for the tests of
-# what must fail in one line, `mltrain-remote-untrusted` (its host key unknown) and `mltrain-remote-nokey` (a key
-# the server refuses). Needs no network: everything is on 127.0.0.1.
+# STATE_DIR/ssh_config names the hosts: `mltrain-remote` (trusted host key, ControlMaster), `mltrain-remote-2nodes`
+# (the same login, its SLURM_CONF the two-node test cluster's), and for the tests of what must fail in one line,
+# `mltrain-remote-readonly` (its MLTRAIN_HOME a folder it cannot write), `mltrain-remote-untrusted` (its host key
+# unknown) and `mltrain-remote-nokey` (a key the server refuses). Needs no network: everything is on 127.0.0.1.
 set -euo pipefail
 
 CMD=${1:-start}
@@ -78,10 +79,8 @@ rm -rf "$HOME_R/.mltrain" "$HOME_R/.cache/mltrain"  # a fresh cluster account ea
 install -d -m 700 -o "$USER_NAME" -g "$USER_NAME" "$HOME_R/.ssh"
 install -m 600 -o "$USER_NAME" -g "$USER_NAME" "$DIR/id_ed25519.pub" "$HOME_R/.ssh/authorized_keys"
 SLURM_CONF_R=${REMOTE_SLURM_CONF:-${SLURM_CONF:-/tmp/mltrain-slurm-test/etc/slurm.conf}}
-{
-  echo "PATH=$(dirname "$PY"):/usr/local/bin:/usr/bin:/bin"
-  echo "SLURM_CONF=$SLURM_CONF_R"
-} > "$HOME_R/.ssh/environment"
+# SLURM_CONF comes with each login (ssh_config's SetEnv below: one login per test cluster); a login node sets its own
+echo "PATH=$(dirname "$PY"):/usr/local/bin:/usr/bin:/bin" > "$HOME_R/.ssh/environment"
 chown "$USER_NAME:$USER_NAME" "$HOME_R/.ssh/environment"
 chmod 600 "$HOME_R/.ssh/environment"
 # Slurm's accounting knows the user (a cluster that enforces associations would refuse it otherwise).
@@ -100,6 +99,7 @@ KbdInteractiveAuthentication no
 PubkeyAuthentication yes
 PermitRootLogin no
 PermitUserEnvironment yes
+AcceptEnv MLTRAIN_HOME SLURM_CONF
 UsePAM no
 MaxStartups 100:30:200
 MaxSessions 100
@@ -110,20 +110,27 @@ EOF
 
 echo "[127.0.0.1]:$PORT $(cut -d' ' -f1,2 "$DIR/host_key.pub")" > "$DIR/known_hosts"
 : > "$DIR/known_hosts_empty"
+SLURM2_CONF_R=${REMOTE_SLURM2_CONF:-${MLTRAIN_SLURM2_CONF:-/tmp/mltrain-slurm2-test/etc/slurm.conf}}
 cat > "$DIR/ssh_config" <<EOF
-Host mltrain-remote mltrain-remote-untrusted mltrain-remote-nokey
+Host mltrain-remote mltrain-remote-2nodes mltrain-remote-readonly mltrain-remote-untrusted mltrain-remote-nokey
   HostName 127.0.0.1
   Port $PORT
   User $USER_NAME
   IdentitiesOnly yes
   StrictHostKeyChecking yes
   LogLevel ERROR
-Host mltrain-remote
+Host mltrain-remote mltrain-remote-2nodes mltrain-remote-readonly
   IdentityFile $DIR/id_ed25519
   UserKnownHostsFile $DIR/known_hosts
   ControlMaster auto
-  ControlPath $DIR/cm-%C
+  ControlPath $DIR/cm-%n
   ControlPersist 120
+Host mltrain-remote
+  SetEnv SLURM_CONF=$SLURM_CONF_R
+Host mltrain-remote-2nodes
+  SetEnv SLURM_CONF=$SLURM2_CONF_R
+Host mltrain-remote-readonly
+  SetEnv SLURM_CONF=$SLURM_CONF_R MLTRAIN_HOME=/usr/share
 Host mltrain-remote-untrusted
   IdentityFile $DIR/id_ed25519
   UserKnownHostsFile $DIR/known_hosts_empty

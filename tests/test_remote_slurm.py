@@ -111,13 +111,15 @@ def test_a_sweep_of_four_members_runs_there(laptop, home):
     assert shown == ["0.5", "0.6", "0.7", "0.8"]
 
 
-@pytest.mark.parametrize("login, says", [
-    ("nosuchhost.invalid", "unknown host: nosuchhost.invalid"),
-    ("mltrain-remote-untrusted", "is not trusted"),
-    ("mltrain-remote-nokey", "refused the authentication"),
+@pytest.mark.parametrize("setting, says", [
+    ("compute.login=nosuchhost.invalid", "unknown host: nosuchhost.invalid"),
+    ("compute.login=mltrain-remote-untrusted", "is not trusted"),
+    ("compute.login=mltrain-remote-nokey", "refused the authentication"),
+    ("compute.login=mltrain-remote-readonly", "cannot write to $MLTRAIN_HOME there"),  # its MLTRAIN_HOME: /usr/share
+    ("compute.python=python2.7", "python2.7"),  # no such interpreter on the cluster
 ])
-def test_a_login_that_cannot_work_is_one_line_and_leaves_nothing(laptop, home, login, says):
-    r = run_mltrain(*JOB, f"compute.login={login}", cwd=laptop, timeout=120)
+def test_a_login_that_cannot_work_is_one_line_and_leaves_nothing(laptop, home, setting, says):
+    r = run_mltrain(*JOB, setting, cwd=laptop, timeout=120)
     assert r.rc != 0
     assert says in r.err and len(r.err.strip().splitlines()) == 1 and "Traceback" not in r.err, r.err
     assert leftovers(home) == []
@@ -259,3 +261,28 @@ def test_the_v2_sdk_creates_streams_and_downloads_a_job_on_the_remote_compute(la
     uid = ssh("id -u").stdout.strip()
     assert f"uid {uid}" in r.stdout and "FINAL Completed" in r.stdout and "GOT 42" in r.stdout, r.stdout
     assert only_run(home)["backend"] == "remote"
+
+
+RANKS = """\
+import os, socket
+print("rank", os.environ["RANK"], "of", os.environ["WORLD_SIZE"], "on", socket.gethostname(),
+      "master", os.environ["MASTER_ADDR"], flush=True)
+"""
+
+
+def test_a_two_node_job_on_the_remote_two_node_cluster(laptop, home):
+    conf = os.environ.get("MLTRAIN_SLURM2_CONF")
+    require(None if conf and Path(conf).is_file() else "no two-node cluster: run scripts/slurm_two_nodes.sh start",
+            "MLTRAIN_REQUIRE_SLURM", "the two-node Slurm cluster")
+    (laptop / "src" / "ranks.py").write_text(RANKS)
+    (laptop / ".mltrain" / "compute" / "two-nodes.yaml").write_text(
+        "defaults: [slurm_schema, _self_]\nlogin: mltrain-remote-2nodes\npoll_s: 0.3\n")
+    r = run_mltrain("job=script", "job.script=ranks.py", "job.source_directory=src", "compute=two-nodes",
+                    "distribution=pytorch", "distribution.node_count=2", "distribution.backend=gloo",
+                    "run.console=all", cwd=laptop, timeout=300)
+    assert r.rc == 0, r.out + r.err
+    run = only_run(home)
+    logs = Path(run["dir"]) / "logs"
+    seen = {rank: (logs / f"rank_{rank}.log").read_text().split() for rank in (0, 1)}
+    assert [seen[rank][1] for rank in (0, 1)] == ["0", "1"] and {seen[0][5], seen[1][5]} == {"n1", "n2"}, seen
+    assert seen[0][7] == seen[1][7] == "n1"  # one rendezvous, on the allocation's first node
