@@ -125,7 +125,7 @@ def test_a_login_that_cannot_work_is_one_line_and_leaves_nothing(laptop, home, s
     assert leftovers(home) == []
 
 
-def test_ctrl_c_while_following_leaves_the_run_going_and_a_later_wait_catches_up(laptop, home):
+def test_ctrl_c_while_following_leaves_the_run_going_and_logs_f_catches_up(laptop, home):
     proc = subprocess.Popen(mltrain_exe() + [*JOB, "+job.params.sleep=6"], cwd=laptop, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
     until(lambda: runs(home) and runs(home)[0]["status"] == "Running", 120, "the run to be Running there")
@@ -134,8 +134,9 @@ def test_ctrl_c_while_following_leaves_the_run_going_and_a_later_wait_catches_up
     run = only_run(home)
     assert f"`mltrain runs cancel {run['id']}` cancels it" in out, out
     assert run["status"] == "Running"
-    waited = run_mltrain("runs", "wait", run["id"], cwd=laptop, timeout=120)
-    assert waited.rc == 0 and only_run(home)["status"] == "Completed", waited.out + waited.err
+    followed = run_mltrain("runs", "logs", "-f", run["id"], cwd=laptop, timeout=120)
+    assert followed.rc == 0 and "hello from" in followed.out, followed.out + followed.err
+    assert only_run(home)["status"] == "Completed"
 
 
 def test_the_laptops_command_killed_after_submit_and_cancel_from_here(laptop, home):

@@ -121,14 +121,29 @@ def _show(args) -> int:
 
 def _logs(args) -> int:
     run = _handle(args)
-    run.load()  # a detached cluster run's record is brought up to date first
+    record = run.load()  # a detached cluster run's record is brought up to date first (a remote one's logs too)
     rank = None if args.rank is None and args.launcher else (args.rank or 0)
     path = run.log_path(rank)
-    if not path.is_file():
-        print(f"no log at {path}", file=sys.stderr)
-        return 1
-    sys.stdout.write(path.read_text(encoding="utf-8", errors="replace"))
-    return 0
+    if not args.follow:
+        if not path.is_file():
+            print(f"no log at {path}", file=sys.stderr)
+            return 1
+        sys.stdout.write(path.read_text(encoding="utf-8", errors="replace"))
+        return 0
+    # -f: what the log gains, until the run ends; each look brings the record (and a remote run's logs) up to date
+    offset, poll = 0, 0.5
+    while True:
+        if path.is_file():
+            with open(path, "rb") as f:
+                f.seek(offset)
+                chunk = f.read()
+            offset += len(chunk)
+            sys.stdout.write(chunk.decode("utf-8", errors="replace"))
+            sys.stdout.flush()
+        if record.status in TERMINAL:
+            return 0
+        time.sleep(poll)
+        record = run.load()
 
 
 def _show_pipeline(record) -> int:
@@ -346,6 +361,7 @@ def main(argv: List[str]) -> int:
     p.add_argument("run", nargs="?", help="default: the newest run")
     p.add_argument("--rank", type=int)
     p.add_argument("--launcher", action="store_true", help="the launcher's own log")
+    p.add_argument("-f", "--follow", action="store_true", help="go on printing what the log gains until the run ends")
     p.set_defaults(func=_logs)
     p = sub.add_parser("status", help="the run's status (asks Slurm for a detached cluster run)")
     p.add_argument("run", nargs="?", help="default: the newest run")
