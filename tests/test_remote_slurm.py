@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -287,3 +288,43 @@ def test_a_two_node_job_on_the_remote_two_node_cluster(laptop, home):
     seen = {rank: (logs / f"rank_{rank}.log").read_text().split() for rank in (0, 1)}
     assert [seen[rank][1] for rank in (0, 1)] == ["0", "1"] and {seen[0][5], seen[1][5]} == {"n1", "n2"}, seen
     assert seen[0][7] == seen[1][7] == "n1"  # one rendezvous, on the allocation's first node
+
+
+PIPELINE = """\
+steps:
+  make:
+    overrides: [job=script, job.source_directory=make, job.script=make.py, compute=gpu-cluster,
+                'job.arguments=[--out,${outputs.data}]']
+    outputs: [data]
+  use:
+    overrides: [job=script, job.source_directory=use, job.script=use.py, compute=gpu-cluster,
+                'job.arguments=[--data,${inputs.data}]']
+    inputs: {data: make.outputs.data}
+"""
+MAKE = """\
+import argparse, os
+a = argparse.ArgumentParser(); a.add_argument("--out"); a = a.parse_args()
+os.makedirs(a.out, exist_ok=True)
+open(os.path.join(a.out, "n.txt"), "w").write("21\\n")
+"""
+USE = """\
+import argparse, os
+a = argparse.ArgumentParser(); a.add_argument("--data"); a = a.parse_args()
+print("doubled", 2 * int(open(os.path.join(a.data, "n.txt")).read()), flush=True)
+"""
+
+
+def test_a_two_step_pipeline_passes_data_between_its_steps_on_the_cluster_and_reuses_a_step(laptop, home):
+    (laptop / "conf" / "pipeline").mkdir(parents=True)
+    (laptop / "conf" / "pipeline" / "two.yaml").write_text(PIPELINE)
+    for name, text in (("make", MAKE), ("use", USE)):
+        (laptop / name).mkdir()
+        (laptop / name / f"{name}.py").write_text(text)
+    first = run_mltrain("pipeline=two", cwd=laptop, timeout=300)
+    assert first.rc == 0 and "doubled 42" in first.out, first.out + first.err
+    (laptop / "use" / "use.py").write_text(USE + "# changed\n")
+    again = run_mltrain("pipeline=two", cwd=laptop, timeout=300)  # make is reused: its outputs are the cluster's
+    assert again.rc == 0 and "doubled 42" in again.out, again.out + again.err
+    assert re.search(r"^\s+make\s+Completed.*reused", again.out, re.M), again.out
+    steps = [r for r in runs(home) if not r.get("pipeline")]
+    assert all(r["backend"] == "remote" for r in steps) and len(steps) == 4

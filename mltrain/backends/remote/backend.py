@@ -121,14 +121,16 @@ class RemoteBackend(SlurmBackend):
     def _pairs(here: str, there: str, cluster: shipping.Cluster) -> List[Tuple[str, str]]:
         """This machine's paths in a frozen job and the cluster's for them."""
         site = str(shipping.PACKAGE.parent)
-        pairs = [(here, there), (sys.executable, cluster.venv_python), (site, cluster.mltrain_dir),
+        # the other runs it names (a pipeline's step reads its parents' outputs) are the cluster's runs too
+        pairs = [(here, there), (os.path.dirname(here), posixpath.dirname(there)),
+                 (sys.executable, cluster.venv_python), (site, cluster.mltrain_dir),
                  (os.path.dirname(sys.executable), posixpath.dirname(cluster.venv_python))]
         # a path may be frozen in either form where a folder is a symbolic link (a venv linked into a project)
         return pairs + [(os.path.realpath(a), b) for a, b in pairs[1:] if os.path.realpath(a) != a]
 
     def _send_run(self, cluster: shipping.Cluster, job: FrozenJob, record: RunRecord, there: str,
                   pairs: List[Tuple[str, str]], start: Tuple[str, ...]) -> None:
-        data = job.to_json()
+        data = _reused_resolved(job.to_json(), os.path.dirname(job.run_dir))
         data["backend"], data["detach"] = "slurm", False  # the driver there follows it to its end
         data["compute"] = {**data["compute"], "login": None}
         env = data.setdefault("env", {})
@@ -293,3 +295,17 @@ class RemoteBackend(SlurmBackend):
                     if member.isfile():
                         names.append(member.name)
         return names
+
+
+def _reused_resolved(value: Any, runs: str) -> Any:
+    """`value` with each path into another run's folder that is a link here (a pipeline step reused: its outputs
+    link to the run that made them) made the path it links to, which is the run the cluster holds."""
+    if isinstance(value, dict):
+        return {k: _reused_resolved(v, runs) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_reused_resolved(v, runs) for v in value]
+    if isinstance(value, str) and value.startswith(runs + os.sep):
+        real = os.path.realpath(value)
+        if real != value and real.startswith(os.path.realpath(runs) + os.sep):
+            return os.path.join(runs, os.path.relpath(real, os.path.realpath(runs)))
+    return value
