@@ -9,26 +9,21 @@ then stops the old: requests keep being answered.
 """
 from __future__ import annotations
 
-import copy
 import http.client
 import shutil
 import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name
-
 from mltrain.base.errors import MltrainError
-from mltrain.endpoints import endpoint_port, inference_server, models_dir, server_process
+from mltrain.endpoints import balance, endpoint_port, inference_server, models_dir, server_process
 from mltrain.endpoints import endpoint_record as records
+from mltrain.endpoints.deployment_env import interpreter_for
 from mltrain.endpoints.endpoint_record import LOG_FILE, DeploymentRecord, EndpointError, EndpointRecord
-from mltrain.environments.materialize import materialize
-from mltrain.environments.spec import EnvironmentSpec, from_config
+from mltrain.environments.spec import EnvironmentSpec
 
 Log = Callable[[str], None]
 
@@ -94,6 +89,8 @@ def create_or_update_endpoint(spec: EndpointSpec) -> EndpointRecord:
         if spec.traffic is not None:
             record.traffic = _checked_traffic(record, spec.traffic)
         records.save_endpoint(record)
+    if spec.traffic is not None:
+        _rebalanced(record)
     return record
 
 
@@ -102,7 +99,19 @@ def set_traffic(name: str, traffic: Dict[str, int]) -> EndpointRecord:
         record = records.load_endpoint(name)
         record.traffic = _checked_traffic(record, traffic)
         records.save_endpoint(record)
+    _rebalanced(record)
     return record
+
+
+def _rebalanced(record: EndpointRecord) -> None:
+    """Returns once the deployments' sockets on the endpoint's port follow its traffic rule (balance.py)."""
+    masters = {}
+    for name in records.deployment_names(record.name):
+        pid = records.load_deployment(record.name, name).pid
+        if pid is not None and server_process.is_server(pid):
+            masters[name] = pid
+    if masters:
+        balance.wait_balanced(records.endpoint_dir(record.name), record.port, masters)
 
 
 def _checked_traffic(record: EndpointRecord, traffic: Dict[str, int]) -> Dict[str, int]:
@@ -160,7 +169,7 @@ def deploy(spec: DeploymentSpec, log: Log = print, stop: Optional[threading.Even
     if spec.instance_count < 1:
         raise EndpointError(f"deployment {spec.name}: instance_count is {spec.instance_count}; give 1 or more")
     try:
-        interpreter, environment = _environment(spec, log, stop)
+        interpreter, environment = interpreter_for(spec, log, stop)
         inference_server.ensure_layer(log)  # its pip, in the command's process group, ends at a Ctrl-C too
     except MltrainError:
         if stop is not None and stop.is_set():
@@ -223,6 +232,7 @@ def deploy(spec: DeploymentSpec, log: Log = print, stop: Optional[threading.Even
     if previous is not None:
         server_process.stop(previous)
         _remove_old_models(folder, Path(record.model_dir))
+    _rebalanced(current)  # a first deployment's traffic set, or another worker count: other shares of sockets
     log(f"deployment {spec.name} of endpoint {spec.endpoint} is ready ({record.ready_s:.1f} s): {endpoint.scoring_uri}")
     return record
 
@@ -343,59 +353,6 @@ def _scoring_script(spec: DeploymentSpec) -> Tuple[Optional[str], Optional[str]]
     if not script.is_file():
         raise EndpointError(f"deployment {spec.name}: scoring script {script} does not exist")
     return str(code or script.parent.resolve()), str(script.resolve())
-
-
-def _environment(spec: DeploymentSpec, log: Log, stop: Optional[threading.Event] = None) -> Tuple[str, Dict[str, Any]]:
-    given = spec.environment if spec.environment is not None else _mlflow_environment(spec, log)
-    if given is None:
-        return sys.executable, {"name": "current"}
-    environment = _without_server_packages(given, spec.name, log)
-    info = materialize(environment, containerized=False, check_mode="warn", log=log, stop=stop)
-    return str(info["interpreter"]), environment.to_json()
-
-
-def _mlflow_environment(spec: DeploymentSpec, log: Log) -> Optional[EnvironmentSpec]:
-    """An MLflow model deployed without a scoring script or an environment runs in the environment it was saved
-    with (its conda.yaml), as Azure's no-code deployment builds it: a lightgbm model needs lightgbm."""
-    if spec.scoring_script is not None:
-        return None
-    for model in spec.models:
-        if models_dir.is_mlflow(model):
-            conda = next(iter(sorted(Path(str(model.source)).rglob("conda.yaml"))), None)
-            if conda is not None:
-                log(f"note: deployment {spec.name}: no environment given: model {model.name}:{model.version}'s own "
-                    "conda.yaml is built, as Azure builds an MLflow model's")
-                return from_config({"name": f"mlflow-{model.name}-{model.version}", "conda": str(conda),
-                                    "python": {"user_managed": False}})
-    return None
-
-
-def _without_server_packages(spec: EnvironmentSpec, deployment: str, log: Log) -> EnvironmentSpec:
-    """The spec less the pip packages Azure's inference server brings (inference-schema, ...): the server's
-    layer comes first on its path, so the environment's pin of one would never be imported, and a pin PyPI no
-    longer has (Azure's model-1 example pins inference-schema 1.5.1) would fail the build for nothing."""
-    def name(line: str) -> Optional[str]:
-        try:
-            return str(canonicalize_name(Requirement(line).name))
-        except InvalidRequirement:
-            return None
-
-    layer = {name(p): p for p in inference_server.PACKAGES}
-    dropped: List[str] = []
-
-    def kept(lines: List[Any]) -> List[Any]:
-        dropped.extend(str(p) for p in lines if name(str(p)) in layer)
-        return [p for p in lines if name(str(p)) not in layer]
-
-    spec = copy.deepcopy(spec)
-    for dep in (spec.conda or {}).get("dependencies") or []:
-        if isinstance(dep, dict) and isinstance(dep.get("pip"), list):
-            dep["pip"] = kept(dep["pip"])
-    spec.pip = kept(spec.pip)
-    if dropped:
-        log(f"note: deployment {deployment}: not installing the environment's {', '.join(dropped)}: Azure's "
-            f"inference server brings {', '.join(layer[name(p)] for p in dropped)}, first on the server's path")
-    return spec
 
 
 def _remove_old_models(folder: Path, keep: Path) -> None:
