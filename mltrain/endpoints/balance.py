@@ -18,7 +18,6 @@ import json
 import os
 import signal
 import time
-from fractions import Fraction
 from math import gcd, lcm
 from pathlib import Path
 from typing import Dict, List, Optional, Set
@@ -39,9 +38,8 @@ def per_worker(traffic: Dict[str, int], workers: Dict[str, int]) -> Dict[str, in
     shares = {n: s for n, s in traffic.items() if s > 0 and workers.get(n, 0) > 0}
     if not shares:
         return {n: 1 for n in workers}
-    weights = {n: Fraction(s, workers[n]) for n, s in shares.items()}
-    scale = lcm(*(w.denominator for w in weights.values()))
-    whole = {n: int(w * scale) for n, w in weights.items()}
+    scale = lcm(*(workers[n] for n in shares))  # share / workers, made whole (not fractions: its import is 10 ms)
+    whole = {n: s * scale // workers[n] for n, s in shares.items()}
     common = gcd(*whole.values())
     counts = {n: v // common for n, v in whole.items()}
     if sum(counts[n] * workers[n] for n in counts) > MAX_SOCKETS:

@@ -9,15 +9,11 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name
-
 from mltrain.endpoints import inference_server, models_dir
-from mltrain.environments.materialize import materialize
-from mltrain.environments.spec import EnvironmentSpec, from_config
 
 if TYPE_CHECKING:
     from mltrain.endpoints.serving import DeploymentSpec
+    from mltrain.environments.spec import EnvironmentSpec
 
 Log = Callable[[str], None]
 
@@ -27,6 +23,9 @@ def interpreter_for(spec: DeploymentSpec, log: Log, stop: Optional[threading.Eve
     given = spec.environment if spec.environment is not None else _mlflow_environment(spec, log)
     if given is None:
         return sys.executable, {"name": "current"}
+    # kept off `endpoints create` and a deployment in mltrain's own environment (about 30 ms of imports)
+    from mltrain.environments.materialize import materialize  # startup
+
     environment = _without_server_packages(given, spec.name, log)
     info = materialize(environment, containerized=False, check_mode="warn", log=log, stop=stop)
     return str(info["interpreter"]), environment.to_json()
@@ -41,6 +40,9 @@ def _mlflow_environment(spec: DeploymentSpec, log: Log) -> Optional[EnvironmentS
         if models_dir.is_mlflow(model):
             conda = next(iter(sorted(Path(str(model.source)).rglob("conda.yaml"))), None)
             if conda is not None:
+                # as materialize: an MLflow model's own environment only
+                from mltrain.environments.spec import from_config  # startup
+
                 log(f"note: deployment {spec.name}: no environment given: model {model.name}:{model.version}'s own "
                     "conda.yaml is built, as Azure builds an MLflow model's")
                 return from_config({"name": f"mlflow-{model.name}-{model.version}", "conda": str(conda),
@@ -52,6 +54,10 @@ def _without_server_packages(spec: EnvironmentSpec, deployment: str, log: Log) -
     """The spec less the pip packages Azure's inference server brings (inference-schema, ...): the server's
     layer comes first on its path, so the environment's pin of one would never be imported, and a pin PyPI no
     longer has (Azure's model-1 example pins inference-schema 1.5.1) would fail the build for nothing."""
+    # as materialize: only a deployment with an environment of its own reads requirements
+    from packaging.requirements import InvalidRequirement, Requirement  # startup
+    from packaging.utils import canonicalize_name  # startup
+
     def name(line: str) -> Optional[str]:
         try:
             return str(canonicalize_name(Requirement(line).name))

@@ -9,21 +9,22 @@ then stops the old: requests keep being answered.
 """
 from __future__ import annotations
 
-import http.client
 import shutil
 import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
 from mltrain.base.errors import MltrainError
 from mltrain.endpoints import balance, endpoint_port, inference_server, models_dir, server_process
 from mltrain.endpoints import endpoint_record as records
 from mltrain.endpoints.deployment_env import interpreter_for
 from mltrain.endpoints.endpoint_record import LOG_FILE, DeploymentRecord, EndpointError, EndpointRecord
-from mltrain.environments.spec import EnvironmentSpec
+
+if TYPE_CHECKING:
+    from mltrain.environments.spec import EnvironmentSpec
 
 Log = Callable[[str], None]
 
@@ -268,6 +269,8 @@ def _withdraw(record: DeploymentRecord, proc: Optional[subprocess.Popen[bytes]],
 def restart(endpoint: str, name: str, log: Log = print, stop: Optional[threading.Event] = None) -> DeploymentRecord:
     """Start a deployment again from its record (after a reboot, or its server killed): the same models,
     scoring script, environment and settings, as an update would."""
+    # kept off `endpoints create` and `deploy` (the environments package: about 30 ms of imports)
+    from mltrain.environments.spec import EnvironmentSpec  # startup
     from mltrain.models.registry import Model  # heavy
 
     record = records.load_deployment(endpoint, name)
@@ -321,6 +324,9 @@ def invoke(endpoint: str, body: bytes, deployment: Optional[str] = None, path: s
     if deployment is not None:
         records.load_deployment(endpoint, deployment)
         headers["azureml-model-deployment"] = deployment
+    # kept off `endpoints create` and `deploy`: about 28 ms with the ssl and email modules it loads
+    import http.client  # startup
+
     host = "127.0.0.1" if record.host in ("0.0.0.0", "::") else record.host
     connection = http.client.HTTPConnection(host, record.port, timeout=timeout_s)
     try:
