@@ -11,6 +11,7 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -290,3 +291,64 @@ def test_a_triton_model_without_a_script_is_refused_before_it_is_registered(serv
     bad = run_mltrain("endpoints", "deploy", "--file", "triton.yml", cwd=served)
     assert bad.rc == 2 and bad.err.count("\n") == 1 and "Triton" in bad.err, bad.err
     assert "densenet" not in run_mltrain("models", "list", cwd=served).out
+
+
+def _access_lines(home: Path, endpoint: str, deployment: str) -> int:
+    log = home / "endpoints" / endpoint / "deployments" / deployment / "server.log"
+    return sum(1 for line in log.read_text().splitlines() if "gunicorn.access" in line and "/score" in line)
+
+
+def _logged(home: Path, endpoint: str, answered: collections.Counter, before: dict) -> dict:
+    """Each deployment's access-log lines since `before`, once they number at least its answers (a worker logs a
+    request just after answering it)."""
+    def lines():
+        return {d: _access_lines(home, endpoint, d) - before.get(d, 0) for d in answered}
+    until(lambda: all(n >= answered[d] for d, n in lines().items()), 10, "the access logs to catch up")
+    return lines()
+
+
+def test_a_split_follows_the_rule_on_new_connections_with_no_hop(served, home):
+    """The guard of docs/benchmarks.md's split rows: at 90/10, the kernel's choice among the deployments' sockets
+    is the rule (within 5 points over 500 new connections; 3.7 standard deviations of a fair draw) and no request
+    is passed on from one deployment to the other (each deployment's access log holds exactly the requests it
+    answered). A new rule is re-balanced in place, requests answered throughout; a named deployment is still
+    reached (passed on, for that request alone)."""
+    assert run_mltrain("endpoints", "create", "split", cwd=served).rc == 0
+    assert _deploy(served, "split", "blue").rc == 0
+    (served / "code" / "score.py").write_text(SCORE % "green")
+    assert _deploy(served, "split", "green").rc == 0
+    assert run_mltrain("endpoints", "traffic", "split", "blue=90", "green=10", cwd=served).rc == 0
+    port = _port(_endpoint(served, "split")["scoring_uri"])
+    key = json.loads(run_mltrain("endpoints", "keys", "split", cwd=served).out)["primaryKey"]
+    auth = {"Authorization": f"Bearer {key}"}
+
+    def who(n: int) -> collections.Counter:
+        return collections.Counter(json.loads(_post(port, b'{"data": [1]}', auth)[1])["who"] for _ in range(n))
+
+    counts = who(500)
+    assert abs(counts["green"] / 500 - 0.10) <= 0.05, counts
+    assert _logged(home, "split", counts, {}) == dict(counts), "requests were passed on"
+    # the rule turned round while a client keeps sending: every request answered, then the new split holds
+    answered: list = []
+    sending = threading.Event()
+
+    def client():
+        while not sending.is_set():
+            answered.append(_post(port, b'{"data": [1]}', auth)[0])
+
+    thread = threading.Thread(target=client)
+    thread.start()
+    try:
+        flipped = run_mltrain("endpoints", "traffic", "split", "blue=10", "green=90", cwd=served)
+    finally:
+        sending.set()
+        thread.join(30)
+    assert flipped.rc == 0, flipped.err
+    assert answered and set(answered) == {200}, collections.Counter(answered)
+    total = 500 + len(answered)  # no share went to 0: nothing of the flip was passed on either
+    until(lambda: sum(_access_lines(home, "split", d) for d in ("blue", "green")) >= total, 10, "the logs to catch up")
+    before = {d: _access_lines(home, "split", d) for d in ("blue", "green")}
+    counts = who(400)
+    assert abs(counts["blue"] / 400 - 0.10) <= 0.05, counts
+    assert _logged(home, "split", counts, before) == dict(counts), "requests were passed on"
+    assert json.loads(_post(port, b'{"data": [1]}', {**auth, "azureml-model-deployment": "blue"})[1])["who"] == "blue"
