@@ -5,7 +5,8 @@ A deployment is a server process (serve.py) started in a session of its own, in 
 (built as a run's is). `deploy` returns once the server answers its liveness probe, or raises with the line that
 says why it ended (the scoring script's init() error, a port in use); a deployment that failed leaves nothing
 running or listening. An update starts the new server beside the old one (both listen on the endpoint's port),
-then stops the old: requests keep being answered.
+then stops the old: requests keep being answered. A change of the traffic rule returns once the deployments'
+sockets on the endpoint's port follow it (balance.py).
 """
 from __future__ import annotations
 
@@ -298,6 +299,7 @@ def delete_deployment(endpoint: str, name: str) -> None:
         records.save_endpoint(record)
         server_process.stop(deployment)
         shutil.rmtree(records.deployment_dir(endpoint, name), ignore_errors=True)
+    _rebalanced(record)  # the last share gone: the others listen with one socket each again
 
 
 def deployment_state(record: DeploymentRecord) -> Tuple[str, Optional[str]]:
