@@ -15,7 +15,6 @@ import io
 import json
 import os
 import sys
-import tempfile
 import traceback
 from typing import Any, Dict, List
 
@@ -76,11 +75,17 @@ def rows_of(result: Any) -> List[str]:
     return [str(item) for item in result]
 
 
+#: This worker on its node (two nodes' agents may both run a mini-batch whose claim went stale).
+_ME = f"{os.uname().nodename}.{os.getpid()}"
+
+
 def write_done(root: str, index: int, rows: List[str], items: int) -> None:
+    """Its rows, whole or not at all (a rename): under a name of this process's own, where a random name
+    (tempfile.mkstemp) cost more than the rows of a small mini-batch."""
     path = os.path.join(root, "done", f"{index}.json")
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=f".{index}.", suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump({"items": items, "rows": rows}, f)
+    tmp = os.path.join(root, "done", f".{index}.{_ME}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(json.dumps({"items": items, "rows": rows}))
     os.replace(tmp, path)
 
 
