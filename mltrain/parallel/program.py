@@ -193,7 +193,7 @@ def main() -> None:
     rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
     started = time.monotonic()
     _expand(cfg)
-    queue = Queue(run_dir / "parallel", agent=f"{os.uname().nodename}:{os.getpid()}:{rank}")
+    queue = Queue(run_dir / "parallel", agent=f"{os.uname().nodename}:{os.getpid()}:{rank}", alone=world == 1)
     launch = _launch()
     if rank == 0 and queue.published():  # this run again: `runs resume`, a Slurm requeue
         done = queue.recover()

@@ -15,8 +15,9 @@ import io
 import json
 import os
 import sys
+import time
 import traceback
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 
 class MiniBatchContext:
@@ -75,18 +76,22 @@ def rows_of(result: Any) -> List[str]:
     return [str(item) for item in result]
 
 
-#: This worker on its node (two nodes' agents may both run a mini-batch whose claim went stale).
-_ME = f"{os.uname().nodename}.{os.getpid()}"
+#: This worker's log of the mini-batches it ran (mltrain.parallel.work_queue reads it), opened at its first.
+_log: Optional[int] = None
 
 
 def write_done(root: str, index: int, rows: List[str], items: int) -> None:
-    """Its rows, whole or not at all (a rename): under a name of this process's own, where a random name
-    (tempfile.mkstemp) cost more than the rows of a small mini-batch."""
-    path = os.path.join(root, "done", f"{index}.json")
-    tmp = os.path.join(root, "done", f".{index}.{_ME}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(json.dumps({"items": items, "rows": rows}))
-    os.replace(tmp, path)
+    """Its rows, as one line appended to this worker's log in one write: a reader takes only whole lines, so a
+    worker killed as it writes leaves the mini-batch not done. A file per mini-batch (made under a temporary
+    name, then renamed) cost 0.2 ms of system time each on the build machine, more than a small mini-batch's
+    scoring."""
+    global _log
+    if _log is None:
+        name = f"{os.uname().nodename}.{os.getpid()}.{time.time_ns()}.jsonl"  # never an earlier launch's
+        _log = os.open(os.path.join(root, "done", name), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    data = (json.dumps({"index": index, "items": items, "rows": rows}) + "\n").encode("utf-8")
+    while data:
+        data = data[os.write(_log, data):]
 
 
 def main(fd_in: int, fd_out: int) -> int:
