@@ -15,7 +15,7 @@ import secrets
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Dict, List, Optional, Set, Union
 
 from mltrain.jobspec.computes import backend_for, compute_from_dict
 from mltrain.jobspec.schema import ComputeConf, DistributionConf, distribution_from_dict
@@ -109,7 +109,7 @@ def upgrade(data: Dict[str, Any]) -> Dict[str, Any]:
 #: The ids this process gave in the current second: a sweep freezes hundreds of members a second, and 3 random
 #: bytes then repeat about once in 100 sweeps of 1,000 members (one was refused "a run already exists", and the
 #: sweep with it: seen 2026-12-07).
-_given: Dict[str, set] = {}
+_given: Dict[str, Set[str]] = {}
 
 
 def new_run_id(experiment: str) -> str:

@@ -122,7 +122,7 @@ def launch(plans: List[Plan], records: List[RunRecord], consoles: List[Console],
         if queue not in pools:
             pools[queue] = pool_for(queue, worker_params(plan), compute.pack, compute.max_requeues, compute.pack_slots)
     made: Dict[str, Tuple[Dict[str, Any], List[str]]] = {}
-    listings: Dict[str, driver._Listing] = {}
+    listings: Dict[str, Any] = {}
     for part in _parts(len(plans), compute.pack):
         listings = driver.prepare([jobs[i] for i in part], [records[i] for i in part], [consoles[i] for i in part],
                                   made, listings)
