@@ -15,7 +15,7 @@ import secrets
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Dict, List, Optional, Set, Union
 
 from mltrain.jobspec.computes import backend_for, compute_from_dict
 from mltrain.jobspec.schema import ComputeConf, DistributionConf, distribution_from_dict
@@ -106,7 +106,21 @@ def upgrade(data: Dict[str, Any]) -> Dict[str, Any]:
             "backend": backend_for(compute_kind, distribution_kind), "layout": LAYOUT}
 
 
+#: The ids this process gave in the current second: a sweep freezes hundreds of members a second, and 3 random
+#: bytes then repeat about once in 100 sweeps of 1,000 members (one was refused "a run already exists", and the
+#: sweep with it: seen 2026-12-07).
+_given: Dict[str, Set[str]] = {}
+
+
 def new_run_id(experiment: str) -> str:
     stamp = time.strftime("%Y%m%d_%H%M%S")
     safe = "".join(c if c.isalnum() or c in "-_" else "-" for c in experiment) or "run"
-    return f"{safe}_{stamp}_{secrets.token_hex(3)}"
+    given = _given.setdefault(stamp, set())
+    if len(_given) > 1:  # an earlier second's ids can no longer repeat
+        for old in [s for s in _given if s != stamp]:
+            del _given[old]
+    while True:
+        run_id = f"{safe}_{stamp}_{secrets.token_hex(3)}"
+        if run_id not in given:
+            given.add(run_id)
+            return run_id

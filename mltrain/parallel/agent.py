@@ -64,6 +64,7 @@ class Worker:
         os.close(to_worker)
         os.close(from_worker)
         self._buffer = b""
+        self._asked = False
         self.ready = False
         self.inflight: List[int] = []  # sent, in order; the first is running
         self.started = 0.0  # when the first began
@@ -96,11 +97,18 @@ class Worker:
         *lines, self._buffer = self._buffer.split(b"\n")
         return [json.loads(line) for line in lines if line.strip()]
 
-    def stop(self, grace_s: float = 5.0) -> None:
+    def ask_to_stop(self) -> None:
+        """Tell the worker to run shutdown() and end (once: a second ask finds its pipe closed or ignored)."""
+        if self._asked:
+            return
+        self._asked = True
         try:
             os.write(self._in, b'{"shutdown": true}\n')
         except OSError:
             pass
+
+    def stop(self, grace_s: float = 5.0) -> None:
+        self.ask_to_stop()
         try:
             self.proc.wait(grace_s)
         except subprocess.TimeoutExpired:
@@ -148,6 +156,8 @@ class Agent:
         try:
             self._loop()
         finally:
+            for worker in self.workers:  # all asked first: they end (shutdown(), the interpreter's exit) side by side
+                worker.ask_to_stop()
             for worker in self.workers:
                 worker.stop()
 

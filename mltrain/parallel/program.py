@@ -15,7 +15,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from omegaconf import OmegaConf
+import yaml
 
 from mltrain.base.atomic import atomic_write
 from mltrain.base.errors import ConfigError, MltrainError
@@ -189,11 +189,11 @@ def _what(batch: Dict[str, Any]) -> str:
 
 def main() -> None:
     run_dir = Path(os.environ["MLTRAIN_RUN_DIR"])
-    cfg = OmegaConf.load(run_dir / "config.yaml")
+    cfg = _config(run_dir / "config.yaml")
     rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
     started = time.monotonic()
     _expand(cfg)
-    queue = Queue(run_dir / "parallel", agent=f"{os.uname().nodename}:{os.getpid()}:{rank}")
+    queue = Queue(run_dir / "parallel", agent=f"{os.uname().nodename}:{os.getpid()}:{rank}", alone=world == 1)
     launch = _launch()
     if rank == 0 and queue.published():  # this run again: `runs resume`, a Slurm requeue
         done = queue.recover()
@@ -231,6 +231,30 @@ def main() -> None:
         return
     progress.tick(force=True)
     _finish(cfg, queue, run_dir, started)
+
+
+class _Node(Dict[str, Any]):
+    """A mapping of config.yaml read back, its keys also as attributes (`cfg.job.input_data`, as the frozen config
+    reads). The file is the resolved config (no interpolation left): reading it with OmegaConf only cost its
+    import, 0.1 s of each parallel job's start, where a command job has none."""
+
+    def __getattr__(self, key: str) -> Any:
+        try:
+            return self[key]
+        except KeyError:
+            raise AttributeError(key) from None
+
+    def __setattr__(self, key: str, value: Any) -> None:
+        self[key] = value
+
+
+def _config(path: Path) -> Any:
+    def node(value: Any) -> Any:
+        if isinstance(value, dict):
+            return _Node({k: node(v) for k, v in value.items()})
+        return [node(v) for v in value] if isinstance(value, list) else value
+
+    return node(yaml.safe_load(path.read_text(encoding="utf-8")) or {})
 
 
 class _Progress:

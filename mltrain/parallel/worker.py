@@ -10,14 +10,13 @@ folder) and the agent is told how many items went in and how many rows came out.
 from __future__ import annotations
 
 import importlib.util
-import inspect
 import io
 import json
 import os
 import sys
-import tempfile
+import time
 import traceback
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 
 class MiniBatchContext:
@@ -76,12 +75,34 @@ def rows_of(result: Any) -> List[str]:
     return [str(item) for item in result]
 
 
+#: This worker's log of the mini-batches it ran (mltrain.parallel.work_queue reads it), opened at its first.
+_log: Optional[int] = None
+
+
 def write_done(root: str, index: int, rows: List[str], items: int) -> None:
-    path = os.path.join(root, "done", f"{index}.json")
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=f".{index}.", suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump({"items": items, "rows": rows}, f)
-    os.replace(tmp, path)
+    """Its rows, as one line appended to this worker's log in one write: a reader takes only whole lines, so a
+    worker killed as it writes leaves the mini-batch not done. A file per mini-batch (made under a temporary
+    name, then renamed) cost 0.2 ms of system time each on the build machine, more than a small mini-batch's
+    scoring."""
+    global _log
+    if _log is None:
+        name = f"{os.uname().nodename}.{os.getpid()}.{time.time_ns()}.jsonl"  # never an earlier launch's
+        _log = os.open(os.path.join(root, "done", name), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    data = (json.dumps({"index": index, "items": items, "rows": rows}) + "\n").encode("utf-8")
+    while data:
+        data = data[os.write(_log, data):]
+
+
+def _parameters(run: Any) -> int:
+    """How many parameters `run` takes, as len(inspect.signature(run).parameters) counts them: read off a plain
+    function's code, where importing inspect (and ast with it) was 30 ms of each worker's start."""
+    code = getattr(run, "__code__", None)
+    plain = type(run).__name__ == "function" and not hasattr(run, "__wrapped__") and not hasattr(run, "__signature__")
+    if plain and code is not None:  # a decorated one says its own signature (functools.wraps): inspect reads it
+        return code.co_argcount + code.co_kwonlyargcount + bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)
+    import inspect  # startup
+
+    return len(inspect.signature(run).parameters)
 
 
 def main(fd_in: int, fd_out: int) -> int:
@@ -98,7 +119,7 @@ def main(fd_in: int, fd_out: int) -> int:
         if hasattr(module, "init"):
             module.init()
         run = module.run
-        with_context = len(inspect.signature(run).parameters) >= 2
+        with_context = _parameters(run) >= 2
     except BaseException as exc:  # noqa: BLE001 - the agent reports it in one line and stops the job
         traceback.print_exc()
         tell(init_error=f"{type(exc).__name__}: {exc}")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import cloudpickle  # registers what unpickling the payload needs
 from hydra.core.plugins import Plugins
-from hydra.core.utils import JobStatus, run_job, setup_globals
+from hydra.core.utils import JobReturn, JobStatus, run_job, setup_globals
 
 from mltrain.base.atomic import atomic_write_bytes
 from mltrain.config.hydra_internals import failed_job_error, restore_singletons
@@ -49,14 +49,24 @@ def main() -> None:
     out = run_dir / "returns"
     out.mkdir(exist_ok=True)
     try:
-        data = cloudpickle.dumps(ret)
+        data = _pickled(ret)
     except Exception as exc:  # an unpicklable return value is reported, not lost silently
         ret.return_value, ret.status = RuntimeError(f"return value cannot be pickled: {exc}"), JobStatus.FAILED
-        data = cloudpickle.dumps(ret)
+        data = _pickled(ret)
     atomic_write_bytes(out / f"rank_{rank}.pkl", data)
     if ret.status == JobStatus.FAILED:
         traceback.print_exception(failed_job_error(ret))
         sys.exit(1)
+
+
+def _pickled(ret: JobReturn) -> bytes:
+    """The JobReturn with its hydra_cfg pickled apart, which the driver unpickles only if it is read
+    (mltrain.launch.hydra_app._Returned): the whole Hydra config is most of the time the driver spends on it."""
+    hydra_cfg, ret.hydra_cfg = ret.hydra_cfg, None
+    try:
+        return cloudpickle.dumps({"return": ret, "hydra_cfg": cloudpickle.dumps(hydra_cfg)})
+    finally:
+        ret.hydra_cfg = hydra_cfg
 
 
 if __name__ == "__main__":

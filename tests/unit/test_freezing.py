@@ -67,3 +67,12 @@ def test_invalid_configs_are_refused_naming_the_key(env, overrides, key):
     with pytest.raises(ConfigError) as err:
         _frozen(env, [*overrides, *source, "run.id=bad"])
     assert err.value.key == key and not (env / "runs").exists()
+
+
+def test_run_ids_given_in_one_second_never_repeat():
+    """By chance, 3 random bytes would repeat about 12 times among 20,000 ids of one second: a 1,000-member sweep
+    frozen in 3 s once drew the same id twice (issue 66), and was refused as 'a run already exists'."""
+    from mltrain.jobspec.job import new_run_id
+
+    ids = [new_run_id("exp") for _ in range(20000)]
+    assert len(set(ids)) == len(ids)

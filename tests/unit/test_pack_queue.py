@@ -82,3 +82,13 @@ def test_the_pool_submits_workers_for_waiting_members_counting_those_slurm_holds
     states = parse_squeue("101|PENDING\n102|RUNNING\n103|COMPLETING\n104|CANCELLED\n105|CONFIGURING\n\n")
     assert [job for job, state in states.items() if state in COMING] == ["101", "102", "105"]
 
+
+
+def test_a_sweep_is_queued_in_parts_first_enough_for_every_worker_twice():
+    """Issue 66: the workers are asked for once the first part is queued, and start on it while the rest is."""
+    from mltrain.backends.slurm.pack_driver import _parts
+
+    parts = _parts(1000, 8)
+    assert parts[0] == range(0, 16) and all(len(p) <= 64 for p in parts)
+    assert [i for p in parts for i in p] == list(range(1000))
+    assert _parts(5, 8) == [range(0, 5)] and _parts(40, 30)[0] == range(0, 40)

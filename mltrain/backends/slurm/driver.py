@@ -163,17 +163,20 @@ class _Listing(threading.Thread):
         return {"environment": {**(record.doc.environment or {}), "packages": self.packages}} if self.packages else {}
 
 
-def prepare(jobs: List[FrozenJob], records: List[RunRecord], consoles: List[Console]) -> Dict[str, _Listing]:
+def prepare(jobs: List[FrozenJob], records: List[RunRecord], consoles: List[Console],
+            made: Optional[Dict[str, Tuple[Dict[str, Any], List[str]]]] = None,
+            listings: Optional[Dict[str, _Listing]] = None) -> Dict[str, _Listing]:
     """Preparing, for every member: each distinct environment is made ready once (a sweep's members share
     theirs; what doing so logged goes to every member's log) and each member's run.json takes the status
     and the environment in one write. The interpreters' packages are listed once each, in the background;
     returns those listings by interpreter, for the Queued write. What base.prepare_environment does for one
-    run, without its three writes and a thread per member."""
+    run, without its three writes and a thread per member. `made` and `listings` carry both across calls
+    for a sweep prepared in parts (a packed sweep's first members run while the others are prepared)."""
     from mltrain.environments import materialize  # startup
     from mltrain.environments.spec import EnvironmentSpec  # startup
 
-    made: Dict[str, Tuple[Dict[str, Any], List[str]]] = {}
-    listings: Dict[str, _Listing] = {}
+    made = {} if made is None else made
+    listings = {} if listings is None else listings
     for job, record, console in zip(jobs, records, consoles):
         log = RunLog(record.log_path(), console)
         if not job.environment:

@@ -115,32 +115,42 @@ def describe(plan: Plan) -> List[str]:
 def launch(plans: List[Plan], records: List[RunRecord], consoles: List[Console], cancel: threading.Event) -> List[str]:
     jobs = [p.job for p in plans]
     compute = compute_as(jobs[0].compute, SlurmComputeConf)
-    listings = driver.prepare(jobs, records, consoles)
     names = entry_names(len(plans))
     queues = [queue_of(p) for p in plans]
     pools: Dict[Path, Pool] = {}
     for plan, queue in zip(plans, queues):
         if queue not in pools:
             pools[queue] = pool_for(queue, worker_params(plan), compute.pack, compute.max_requeues, compute.pack_slots)
-    for record, console, queue, name in zip(records, consoles, queues, names):
-        fields: Dict[str, Any] = {"backend_parts": {NAME: pack_part(queue, name)}, **driver.with_packages(record, listings)}
-        if jobs[0].detach:
-            fields["detached"] = True
-        record.set_status(QUEUED, **fields)
-        RunLog(record.log_path(), console).info(f"{QUEUED}: packed, in {queue}", show=True)
-    for queue in pools:
-        members = [i for i, q in enumerate(queues) if q == queue]
-        enqueue(queue, [names[i] for i in members], [jobs[i].run_dir for i in members])
-    try:
-        for pool in pools.values():
-            pool.tend()
-    except Exception as exc:  # no worker reached the cluster: the members end Failed, here
-        for pool, queue in zip(pools.values(), pools):
-            pool.cancel_queued([names[i] for i, q in enumerate(queues) if q == queue],
-                               " ".join(f"submission to Slurm failed: {exc}".split()), FAILED)
-        for record, console in zip(_reloaded(records), consoles):
-            console.status(f"{record.status}: {record.error}")
-        return [r.status for r in records]
+    made: Dict[str, Tuple[Dict[str, Any], List[str]]] = {}
+    listings: Dict[str, Any] = {}
+    for part in _parts(len(plans), compute.pack):
+        listings = driver.prepare([jobs[i] for i in part], [records[i] for i in part], [consoles[i] for i in part],
+                                  made, listings)
+        for i in part:
+            record, console, queue = records[i], consoles[i], queues[i]
+            fields: Dict[str, Any] = {"backend_parts": {NAME: pack_part(queue, names[i])},
+                                      **driver.with_packages(record, listings)}
+            if jobs[0].detach:
+                fields["detached"] = True
+            record.set_status(QUEUED, **fields)
+            RunLog(record.log_path(), console).info(f"{QUEUED}: packed, in {queue}", show=True)
+        for queue in pools:
+            members = [i for i in part if queues[i] == queue]
+            enqueue(queue, [names[i] for i in members], [jobs[i].run_dir for i in members])
+        if part.start > 0:
+            continue
+        try:  # the workers start on the first members while the others are queued
+            for pool in pools.values():
+                pool.tend()
+        except Exception as exc:  # no worker reached the cluster: the members end Failed, here
+            reason = " ".join(f"submission to Slurm failed: {exc}".split())
+            for pool, queue in zip(pools.values(), pools):
+                pool.cancel_queued([names[i] for i in part if queues[i] == queue], reason, FAILED)
+            for record in records[part.stop:]:  # never queued
+                finish(record, FAILED, reason)
+            for record, console in zip(_reloaded(records), consoles):
+                console.status(f"{record.status}: {record.error}")
+            return [r.status for r in records]
     if jobs[0].detach:
         for plan, console in zip(plans, consoles):
             console.status(f"detached: run {plan.job.run_id} is packed; follow it with "
@@ -155,6 +165,14 @@ def launch(plans: List[Plan], records: List[RunRecord], consoles: List[Console],
             pool.following -= 1
             if len(plans) > 1 and not pool.following:  # a plain sweep's members, all queued at once, have ended
                 pool.close()
+
+
+def _parts(members: int, workers: int) -> List[range]:
+    """The members in the parts they are queued in: first enough for every worker twice over, whose workers are
+    submitted then, so that they start on those while the driver queues the others (4 ms a member: 4 s of a
+    1,000-member sweep, before any worker was asked for), in parts small enough that the queue never runs dry."""
+    first = min(members, max(2 * workers, 16))
+    return [range(0, first)] + [range(start, min(members, start + 64)) for start in range(first, members, 64)]
 
 
 def defer(queue: Path, specs: List[str], maker: bytes) -> None:
@@ -207,6 +225,7 @@ def follow(plans: List[Plan], records: List[RunRecord], consoles: List[Console],
     streams = [driver.rank_streams(p, r, c) for p, r, c in zip(plans, records, consoles)]
     open_ = set(range(len(plans)))
     running: Set[int] = set()
+    where = {(q, n): i for i, (q, n) in enumerate(zip(queues, names))}
     deadline: Optional[float] = None
     while open_:
         if cancel.is_set() and deadline is None:
@@ -220,7 +239,10 @@ def follow(plans: List[Plan], records: List[RunRecord], consoles: List[Console],
             pool.tend()
         claimed = {q: {n.partition("@")[0] for n in os.listdir(q / "claimed")} for q in pools}
         done = {q: set(os.listdir(q / "done")) for q in pools}
-        for i in sorted(open_):
+        # only the members a worker holds or has ended can have moved: 1,000 queued members looked at 10 times a
+        # second were the driver's CPU, which the workers on the same cores need
+        moved = running | {where[q, n] for q in pools for n in claimed[q] | done[q] if (q, n) in where}
+        for i in sorted(open_ & moved):
             queue, name, record, console = queues[i], names[i], records[i], consoles[i]
             if i not in running and name in claimed[queue] and name not in done[queue]:
                 record.reload()  # its worker says Running once it has started the member

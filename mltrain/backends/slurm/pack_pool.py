@@ -100,12 +100,15 @@ class Pool:
     slots: int = 1  # members each worker runs at once (compute.pack_slots)
     _coming: List[str] = field(default_factory=list)  # other processes' workers Slurm held, at the last look
     _looked: float = float("-inf")
+    _closed: bool = False
 
     def close(self) -> None:
         """No more members will come: the workers leave once the queue is empty, without waiting IDLE_S. Those of
         this process's workers still held by Slurm when the queue is empty are cancelled: a worker requeued
         (`scontrol requeue`, a preemption) waits in Slurm's queue and would start after the sweep had ended, only
         to leave (chaos seed 17: the sweep Completed with its worker job still queued)."""
+        if self._closed and (self.pack_dir / CLOSED).exists():  # and nothing queued since (enqueue removes it)
+            return
         try:
             (self.pack_dir / CLOSED).touch()
             empty = not os.listdir(self.pack_dir / "todo") and not os.listdir(self.pack_dir / "claimed")
@@ -117,6 +120,7 @@ class Pool:
         workers = set(self.submitted) | {p.stem for p in (self.pack_dir / "workers").glob("*.submitted")}
         if not empty or not workers:
             return
+        self._closed = True  # a second close (this process's exit, after the sweep's own) asks Slurm nothing
         held = in_slurm(sorted(workers))
         # Only those that have not started: a running worker sees the queue closed and empty and leaves by itself
         # (its job COMPLETED); one waiting in Slurm's queue would start for nothing, after the sweep has ended.
