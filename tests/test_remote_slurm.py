@@ -87,6 +87,10 @@ def test_a_script_job_runs_there_as_the_clusters_user_and_its_outputs_come_when_
     assert "acc: 0.5" in show.out and "result.txt" in show.out, show.out
     result = Path(run["dir"]) / "outputs" / "result.txt"
     assert not result.exists()  # outputs stay on the cluster until asked for
+    registered = run_mltrain("models", "register", "result", "--run", run["id"], "--path", "outputs/result.txt",
+                             cwd=laptop)  # which registering one of them is
+    assert registered.rc == 0 and result.read_text() == "42\n", registered.out + registered.err
+    result.unlink()
     got = run_mltrain("runs", "download", run["id"], cwd=laptop)
     assert got.rc == 0 and result.read_text() == "42\n", got.out + got.err
     missing = run_mltrain("runs", "download", run["id"], "outputs/nothing.txt", cwd=laptop)
@@ -188,12 +192,15 @@ src = ScriptRunConfig(source_directory="src", script="train.py", compute_target=
 run = Experiment(ws, "remote-v1").submit(src)
 run.wait_for_completion(show_output=False)
 print("STATUS", run.get_status(), run.get_metrics()["acc"])
+model = run.register_model(model_name="remote-result", model_path="outputs/result.txt")
+print("MODEL", model.name, model.version)
 run.download_file("outputs/result.txt", "got.txt")
 print("GOT", open("got.txt").read().strip())
 """)
     r = subprocess.run([sys.executable, str(script)], cwd=laptop, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "STATUS Completed 0.5" in r.stdout and "GOT 42" in r.stdout
+    # the registered file is brought from the cluster first, as Azure registers a remote run's outputs
+    assert "STATUS Completed 0.5" in r.stdout and "MODEL remote-result 1" in r.stdout and "GOT 42" in r.stdout
     assert only_run(home)["backend"] == "remote"
 
 

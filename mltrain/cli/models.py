@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from mltrain.base.errors import MltrainError
@@ -32,6 +33,8 @@ def _ref(text: str) -> Tuple[str, Optional[int]]:
 
 def _register(args) -> int:
     try:
+        if args.run is not None:
+            _bring(args)
         model = Model.register(args.name, args.path, run=args.run, tags=_pairs(args.tag, "tag"),
                                properties=_pairs(args.property, "property"), description=args.description,
                                runs_root=args.root)
@@ -75,6 +78,17 @@ def _show(args) -> int:
     print("tags:        " + (" ".join(f"{k}={v}" for k, v in sorted(m.tags.items())) or "-"))
     print("properties:  " + (" ".join(f"{k}={v}" for k, v in sorted(m.properties.items())) or "-"))
     return 0
+
+
+def _bring(args) -> None:
+    """A run of a remote cluster keeps its outputs there until asked: the path is brought here first."""
+    from mltrain.base.home import mltrain_home
+    from mltrain.python_api.handle import Run  # startup
+    from mltrain.runs.record import find_run
+
+    record = find_run(Path(args.root).expanduser() if args.root else mltrain_home() / "runs", args.run)
+    if not (record.dir / args.path).exists():
+        Run(record.dir).download(args.path)
 
 
 def _download(args) -> int:

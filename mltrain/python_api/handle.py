@@ -184,6 +184,8 @@ class Run:
         """Register a file or folder of this run (e.g. 'outputs/model') as the next version of model_name."""
         from mltrain.models.registry import Model  # startup
 
+        if not (self.run_dir / model_path).exists():  # a run on a remote cluster: its outputs come when asked
+            self.download(model_path)
         return Model.register(model_name, model_path, run=str(self.run_dir), tags=tags, properties=properties,
                               description=description)
 

@@ -23,10 +23,12 @@ class MltrainLauncher(Launcher):
         self.hydra_context = hydra_context
         self.task_function = task_function
         # Hydra's sweepers compose every member of a batch once to check it before the launcher sees the batch; this
-        # launcher composes and checks each itself before it starts any (mltrain.launch.members): the fence says why
+        # launcher composes and checks each itself before it starts any (mltrain.launch.members): the fence says why.
+        # type(self), not the module's name for the class: Hydra's plugin scan executes this module again, which
+        # rebinds that name to a new class that launchers made before the scan are not instances of
         from mltrain.config.hydra_internals import skip_sweepers_batch_check  # plugin
 
-        skip_sweepers_batch_check(MltrainLauncher)
+        skip_sweepers_batch_check(type(self))
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         from mltrain.launch.hydra_adapter import launch  # plugin
