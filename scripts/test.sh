@@ -34,6 +34,15 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     && export MLTRAIN_SLURM2_CONF="$SLURM2_DIR/etc/slurm.conf"
   # shellcheck disable=SC1091
   source "$SLURM_DIR/env.sh"
+  # A "remote" cluster login over ssh (issue 65): sshd on a loopback port, another local user, the cluster above.
+  # Its Python is the system's (a cluster's admin-installed one), not this venv: mltrain sends itself there.
+  REMOTE_DIR=${MLTRAIN_REMOTE_SSH_DIR:-/tmp/mltrain-remote-ssh}
+  trap 'bash scripts/remote_ssh.sh stop "$REMOTE_DIR" >/dev/null 2>&1 || true
+        bash scripts/slurm_two_nodes.sh stop "$SLURM2_DIR" >/dev/null 2>&1 || true
+        bash scripts/slurm_cluster.sh stop "$SLURM_DIR" >/dev/null 2>&1 || true' EXIT
+  REMOTE_PYTHON=/usr/bin/python3 bash scripts/remote_ssh.sh start "$REMOTE_DIR"
+  # shellcheck disable=SC1091
+  source "$REMOTE_DIR/env.sh"
   # Debian's chromium for the `mltrain ui` test (Playwright drives it; it downloads no browser of its own).
   if ! command -v chromium >/dev/null; then
     echo "installing chromium (Debian) for the UI test"

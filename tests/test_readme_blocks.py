@@ -191,8 +191,18 @@ COMMANDS = {
     "distribution.process_count_per_node=2 job.arguments=[--lr,0.1]": ("run", []),
     "mltrain job=script job.source_directory=./my-proj job.script=train.py compute=slurm compute.partition=gpu "
     "distribution=pytorch distribution.node_count=2 distribution.process_count_per_node=4 --dry-run": ("run", []),
+    # docs/concepts/remote.md: the test's remote login (scripts/remote_ssh.sh), as printed
+    "mltrain job=script job.source_directory=./my-remote job.script=train.py compute=gpu-cluster": ("run", []),
+    "mltrain runs download": ("run", []),
+    "mltrain job=script job.source_directory=./my-remote job.script=train.py compute=gpu-cluster --detach": ("run", []),
+    "mltrain runs wait": ("run", []),
+    "mltrain -m job=script job.source_directory=./my-remote job.script=train.py compute=gpu-cluster "
+    "+job.params.seed=1,2,3": ("run", []),
 }
-NEEDS_SLURM = ("compute=slurm", "mltrain_slurm", "long-job", "runs cancel seeds")
+NEEDS_SLURM = ("compute=slurm", "mltrain_slurm", "long-job", "runs cancel seeds", "compute=gpu-cluster")
+#: docs/concepts/remote.md: the commands that reach the remote login (scripts/remote_ssh.sh)
+REMOTE = "compute=gpu-cluster"
+REMOTE_FOLLOW = ("mltrain runs show", "mltrain runs download", "mltrain runs wait")
 
 
 def pages() -> list:
@@ -255,6 +265,8 @@ def test_every_readme_block_runs_as_printed(workspace):
     from slurm_support import cluster_problem
 
     slurm, mpi, horovod = cluster_problem(), mpi_problem(), horovod_problem()
+    remote = None if os.environ.get("MLTRAIN_SSH_CONFIG") else "no remote login: scripts/remote_ssh.sh (test.sh starts it)"
+    on_remote = False  # the remote page's follow-up commands (runs show, download, wait) need its run
     azure = None if _importable("azure.ai.ml") else "no azure-ai-ml: pip install 'mltrain[azure]' (scripts/test.sh does)"
     unknown, skipped, ran, sources = [], [], {}, set()
     printed = {}
@@ -295,7 +307,9 @@ def test_every_readme_block_runs_as_printed(workspace):
                      if mode == "run" and "--dry-run" not in tokens and any(n in key for n in NEEDS_SLURM) else None,
                      (mpi, "MLTRAIN_REQUIRE_MPI", "MPI") if "distribution=mpi" in key else None,
                      (horovod, "MLTRAIN_REQUIRE_HOROVOD", "Horovod") if "horovod=true" in key else None,
-                     (azure, "MLTRAIN_REQUIRE_AZURE", "azure-ai-ml") if "MLTRAIN_AZUREML=1" in key else None]
+                     (azure, "MLTRAIN_REQUIRE_AZURE", "azure-ai-ml") if "MLTRAIN_AZUREML=1" in key else None,
+                     (remote, "MLTRAIN_REQUIRE_SLURM", "the remote login")
+                     if REMOTE in key or (on_remote and key in REMOTE_FOLLOW) else None]
             missing = [n for n in needs if n and n[0]]
             if missing and not (ci() or any(os.environ.get(n[1]) == "1" for n in missing)):
                 print(f"not run here ({missing[0][0]}): {key}")  # on a laptop: the rest still runs
@@ -308,6 +322,7 @@ def test_every_readme_block_runs_as_printed(workspace):
             out = _run(line, workspace, f"{source}: {key}", fails=mode == "fails")
             print(f"{time.monotonic() - started:6.1f}s  {source}: {key}")
             ran.setdefault(key, source)
+            on_remote = REMOTE in key or (on_remote and key in REMOTE_FOLLOW)
             _check(key, out, workspace)
     assert not unknown, "commands of the pages this test does not know (add them to COMMANDS):\n" + "\n".join(unknown)
     assert skipped and all(COMMANDS[k][0] == "skip" for k in skipped)
@@ -338,7 +353,12 @@ def _run(line: str, cwd: Path, what: str, fails: bool = False) -> str:
 
 def _check(key: str, out: str, project: Path) -> None:
     """What a reader of the README would look for in a few of the outputs."""
-    if key.startswith("mltrain runs status long-job"):
+    if key == "mltrain job=script job.source_directory=./my-remote job.script=train.py compute=gpu-cluster":
+        assert "training on" in out and "as uid 0" not in out, out  # the cluster's user ran it
+    elif key == "mltrain runs download":
+        runs = project.parent / ".mltrain" / "runs"
+        assert [p.read_text() for p in runs.glob("*/outputs/model.txt")] == ["weights\n"], out
+    elif key.startswith("mltrain runs status long-job"):
         assert "long-job" in out and "(Slurm job " in out
     elif key == "mltrain env save AzureML-PyTorch-1.6-GPU ./env":
         assert (project / "env" / "azureml_environment.json").is_file()

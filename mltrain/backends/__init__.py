@@ -26,6 +26,7 @@ BACKENDS: Dict[str, str] = {
     "local": "mltrain.backends.local.backend:LocalBackend",
     "mpi": "mltrain.backends.mpi.backend:MpiBackend",
     "slurm": "mltrain.backends.slurm.backend:SlurmBackend",
+    "remote": "mltrain.backends.remote.backend:RemoteBackend",
 }
 
 _loaded: Dict[str, Backend] = {}

@@ -118,6 +118,11 @@ class Backend(ABC):
         will start on its own (then it is followed)."""
         return False
 
+    def fetch(self, record: RunRecord, path: str) -> List[str]:
+        """Bring `path` of the run's folder (a file or a folder) here from where the run ran, when that is not
+        this machine; returns the files it brought (none: the run's folder is here already)."""
+        return []
+
     def locate(self, record: RunRecord) -> Optional[str]:
         """Where the run is in the scheduler's own terms ("Slurm job 12"), for `runs show`; None when
         the run is only processes of this machine."""

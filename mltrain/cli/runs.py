@@ -121,14 +121,29 @@ def _show(args) -> int:
 
 def _logs(args) -> int:
     run = _handle(args)
-    run.load()  # a detached cluster run's record is brought up to date first
+    record = run.load()  # a detached cluster run's record is brought up to date first (a remote one's logs too)
     rank = None if args.rank is None and args.launcher else (args.rank or 0)
     path = run.log_path(rank)
-    if not path.is_file():
-        print(f"no log at {path}", file=sys.stderr)
-        return 1
-    sys.stdout.write(path.read_text(encoding="utf-8", errors="replace"))
-    return 0
+    if not args.follow:
+        if not path.is_file():
+            print(f"no log at {path}", file=sys.stderr)
+            return 1
+        sys.stdout.write(path.read_text(encoding="utf-8", errors="replace"))
+        return 0
+    # -f: what the log gains, until the run ends; each look brings the record (and a remote run's logs) up to date
+    offset, poll = 0, 0.5
+    while True:
+        if path.is_file():
+            with open(path, "rb") as f:
+                f.seek(offset)
+                chunk = f.read()
+            offset += len(chunk)
+            sys.stdout.write(chunk.decode("utf-8", errors="replace"))
+            sys.stdout.flush()
+        if record.status in TERMINAL:
+            return 0
+        time.sleep(poll)
+        record = run.load()
 
 
 def _show_pipeline(record) -> int:
@@ -184,6 +199,17 @@ def _cancel(args) -> int:
         return 0
     run = _handle(args)
     print(f"{run.id} {run.cancel()}")
+    return 0
+
+
+def _download(args) -> int:
+    run = _handle(args)
+    brought = run.download(args.path)
+    target = run.run_dir / args.path
+    if not target.exists():
+        print(f"run {run.id} has no {args.path}", file=sys.stderr)
+        return 1
+    print(f"{target}" + (f" ({len(brought)} file(s) brought from its cluster)" if brought else ""))
     return 0
 
 
@@ -335,6 +361,7 @@ def main(argv: List[str]) -> int:
     p.add_argument("run", nargs="?", help="default: the newest run")
     p.add_argument("--rank", type=int)
     p.add_argument("--launcher", action="store_true", help="the launcher's own log")
+    p.add_argument("-f", "--follow", action="store_true", help="go on printing what the log gains until the run ends")
     p.set_defaults(func=_logs)
     p = sub.add_parser("status", help="the run's status (asks Slurm for a detached cluster run)")
     p.add_argument("run", nargs="?", help="default: the newest run")
@@ -348,6 +375,11 @@ def main(argv: List[str]) -> int:
                                       "sweep: every member that has not ended")
     p.add_argument("run", help="run id, unique id prefix or run directory; or a sweep directory or its name")
     p.set_defaults(func=_cancel)
+    p = sub.add_parser("download", help="a run's outputs (or PATH of its folder) from the cluster it ran on, into "
+                                        "its folder here (of a remote compute: they stay there until asked for)")
+    p.add_argument("run", nargs="?", help="default: the newest run")
+    p.add_argument("path", nargs="?", default="outputs", help="a file or folder of the run's folder (default: outputs)")
+    p.set_defaults(func=_download)
     p = sub.add_parser("resume", help="run a Failed or Canceled run again in its directory, from its checkpoint "
                                       "(of a pipeline: the steps that did not complete); or go on with a HyperDrive "
                                       "sweep whose driver died or was canceled")

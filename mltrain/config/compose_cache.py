@@ -136,7 +136,10 @@ def _base_digest(loader: Any, nodes: Sequence[ConfigNode]) -> Optional[str]:
         if folder is None:
             continue
         for path in _config_files(folder):
-            data = path.read_bytes()
+            try:
+                data = path.read_bytes()
+            except OSError as exc:  # a dangling link, a file gone meanwhile: Hydra says so if it is ever read
+                data = f"unreadable {exc.errno}".encode()
             total += len(data)
             if total > MAX_BYTES:
                 return None

@@ -82,10 +82,11 @@ def server_environment(entry_script: Optional[str], code_dir: Optional[str], mod
     return env
 
 
-def gunicorn_argv(binds: List[str], workers: int, app: str, threads: int = 1) -> List[str]:
-    """gunicorn's command line as azmlinfsrv builds it, with the given addresses (all SO_REUSEPORT: every
-    deployment of an endpoint listens on its port) and no control socket (gunicorn 24+ opens one at a fixed
-    path in the home folder, which two servers would fight over)."""
+def gunicorn_argv(binds: List[str], workers: int, app: str, threads: int = 1,
+                  worker_class: Optional[str] = None) -> List[str]:
+    """gunicorn's command line as azmlinfsrv builds it, with the given addresses, SO_REUSEPORT (every deployment
+    of an endpoint listens on its port), a worker class where one is given, and no control socket (gunicorn 24+
+    opens one at a fixed path in the home folder, which two servers would fight over)."""
     import gunicorn.config  # heavy
 
     argv = ["gunicorn"]
@@ -93,6 +94,7 @@ def gunicorn_argv(binds: List[str], workers: int, app: str, threads: int = 1) ->
         argv += ["-b", address]
     argv += ["-w", str(workers), "--timeout", str(WORKER_TIMEOUT_S), "--reuse-port",
              *(["--threads", str(threads)] if threads > 1 else []),  # a deployment's concurrent requests per worker
+             *(["-k", worker_class] if worker_class else []),
              "--access-logfile", "-", "--error-logfile", "/dev/null"]
     if any(setting.name == "no_control_socket" for setting in gunicorn.config.KNOWN_SETTINGS):
         argv.append("--no-control-socket")

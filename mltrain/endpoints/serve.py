@@ -2,7 +2,8 @@
 a session of its own, so that it outlives the notebook or command that deployed it.
 
 It reads the deployment's record, puts Azure's settings in the environment (inference_server.py), and runs
-gunicorn with the endpoint's app (wsgi_app.py) on the endpoint's address and the deployment's private port.
+gunicorn with the endpoint's app (wsgi_app.py) on the deployment's private port, its workers (endpoint_worker.py)
+each also on the endpoint's address with their share of its sockets.
 gunicorn's master stays this process: stopping the deployment is a signal to its process group.
 """
 from __future__ import annotations
@@ -27,12 +28,12 @@ def main(argv: List[str]) -> int:
         f"{endpoint['name']}/{deployment['name']}", int(deployment["request_timeout_ms"])))
     os.environ.update({"MLTRAIN_ENDPOINT_DIR": str(endpoint_dir), "MLTRAIN_DEPLOYMENT": deployment["name"],
                        "MLTRAIN_PRIVATE_PORT": str(deployment["port"])})
-    host = endpoint["host"]
-    wrap = (lambda h: f"[{h}]") if ":" in host else (lambda h: h)
-    binds = [f"{wrap(host)}:{endpoint['port']}", f"127.0.0.1:{deployment['port']}"]
-    sys.argv = inference_server.gunicorn_argv(binds, int(deployment["instance_count"]),
-                                              "mltrain.endpoints.wsgi_app:make_app()",
-                                              threads=int(deployment.get("max_concurrent_requests_per_instance") or 1))
+    # The master binds the private port only; each worker opens its share of the endpoint's port (endpoint_worker.py)
+    threads = int(deployment.get("max_concurrent_requests_per_instance") or 1)
+    worker = "EndpointThreadWorker" if threads > 1 else "EndpointSyncWorker"
+    sys.argv = inference_server.gunicorn_argv([f"127.0.0.1:{deployment['port']}"], int(deployment["instance_count"]),
+                                              "mltrain.endpoints.wsgi_app:make_app()", threads=threads,
+                                              worker_class=f"mltrain.endpoints.endpoint_worker.{worker}")
     from gunicorn.app.wsgiapp import WSGIApplication  # heavy
 
     WSGIApplication("%(prog)s [OPTIONS] [APP_MODULE]").run()

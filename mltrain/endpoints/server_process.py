@@ -3,9 +3,9 @@ own, waited for until it answers, told apart from another program that took its 
 process group (gunicorn's master and workers)."""
 from __future__ import annotations
 
-import http.client
 import os
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -52,15 +52,27 @@ def wait_ready(record: DeploymentRecord, proc: subprocess.Popen[bytes], timeout_
             raise Stopped()
         if proc.poll() is not None:
             return inference_server.failure_line(log_path.read_text(errors="replace"))
-        try:
-            connection = http.client.HTTPConnection("127.0.0.1", record.port, timeout=2)
-            connection.request("GET", "/")
-            if connection.getresponse().status == 200:
-                return None
-        except OSError:
-            pass
-        time.sleep(0.05)
+        if _answers(record.port):
+            return None
+        time.sleep(0.01)  # a refused connect costs microseconds: a fine poll keeps the wait close to the server's
     return f"its server was not ready after {timeout_s:.0f} s"
+
+
+def _answers(port: int) -> bool:
+    """Azure's liveness route (GET /) answers 200. A plain socket, not http.client: its import (with ssl and the
+    email package) is 28 ms of every `deploy`."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=2) as s:
+            s.sendall(b"GET / HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+            head = b""
+            while len(head) < 12:
+                chunk = s.recv(12 - len(head))
+                if not chunk:
+                    break
+                head += chunk
+            return head[:5] == b"HTTP/" and head[8:12] == b" 200"
+    except OSError:
+        return False
 
 
 def is_server(pid: int) -> bool:

@@ -5,30 +5,27 @@ A deployment is a server process (serve.py) started in a session of its own, in 
 (built as a run's is). `deploy` returns once the server answers its liveness probe, or raises with the line that
 says why it ended (the scoring script's init() error, a port in use); a deployment that failed leaves nothing
 running or listening. An update starts the new server beside the old one (both listen on the endpoint's port),
-then stops the old: requests keep being answered.
+then stops the old: requests keep being answered. A change of the traffic rule returns once the deployments'
+sockets on the endpoint's port follow it (balance.py).
 """
 from __future__ import annotations
 
-import copy
-import http.client
 import shutil
 import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Tuple
-
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
 from mltrain.base.errors import MltrainError
-from mltrain.endpoints import endpoint_port, inference_server, models_dir, server_process
+from mltrain.endpoints import balance, endpoint_port, inference_server, models_dir, server_process
 from mltrain.endpoints import endpoint_record as records
+from mltrain.endpoints.deployment_env import interpreter_for
 from mltrain.endpoints.endpoint_record import LOG_FILE, DeploymentRecord, EndpointError, EndpointRecord
-from mltrain.environments.materialize import materialize
-from mltrain.environments.spec import EnvironmentSpec, from_config
+
+if TYPE_CHECKING:
+    from mltrain.environments.spec import EnvironmentSpec
 
 Log = Callable[[str], None]
 
@@ -94,6 +91,8 @@ def create_or_update_endpoint(spec: EndpointSpec) -> EndpointRecord:
         if spec.traffic is not None:
             record.traffic = _checked_traffic(record, spec.traffic)
         records.save_endpoint(record)
+    if spec.traffic is not None:
+        _rebalanced(record)
     return record
 
 
@@ -102,7 +101,19 @@ def set_traffic(name: str, traffic: Dict[str, int]) -> EndpointRecord:
         record = records.load_endpoint(name)
         record.traffic = _checked_traffic(record, traffic)
         records.save_endpoint(record)
+    _rebalanced(record)
     return record
+
+
+def _rebalanced(record: EndpointRecord) -> None:
+    """Returns once the deployments' sockets on the endpoint's port follow its traffic rule (balance.py)."""
+    masters = {}
+    for name in records.deployment_names(record.name):
+        pid = records.load_deployment(record.name, name).pid
+        if pid is not None and server_process.is_server(pid):
+            masters[name] = pid
+    if masters:
+        balance.wait_balanced(records.endpoint_dir(record.name), record.port, masters)
 
 
 def _checked_traffic(record: EndpointRecord, traffic: Dict[str, int]) -> Dict[str, int]:
@@ -160,7 +171,7 @@ def deploy(spec: DeploymentSpec, log: Log = print, stop: Optional[threading.Even
     if spec.instance_count < 1:
         raise EndpointError(f"deployment {spec.name}: instance_count is {spec.instance_count}; give 1 or more")
     try:
-        interpreter, environment = _environment(spec, log, stop)
+        interpreter, environment = interpreter_for(spec, log, stop)
         inference_server.ensure_layer(log)  # its pip, in the command's process group, ends at a Ctrl-C too
     except MltrainError:
         if stop is not None and stop.is_set():
@@ -223,6 +234,7 @@ def deploy(spec: DeploymentSpec, log: Log = print, stop: Optional[threading.Even
     if previous is not None:
         server_process.stop(previous)
         _remove_old_models(folder, Path(record.model_dir))
+    _rebalanced(current)  # a first deployment's traffic set, or another worker count: other shares of sockets
     log(f"deployment {spec.name} of endpoint {spec.endpoint} is ready ({record.ready_s:.1f} s): {endpoint.scoring_uri}")
     return record
 
@@ -258,6 +270,8 @@ def _withdraw(record: DeploymentRecord, proc: Optional[subprocess.Popen[bytes]],
 def restart(endpoint: str, name: str, log: Log = print, stop: Optional[threading.Event] = None) -> DeploymentRecord:
     """Start a deployment again from its record (after a reboot, or its server killed): the same models,
     scoring script, environment and settings, as an update would."""
+    # kept off `endpoints create` and `deploy` (the environments package: about 30 ms of imports)
+    from mltrain.environments.spec import EnvironmentSpec  # startup
     from mltrain.models.registry import Model  # heavy
 
     record = records.load_deployment(endpoint, name)
@@ -285,6 +299,7 @@ def delete_deployment(endpoint: str, name: str) -> None:
         records.save_endpoint(record)
         server_process.stop(deployment)
         shutil.rmtree(records.deployment_dir(endpoint, name), ignore_errors=True)
+    _rebalanced(record)  # the last share gone: the others listen with one socket each again
 
 
 def deployment_state(record: DeploymentRecord) -> Tuple[str, Optional[str]]:
@@ -311,6 +326,9 @@ def invoke(endpoint: str, body: bytes, deployment: Optional[str] = None, path: s
     if deployment is not None:
         records.load_deployment(endpoint, deployment)
         headers["azureml-model-deployment"] = deployment
+    # kept off `endpoints create` and `deploy`: about 28 ms with the ssl and email modules it loads
+    import http.client  # startup
+
     host = "127.0.0.1" if record.host in ("0.0.0.0", "::") else record.host
     connection = http.client.HTTPConnection(host, record.port, timeout=timeout_s)
     try:
@@ -343,59 +361,6 @@ def _scoring_script(spec: DeploymentSpec) -> Tuple[Optional[str], Optional[str]]
     if not script.is_file():
         raise EndpointError(f"deployment {spec.name}: scoring script {script} does not exist")
     return str(code or script.parent.resolve()), str(script.resolve())
-
-
-def _environment(spec: DeploymentSpec, log: Log, stop: Optional[threading.Event] = None) -> Tuple[str, Dict[str, Any]]:
-    given = spec.environment if spec.environment is not None else _mlflow_environment(spec, log)
-    if given is None:
-        return sys.executable, {"name": "current"}
-    environment = _without_server_packages(given, spec.name, log)
-    info = materialize(environment, containerized=False, check_mode="warn", log=log, stop=stop)
-    return str(info["interpreter"]), environment.to_json()
-
-
-def _mlflow_environment(spec: DeploymentSpec, log: Log) -> Optional[EnvironmentSpec]:
-    """An MLflow model deployed without a scoring script or an environment runs in the environment it was saved
-    with (its conda.yaml), as Azure's no-code deployment builds it: a lightgbm model needs lightgbm."""
-    if spec.scoring_script is not None:
-        return None
-    for model in spec.models:
-        if models_dir.is_mlflow(model):
-            conda = next(iter(sorted(Path(str(model.source)).rglob("conda.yaml"))), None)
-            if conda is not None:
-                log(f"note: deployment {spec.name}: no environment given: model {model.name}:{model.version}'s own "
-                    "conda.yaml is built, as Azure builds an MLflow model's")
-                return from_config({"name": f"mlflow-{model.name}-{model.version}", "conda": str(conda),
-                                    "python": {"user_managed": False}})
-    return None
-
-
-def _without_server_packages(spec: EnvironmentSpec, deployment: str, log: Log) -> EnvironmentSpec:
-    """The spec less the pip packages Azure's inference server brings (inference-schema, ...): the server's
-    layer comes first on its path, so the environment's pin of one would never be imported, and a pin PyPI no
-    longer has (Azure's model-1 example pins inference-schema 1.5.1) would fail the build for nothing."""
-    def name(line: str) -> Optional[str]:
-        try:
-            return str(canonicalize_name(Requirement(line).name))
-        except InvalidRequirement:
-            return None
-
-    layer = {name(p): p for p in inference_server.PACKAGES}
-    dropped: List[str] = []
-
-    def kept(lines: List[Any]) -> List[Any]:
-        dropped.extend(str(p) for p in lines if name(str(p)) in layer)
-        return [p for p in lines if name(str(p)) not in layer]
-
-    spec = copy.deepcopy(spec)
-    for dep in (spec.conda or {}).get("dependencies") or []:
-        if isinstance(dep, dict) and isinstance(dep.get("pip"), list):
-            dep["pip"] = kept(dep["pip"])
-    spec.pip = kept(spec.pip)
-    if dropped:
-        log(f"note: deployment {deployment}: not installing the environment's {', '.join(dropped)}: Azure's "
-            f"inference server brings {', '.join(layer[name(p)] for p in dropped)}, first on the server's path")
-    return spec
 
 
 def _remove_old_models(folder: Path, keep: Path) -> None:

@@ -1,10 +1,12 @@
 """The WSGI app a deployment's server runs: Azure's app, behind the endpoint's key and traffic rule.
 
 Loaded by gunicorn in each worker of a deployment's server (serve.py), with Azure's app inside (importing it
-runs the scoring script's init()). Every deployment of an endpoint listens on the endpoint's port; a request
-that arrives there is checked against the endpoint's keys, then sent where the traffic rule says: to this
-deployment's own app (no hop), or to the picked deployment's private port. The rule and the keys are read from
-the endpoint's record when it changes (one stat per request), so a traffic change needs no restart.
+runs the scoring script's init()). The deployments of an endpoint listen on its port with sockets in
+proportion to their shares (balance.py), so the kernel's choice of deployment is the traffic rule's. A request
+that arrives there is checked against the endpoint's keys and answered by this deployment's own app (no hop),
+unless it names another deployment (header azureml-model-deployment): it is passed on to that one's private
+port. The rule and the keys are read from the endpoint's record when it changes (one stat per request), so a
+traffic change needs no restart.
 """
 from __future__ import annotations
 
@@ -96,7 +98,11 @@ class EndpointApp:
         sock = environ.get("gunicorn.socket")
         if sock is None or sock.getsockname()[1] == self.private_port or (method, path) in OPEN_PATHS:
             return self.inner(environ, start_response)
-        target = environ.get(DEPLOYMENT_HEADER) or routes.pick()
+        # The kernel handed this connection to this deployment in proportion to its share (balance.py): it is
+        # the rule's pick. Only a deployment the rule gives nothing (a share just set to 0, its sockets not yet
+        # closed) draws by the rule.
+        named = environ.get(DEPLOYMENT_HEADER)
+        target = named or (self.deployment if routes.traffic.get(self.deployment, 0) > 0 else routes.pick())
         if target is None:
             return _reply(start_response, "424 Failed Dependency",
                           "no deployment takes this endpoint's traffic: give one a share of it, or name one in the "

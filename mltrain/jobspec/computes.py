@@ -84,6 +84,9 @@ def compute_from_dict(values: Dict[str, Any], key: str = "compute") -> ComputeCo
     return build(schema, values, key)
 
 
-def backend_for(compute_kind: str, distribution_kind: str) -> str:
-    """Which backend runs a job: the one place that reads the two settings."""
+def backend_for(compute_kind: str, distribution_kind: str, login: Optional[str] = None) -> str:
+    """Which backend runs a job: the one place that reads the settings. A Slurm compute with a `login` is a
+    cluster reached over ssh (mltrain.backends.remote)."""
+    if login and compute_kind == "slurm":
+        return "remote"
     return _CHOICE.get((compute_kind, distribution_kind), compute_kind)

@@ -56,6 +56,12 @@ class SlurmComputeConf(ComputeConf):
     # Seconds between two looks at Slurm's accounting while mltrain waits and a run's own reports cannot
     # tell how it is doing (a rank failed, a cancel); 5x that otherwise. The reports are read every 0.1 s.
     poll_s: float = 1.0
+    # A cluster reached over ssh from this machine (issue 65): the destination as `ssh` takes it (`user@host` or a
+    # Host of ~/.ssh/config, which gives the port, key, jump host and ControlMaster). null: this machine's own
+    # Slurm (a login node). mltrain, the run and its driver go there (mltrain.backends.remote).
+    login: Optional[str] = None
+    # The cluster's Python (3.9 or newer) that mltrain runs with there, by name on its PATH or absolute.
+    python: str = "python3"
 
     @classmethod
     def for_controller(cls, node: Any) -> None:

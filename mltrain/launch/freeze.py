@@ -174,7 +174,8 @@ def _absolute_paths(cfg) -> None:
 
 
 def _freeze_mltrain(cfg, overrides, sweep_dir, sweep_index, given_id: Optional[str] = None) -> FrozenJob:
-    backend = backends.get(backend_for(str(cfg.compute.kind), str(cfg.distribution.kind)))
+    backend = backends.get(backend_for(str(cfg.compute.kind), str(cfg.distribution.kind),
+                                       cfg.compute.get("login")))
     process_group = backend.check(cfg)
     environment = _resolve_environment(cfg, backend.containers)
     if cfg.distribution.horovod and not environment["containerized"]:

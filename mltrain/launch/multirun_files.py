@@ -1,4 +1,4 @@
-"""The files between a sweep's or pipeline's detached driver (mltrain.python_api.driver) and
+"""The files between a sweep's or pipeline's detached driver (`python -m mltrain.cli.multirun REQUEST`) and
 whoever started it: its typed request (overrides, config folders, config options held in memory) and its
 typed outcome ({status, error, exit_code, ...}, written once the command ends). Written and read here only
 (the Python API's submit_multirun, a v1 HyperDriveStep's sweep step, the driver itself), standard library only:

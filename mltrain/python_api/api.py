@@ -23,7 +23,7 @@ import traceback
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, NoReturn, Optional, Sequence
+from typing import Any, Dict, List, NoReturn, Optional, Sequence
 
 from mltrain import backends
 from mltrain.backends.local.guard import unmarked
@@ -33,7 +33,7 @@ from mltrain.config.paths import user_conf_dirs
 from mltrain.launch import multirun_files, nesting
 from mltrain.launch.orchestrate import create_run
 from mltrain.launch.request import Request, freeze_request
-from mltrain.python_api.driver import drive_target, is_request, listen, unblock
+from mltrain.python_api.driver import drive, listen
 from mltrain.python_api.handle import Run
 from mltrain.ranks.process import ForkedChild, follow
 from mltrain.runs.console import Console
@@ -50,7 +50,8 @@ def submit_request(request: Request, console: Optional[Console] = None) -> Run:
     record = create_run(job, console or Console())
     if request.origin:
         record.update(origin=dict(request.origin))
-    driver = _start_driver(job.run_dir, Path(job.run_dir) / "logs" / "driver.log", unmarked(dict(os.environ)))
+    driver = _start_driver([sys.executable, "-m", "mltrain.python_api.driver", job.run_dir],
+                           Path(job.run_dir) / "logs" / "driver.log", unmarked(dict(os.environ)), run_dir=job.run_dir)
     # on disk: a driver already running may have written its progress (and its pid: mltrain.python_api.driver)
     record.update_on_disk(driver_pid=driver.pid)  # a cancel asks the driver, never this process
     return Run(job.run_dir, driver)
@@ -61,42 +62,35 @@ def submit_request(request: Request, console: Optional[Console] = None) -> Run:
 # run's cancel (run.cancel() is). A run submitted from a rank of another run outlives that run's driver: the
 # guard's mark is not passed on.
 
-def _start_driver(target: str, log: Path, env: Dict[str, str]) -> Any:
-    """The driver of `target` (a run folder or a request file: mltrain.python_api.driver), started with SIGTERM
-    and SIGINT blocked (a signal mask survives fork and exec): a cancel sent while it starts waits until the
-    driver listens, never kills it.
+def _start_driver(argv: List[str], log: Path, env: Dict[str, str], run_dir: Optional[str] = None) -> Any:
+    """A driver process (`argv`: a new interpreter's command line), started with SIGTERM and SIGINT blocked (a
+    signal mask survives fork and exec): a cancel sent while it starts waits until the driver listens, never kills
+    it. A run's driver (`run_dir` given) is a fork of this process instead, when it is single-threaded.
 
-    A fork when this process is single-threaded: what the caller has imported (Hydra, mltrain) is the driver's
-    at once, about half a second less than a new interpreter (benchmarks/bench_azureml_v1.py). Only then (a
-    fork copies one thread; a lock another thread held would stay held), so a notebook kernel, whose threads
-    serve Jupyter, gets a new interpreter instead."""
+    The fork: what the caller has imported (Hydra, mltrain) is the driver's at once, about half a second less
+    than a new interpreter (benchmarks/bench_azureml_v1.py). Only from a single-threaded process (a fork copies
+    one thread; a lock another thread held would stay held), so a notebook kernel, whose threads serve Jupyter,
+    gets a new interpreter instead."""
     sys.stdout.flush()
     sys.stderr.flush()
     blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
     try:
-        if threading.active_count() > 1:
+        if run_dir is None or threading.active_count() > 1:
             with open(log, "ab") as out:
-                return subprocess.Popen([sys.executable, "-m", "mltrain.python_api.driver", target], stdout=out,
-                                        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-                                        env=env)
+                return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                        start_new_session=True, env=env)
         pid = os.fork()
         if pid == 0:
-            _forked_driver(target, log, env)  # never returns
+            _forked_driver(run_dir, log, env)  # never returns
         return ForkedChild(pid)
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
 
-def _forked_driver(target: str, log: Path, env: Dict[str, str]) -> NoReturn:
+def _forked_driver(run_dir: str, log: Path, env: Dict[str, str]) -> NoReturn:
     code = 1
     try:  # the child: never back into the caller's code, whatever happens
-        # first: a cancel sent the instant a run's driver exists is the run's cancel; a request's engine
-        # installs its own (the default until then, as in a new interpreter)
-        canceled = None if is_request(target) else listen()
-        if canceled is None:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            signal.signal(signal.SIGINT, signal.default_int_handler)
-            unblock()
+        canceled = listen()  # first: a cancel sent the instant the driver exists is the run's cancel
         os.setsid()
         fd = os.open(str(log), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         null = os.open(os.devnull, os.O_RDONLY)
@@ -105,9 +99,7 @@ def _forked_driver(target: str, log: Path, env: Dict[str, str]) -> NoReturn:
         os.dup2(fd, 2)
         os.environ.clear()
         os.environ.update(env)
-        code = drive_target(target, canceled)
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
+        code = drive(run_dir, canceled)
     except BaseException:  # noqa: B036 - reported in the driver's log, then the child ends
         traceback.print_exc()
     finally:
@@ -168,7 +160,7 @@ class MultirunDriver:
 
 
 def submit_multirun(request: Request, ready: str, name: str = "multirun", timeout: float = 300.0) -> MultirunDriver:
-    """A sweep (`sweep.*` set) or a pipeline (`pipeline=NAME`) run by its own driver process (mltrain.python_api.driver)
+    """A sweep (`sweep.*` set) or a pipeline (`pipeline=NAME`) run by its own driver process (mltrain.cli.multirun)
     as `mltrain -m` runs it (mltrain.command.app). Returns once its engine has started: `ready` is the file
     whose appearance says so (the sweep's sweep.json, the pipeline run's run.json); a refusal before that raises
     the driver's MltrainError (its one line, read from the typed outcome)."""
@@ -176,7 +168,8 @@ def submit_multirun(request: Request, ready: str, name: str = "multirun", timeou
     folder = mltrain_home() / "drivers" / f"{name}_{uuid.uuid4().hex[:8]}"
     folder.mkdir(parents=True)
     file = multirun_files.write_request(folder, request.all_overrides(), request.config_dirs, request.all_nodes())
-    process = _start_driver(str(file), folder / "driver.log", nesting.driver_env(unmarked(dict(os.environ))))
+    process = _start_driver([sys.executable, "-m", "mltrain.cli.multirun", str(file)], folder / "driver.log",
+                            nesting.driver_env(unmarked(dict(os.environ))))
     driver = MultirunDriver(process, folder)
     ready_file = Path(ready)
     waited = wait_until(lambda: ready_file.exists() or driver.outcome() is not None, timeout)

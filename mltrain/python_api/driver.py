@@ -1,16 +1,13 @@
-"""The driver of a submission made through the Python API: `python -m mltrain.python_api.driver TARGET`, or a
-fork of the submitting process (mltrain.python_api.api). One driver for every request: TARGET is either
+"""The driver of a run submitted through the Python API: `python -m mltrain.python_api.driver RUN_DIR`, or a
+fork of the submitting process (mltrain.python_api.api), started by the API's one hand-off (`_start_driver`).
 
-- a run folder: a run the caller already composed, validated, froze and created (`mltrain.submit`, the SDKs'
-  command jobs), so every mistake was raised there as one MltrainError. What is left, running it to its end,
-  is this process; or
-- a request file (mltrain.launch.multirun_files): a sweep or a pipeline, composed and run here as `mltrain -m`
-  runs it (mltrain.command.app), because its engine, not one run, is what must go on.
-
-Either way the driver outlives the caller, as an Azure ML run outlives the notebook that submitted it (a control
-script that submits and exits leaves its run going), and nothing passes through argv or the environment but
-the target. A run's failure before its backend takes over is written to run.json as the run's error; a request's
-outcome to outcome.json ({status, error, exit_code}): typed, read back by the handle, never parsed from a log.
+`mltrain.submit` (and the Azure ML SDK stand-ins) compose, validate, freeze and create the run in the caller's
+process, so every mistake is raised there as one MltrainError. What is left, running the created run to its end,
+is this process: it must outlive the caller, as an Azure ML run outlives the notebook that submitted it (a
+control script that submits and exits leaves its run going). It reads the frozen job from the run folder, so
+nothing passes through argv or the environment but the folder. A failure before the backend takes over is
+written to run.json as the run's error (typed, read back by the handle), never left for anyone to parse from a
+log. (A sweep's or pipeline's driver, mltrain.cli.multirun, is started by the same hand-off.)
 
 A run's cancel (SIGTERM, from `run.cancel()`) can come the instant the driver exists: `listen()` takes it
 before anything else, and the run then ends Canceled, never 'driver lost'.
@@ -21,8 +18,7 @@ import os
 import signal
 import sys
 import threading
-from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Optional
 
 from mltrain.base.signals import SignalsSetEvent  # light: the standard library only
 
@@ -39,12 +35,6 @@ def unblock() -> None:
     """A driver is started with SIGTERM and SIGINT blocked (mltrain.python_api.api): take any that came while
     it started, now."""
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
-
-
-def is_request(target: str) -> bool:
-    from mltrain.launch.multirun_files import REQUEST  # startup
-
-    return Path(target).name == REQUEST
 
 
 def drive(run_dir: str, canceled: Optional[threading.Event] = None) -> int:
@@ -81,56 +71,13 @@ def drive(run_dir: str, canceled: Optional[threading.Event] = None) -> int:
     return 0 if result.status not in (FAILED,) else 1
 
 
-def drive_request(request_file: str) -> int:
-    """Run a sweep's or pipeline's request to its end, as `mltrain -m` would; its outcome written typed. Its
-    cancel is the engine's own (SIGTERM or SIGINT: the sweep or pipeline ends Canceled)."""
-    from mltrain.base.errors import MltrainError, RunCanceled, RunFailed  # startup
-    from mltrain.command.app import run_app  # startup
-    from mltrain.config.memory_nodes import ConfigNode  # startup
-    from mltrain.launch import multirun_files  # startup
-    from mltrain.launch.request import Request  # startup
-
-    request = multirun_files.read_request(Path(request_file))
-    folder = Path(request["folder"])
-    outcome: Dict[str, Any] = {"status": "Completed", "error": None, "exit_code": 0, "pid": os.getpid()}
-    try:
-        nodes = tuple(ConfigNode(**node) for node in request.get("nodes") or ())
-        run_app(Request(overrides=tuple(request["overrides"]), config_dirs=tuple(request.get("config_dirs") or ()),
-                        nodes=nodes), isolate=False)  # this process runs nothing else
-    except (RunFailed, RunCanceled) as exc:
-        outcome.update(status="Canceled" if isinstance(exc, RunCanceled) else "Failed", error=str(exc),
-                       exit_code=exc.exit_code)
-    except MltrainError as exc:
-        outcome.update(status="Failed", error=str(exc), exit_code=exc.exit_code, refused=True)
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-        if code:
-            outcome.update(status="Failed", error=f"exited with {code}", exit_code=code)
-    except BaseException as exc:  # noqa: BLE001 - written down for the caller, then raised as usual
-        outcome.update(status="Failed", error=f"{type(exc).__name__}: {exc}", exit_code=1)
-        multirun_files.write_outcome(folder, outcome)
-        raise
-    multirun_files.write_outcome(folder, outcome)
-    return int(outcome["exit_code"])
-
-
-def drive_target(target: str, canceled: Optional[threading.Event]) -> int:
-    """A run folder (`canceled`: its cancel, listened for since the driver began) or a request file."""
-    return drive_request(target) if is_request(target) else drive(target, canceled)
-
-
 if __name__ == "__main__":
-    target = sys.argv[1]
-    if is_request(target):
-        early = None
-        unblock()  # the engine installs its own cancel (mltrain.command.app)
-    else:
-        early = listen()
+    early = listen()
     from mltrain.ranks.script_main import exit_code_of  # startup
     from mltrain.ranks.script_main import finish as exit_now
 
     try:
-        code = drive_target(target, early)
+        code = drive(sys.argv[1], early)
     except SystemExit as exc:
         code = exit_code_of(exc)  # type: ignore[no-untyped-call]  # a rank-side module kept free of annotations
     exit_now(code, collect=False)  # type: ignore[no-untyped-call]

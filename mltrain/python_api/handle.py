@@ -160,9 +160,17 @@ class Run:
         return sorted(str(p.relative_to(self.run_dir)) for p in self.run_dir.rglob("*")
                       if p.is_file() and p.relative_to(self.run_dir).parts[0] not in skip)
 
+    def download(self, path: str = "outputs") -> List[str]:
+        """Bring `path` of the run's folder (default: its outputs) from the cluster it ran on into its folder here
+        (`mltrain runs download`); returns the files brought. Nothing to bring for a run of this machine."""
+        record = self.load()
+        return backend_of(record).fetch(record, path)
+
     def download_file(self, name: str, output_file_path: Optional[str] = None) -> str:
         """Copy a file of the run (e.g. 'outputs/model.pt') to output_file_path (default: its base name)."""
         source = self.run_dir / name
+        if not source.is_file():  # a run on a remote cluster: its outputs come when asked
+            self.download(name)
         if not source.is_file():
             raise MltrainError(f"run {self.id} has no file '{name}' (files: {', '.join(self.get_file_names()[:20])})")
         target = Path(output_file_path or Path(name).name)

@@ -56,7 +56,7 @@ def run(composer: Composer, arguments: List[str]) -> list:
         seed = again.seed if again.seed is not None else seed
     if cfg.dry_run:
         return _dry_run(composer, sweep, search, seed)
-    backends.get(backend_for(str(cfg.compute.kind), str(cfg.distribution.kind))).preflight()
+    backends.get(backend_for(str(cfg.compute.kind), str(cfg.distribution.kind), cfg.compute.get("login"))).preflight()
     sweep_dir = Path(str(cfg.hydra.sweep.dir)).expanduser()
     sweep_dir.mkdir(parents=True, exist_ok=True)
     if again is None:

@@ -337,7 +337,8 @@ def concurrent_runs(settings: SweepConf, cfg: Any, total: int) -> int:
     """max_concurrent_runs, or what the run's backend allows with these compute settings."""
     if settings.max_concurrent_runs:
         return min(settings.max_concurrent_runs, total)
-    backend = backends.get(backends.backend_for(str(cfg.compute.kind), str(cfg.distribution.kind)))
+    backend = backends.get(backends.backend_for(str(cfg.compute.kind), str(cfg.distribution.kind),
+                                                cfg.compute.get("login")))
     return max(1, min(int(backend.concurrency(cfg.compute) or 1), total))
 
 

@@ -1,5 +1,5 @@
-"""The backend contract is narrow and written down: the methods a backend may override are these 14 (17 before
-issue 50's item 6; `take_back` came with the resume of a packed member no worker took), `docs/architecture.md`
+"""The backend contract is narrow and written down: the methods a backend may override are these 15 (17 before
+issue 50's item 6; `take_back` came with the resume of a packed member no worker took, `fetch` with remote clusters), `docs/architecture.md`
 names each where it says how to add a backend, and the built-in backends override nothing else (a new hook is a change to this list, the docs and this test together)."""
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from mltrain.backends.base import Backend
 REPO = Path(__file__).resolve().parents[2]
 # required: check (the one refusal of a config, and the process group), plan, launch, refresh, cancel
 CONTRACT = {"check", "wrap_ranks", "validate", "preflight", "plan", "describe", "launch", "submit", "refresh",
-            "cancel", "locate", "after", "concurrency", "take_back"}
+            "cancel", "locate", "after", "concurrency", "take_back", "fetch"}
 
 
 def _hooks(cls: type) -> set:

@@ -107,3 +107,15 @@ def test_a_kept_run_composition_is_the_one_hydras_loader_makes(tmp_path, monkeyp
             assert OmegaConf.to_yaml(ours) == OmegaConf.to_yaml(hydras)
             assert ours.hydra.job.name == "x"  # the command's hydra overrides too
     assert compose.cache.hits == 2
+
+
+def test_a_dangling_link_among_the_config_files_does_not_stop_a_composition(tmp_path, monkeypatch):
+    """Found running Azure's examples from a partial copy: a `.mltrain/components/*.yml` link whose target was
+    missing made every command of the project end in a FileNotFoundError traceback from the cache's digest."""
+    mine = _project(tmp_path, monkeypatch)
+    (mine.parent.parent / "components").mkdir()
+    (mine.parent.parent / "components" / "gone.yml").symlink_to(tmp_path / "nowhere" / "gone.yml")
+    cfg, _ = _compose(["experiment=mine"])
+    assert cfg.trainer.epochs == 3
+    kept, hits = _compose(["experiment=mine"])
+    assert hits == 1 and kept.trainer.epochs == 3

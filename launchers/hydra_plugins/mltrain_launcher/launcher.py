@@ -7,7 +7,6 @@ from typing import Any, Optional, Sequence
 
 from hydra.core.utils import JobReturn
 from hydra.plugins.launcher import Launcher
-from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig
 
@@ -23,27 +22,13 @@ class MltrainLauncher(Launcher):
         self.config = config
         self.hydra_context = hydra_context
         self.task_function = task_function
-        _members_checked_here()
+        # Hydra's sweepers compose every member of a batch once to check it before the launcher sees the batch; this
+        # launcher composes and checks each itself before it starts any (mltrain.launch.members): the fence says why
+        from mltrain.config.hydra_internals import skip_sweepers_batch_check  # plugin
+
+        skip_sweepers_batch_check(MltrainLauncher)
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         from mltrain.launch.hydra_adapter import launch  # plugin
 
         return launch(self, job_overrides, initial_job_idx)
-
-
-def _members_checked_here() -> None:
-    """Hydra's sweepers compose every member of a batch once to check it (Sweeper.validate_batch_is_legal) before
-    the launcher sees the batch; this launcher composes and checks every member itself before it starts any
-    (mltrain.launch.members), so that first composition only doubled the work: 40 s of a 1,000-member packed sweep
-    of a plain app on Slurm, before its first member ran (hydra#1324; `hydra/sweeper=mltrain` skips it too). Skipped
-    for a sweeper whose launcher is this one, once per process; any other launcher's sweeps are checked as before."""
-    if getattr(Sweeper.validate_batch_is_legal, "_mltrain", False):
-        return
-    checked = Sweeper.validate_batch_is_legal
-
-    def validate_batch_is_legal(self: Sweeper, batch: Sequence[Sequence[str]]) -> None:
-        if not isinstance(getattr(self, "launcher", None), MltrainLauncher):
-            checked(self, batch)
-
-    validate_batch_is_legal._mltrain = True  # type: ignore[attr-defined]
-    Sweeper.validate_batch_is_legal = validate_batch_is_legal  # type: ignore[method-assign]

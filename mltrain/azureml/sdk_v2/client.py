@@ -267,6 +267,8 @@ class JobOperations:
         run_dir = Path(record["run_dir"]) if record and record.get("run_dir") else self._run(name, record).run_dir
         target = Path(download_path)
         outputs = run_dir / "outputs"
+        if record is None or record["kind"] != "pipeline":  # a run on a remote cluster: its outputs come now
+            Run(run_dir).download("outputs")
         if output_name is not None:
             source = outputs / output_name
             if record is not None and record["kind"] == "pipeline":

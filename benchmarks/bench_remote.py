@@ -1,0 +1,140 @@
+"""A remote Slurm cluster over ssh (issue 65) against the same job submitted on the cluster's login itself, on
+loopback (scripts/remote_ssh.sh: sshd on 127.0.0.1, another local user, the test Slurm cluster; ControlMaster on).
+
+Three figures, alternating arms in each round:
+
+  submit -> queued     `mltrain job=script ... compute=gpu-cluster --detach` here (sends mltrain's changes, the
+                       run, starts its driver there, returns once Slurm has the job) | `mltrain ... compute=slurm
+                       --detach` run on the cluster's login, timed there (no ssh in it)
+  log line -> seen     a rank prints its clock; the command here, following the run, prints the line: the
+                       difference (both sides share this machine's clock)
+  unchanged snapshot   a project of 300 files (6 MB) sent again to a new run's folder: only the manifest travels
+
+Targets (issue 65): submit <= 1 s more than the login's own, a line seen <= 1 s after it is written, an unchanged
+snapshot sent in <= 0.2 s.
+
+Usage: source /tmp/mltrain-remote-ssh/env.sh; .venv/bin/python benchmarks/bench_remote.py [--rounds 5]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+BIN = Path(sys.executable).parent
+LOGIN = "mltrain-remote"
+SCRIPT = """\
+import time
+print("T=%.6f" % time.time(), flush=True)
+time.sleep(2)
+"""
+
+
+def ssh(command: str) -> str:
+    return subprocess.run(["ssh", "-F", os.environ["MLTRAIN_SSH_CONFIG"], LOGIN, command], check=True,
+                          capture_output=True, text=True).stdout
+
+
+def project(root: Path, files: int = 0) -> Path:
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "train.py").write_text(SCRIPT)
+    for i in range(files):
+        (root / "src" / "data" / f"d{i // 50}").mkdir(parents=True, exist_ok=True)
+        (root / "src" / "data" / f"d{i // 50}" / f"f{i}.bin").write_bytes(os.urandom(20_000))
+    (root / ".mltrain" / "compute").mkdir(parents=True)
+    (root / ".mltrain" / "compute" / "gpu-cluster.yaml").write_text(
+        f"defaults: [slurm_schema, _self_]\nlogin: {LOGIN}\npoll_s: 0.3\n")
+    return root
+
+
+JOB = ["job=script", "job.script=train.py", "job.source_directory=src"]
+
+
+def submit_here(proj: Path, env: dict) -> float:
+    start = time.perf_counter()
+    subprocess.run([str(BIN / "mltrain"), *JOB, "compute=gpu-cluster", "--detach"], cwd=proj, env=env, check=True,
+                   capture_output=True)
+    return time.perf_counter() - start
+
+
+def submit_there(remote_proj: str, python: str, mltrain_dir: str) -> float:
+    """The same job from the cluster's login, timed there: its mltrain (the one sent) and its Python."""
+    code = ("import subprocess,sys,time,os; t=time.perf_counter(); "
+            f"subprocess.run([{python!r},'-m','mltrain',*sys.argv[1:]],check=True,capture_output=True,"
+            f"env=dict(os.environ,PYTHONPATH={mltrain_dir!r})); print(time.perf_counter()-t)")
+    out = ssh(f"cd {remote_proj} && {python} -c \"{code}\" {' '.join(JOB)} compute=slurm compute.poll_s=0.3 --detach")
+    return float(out.strip().splitlines()[-1])
+
+
+def line_latency(proj: Path, env: dict) -> float:
+    proc = subprocess.Popen([str(BIN / "mltrain"), *JOB, "compute=gpu-cluster"], cwd=proj, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    latency = float("nan")
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith("T="):
+            latency = time.time() - float(line[2:])
+    proc.wait()
+    return latency
+
+
+def unchanged_send(proj: Path, env: dict) -> float:
+    code = """
+import sys, time
+from pathlib import Path
+from mltrain.backends.remote import shipping
+cluster = shipping.ready(shipping.connect("mltrain-remote", "python3"))
+entries = shipping.folder_entries(Path(sys.argv[1]), "snapshot")
+shipping.send(cluster, entries, "remote/bench/warm")          # every file there once
+t = time.perf_counter()
+shipping.send(cluster, entries, f"remote/bench/again-{time.time_ns()}")
+print(time.perf_counter() - t)
+"""
+    out = subprocess.run([sys.executable, "-c", code, str(proj / "src")], env=env, check=True, capture_output=True,
+                         text=True).stdout
+    return float(out.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=5)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, "MLTRAIN_HOME": str(Path(tmp, "home")), "MLTRAIN_TRACKING": "off"}
+        proj = project(Path(tmp, "proj"), files=300)
+        submit_here(proj, env)  # warm: mltrain and its venv there, the project's files
+        runs = Path(tmp, "home", "runs")
+        part = json.loads(next(runs.glob("*/run.json")).read_text())["remote"]
+        home_there = ssh("echo ~").strip()
+        remote_proj = f"{home_there}/bench-proj"
+        ssh(f"rm -rf {remote_proj} && mkdir -p {remote_proj} && cp -r {part['run_dir']}/snapshot {remote_proj}/src")
+        python = f"{home_there}/.mltrain/remote/venv/bin/python"
+        mltrain_dir = ssh(f"ls -d {home_there}/.mltrain/remote/mltrain/* | tail -1").strip()
+        submit_there(remote_proj, python, mltrain_dir)  # warm
+        here, there, lines, sends = [], [], [], []
+        for i in range(args.rounds):
+            order = [0, 1] if i % 2 == 0 else [1, 0]
+            for arm in order:
+                if arm == 0:
+                    here.append(submit_here(proj, env))
+                else:
+                    there.append(submit_there(remote_proj, python, mltrain_dir))
+            lines.append(line_latency(proj, env))
+            sends.append(unchanged_send(proj, env))
+        subprocess.run(["scancel", "-u", LOGIN], capture_output=True)
+        med = statistics.median
+        print(f"submit -> queued: from here {med(here):.3f} s, on the login {med(there):.3f} s, "
+              f"difference {med(here) - med(there):+.3f} s (target <= +1 s); rounds {args.rounds}")
+        print(f"log line -> seen here: median {med(lines):.3f} s, max {max(lines):.3f} s (target <= 1 s)")
+        print(f"unchanged snapshot (300 files, 6 MB) sent again: median {med(sends):.3f} s (target <= 0.2 s)")
+        print(json.dumps({"here_s": here, "there_s": there, "line_s": lines, "unchanged_send_s": sends}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,235 @@
+"""The remote cluster's side of a remote Slurm compute: run there as `python3 -c <this file's text> COMMAND ...`
+over ssh (mltrain.backends.remote.ssh), so it works before mltrain itself is there. Standard library only, and
+no mltrain import: it is what installs mltrain on the cluster.
+
+Every command answers one JSON document on stdout; a failure is one line on stderr and exit status 3.
+
+  probe                    the cluster's Python, $MLTRAIN_HOME (as the remote session sets it), sbatch, PATH
+  missing                  stdin: digests (JSON list); answers those the cluster does not hold yet
+  receive DEST             stdin: a tar of blobs/<sha256> files and manifest.json ({path: [digest, mode] or
+                           {"link": target}}); each blob checked, then DEST made whole under another name and
+                           renamed into place: a cut copy leaves only checked blobs for the next copy to skip
+  python VENV REQS         a venv of the cluster's Python (system site-packages seen) with REQS installed
+  start RUN PYTHON PATH    the run's driver, detached in its own session (it outlives the ssh connection)
+  look RUN                 stdin: {file: offset}; answers run.json and what each log file has past its offset
+  cancel RUN               SIGTERM to the run's driver (it cancels the run as `run.cancel()` does)
+  pack RUN SUB             a tar of RUN/SUB on stdout (not JSON)
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from typing import Any, Dict, List, NoReturn
+
+#: The most of one file a look sends, so one look stays short; the next look sends the rest.
+CHUNK = 1 << 20
+#: The files a look follows: the run's logs, each rank's, and the metrics.
+FOLLOWED = ("logs", "ranks", "metrics.jsonl")
+
+
+def fail(text: str) -> NoReturn:
+    sys.stderr.write(text.rstrip() + "\n")
+    sys.exit(3)
+
+
+def home() -> str:
+    return os.path.abspath(os.path.expanduser(os.environ.get("MLTRAIN_HOME") or "~/.mltrain"))
+
+
+def blobs() -> str:
+    return os.path.join(home(), "remote", "blobs")
+
+
+def probe(*paths: str) -> Dict[str, Any]:
+    """`paths` (under the home): which of them are there, so that what is there already is not sent again."""
+    out: Dict[str, Any] = {"python": sys.executable, "version": list(sys.version_info[:3]), "home": home(),
+                           "sbatch": shutil.which("sbatch"), "path": os.environ.get("PATH", ""), "writable": None,
+                           "there": {p: os.path.exists(os.path.join(home(), p)) for p in paths}}
+    try:
+        os.makedirs(blobs(), exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=blobs(), prefix=".probe-"):
+            pass
+        out["writable"] = True
+    except OSError as exc:
+        out["writable"] = f"{exc.strerror}: {exc.filename or home()}"
+    return out
+
+
+def missing() -> List[str]:
+    wanted = json.load(sys.stdin)
+    return [d for d in wanted if not os.path.isfile(os.path.join(blobs(), d))]
+
+
+def _digest(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def receive(dest: str, *start_args: str) -> Dict[str, Any]:
+    """`start_args` (PYTHON PYTHONPATH): the run's driver started once its folder is whole (one call, not two)."""
+    os.makedirs(blobs(), exist_ok=True)
+    incoming = tempfile.mkdtemp(dir=blobs(), prefix=".incoming-")
+    manifest: Dict[str, Any] = {}
+    got = False
+    try:
+        with tarfile.open(fileobj=sys.stdin.buffer, mode="r|") as tar:
+            for member in tar:
+                data = tar.extractfile(member) if member.isfile() else None
+                if data is None:
+                    continue
+                if member.name == "manifest.json":
+                    manifest, got = json.loads(data.read().decode("utf-8")), True
+                    continue
+                name = os.path.basename(member.name)
+                if len(name) != 64 or not all(c in "0123456789abcdef" for c in name):
+                    fail(f"not a blob: {member.name}")
+                path = os.path.join(incoming, name)
+                with open(path, "wb") as out:
+                    shutil.copyfileobj(data, out)
+                if _digest(path) != name:
+                    fail(f"blob {name} arrived damaged")
+                os.replace(path, os.path.join(blobs(), name))  # whole and checked, or not there at all
+    except (tarfile.TarError, EOFError, OSError) as exc:
+        fail(f"the copy was cut ({type(exc).__name__}: {exc}); the next submit sends the rest")
+    finally:
+        shutil.rmtree(incoming, ignore_errors=True)
+    if not got:
+        fail("the copy was cut before its manifest; the next submit sends the rest")
+    if os.path.exists(dest):
+        return {"dest": dest, "made": False, **(start(dest, *start_args) if start_args else {})}
+    parent = os.path.dirname(dest)
+    os.makedirs(parent, exist_ok=True)
+    partial = tempfile.mkdtemp(dir=parent, prefix=f".{os.path.basename(dest)}.partial-")
+    try:
+        for rel, entry in sorted(manifest.items()):
+            path = os.path.join(partial, rel)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            if isinstance(entry, dict) and "dir" in entry:
+                os.makedirs(path, exist_ok=True)
+                continue
+            if isinstance(entry, dict):
+                os.symlink(entry["link"], path)
+                continue
+            digest, mode = entry
+            blob = os.path.join(blobs(), digest)
+            if not os.path.isfile(blob):
+                fail(f"blob {digest} of {rel} is missing on the cluster")
+            shutil.copyfile(blob, path)
+            os.chmod(path, mode)
+        os.rename(partial, dest)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    return {"dest": dest, "made": True, **(start(dest, *start_args) if start_args else {})}
+
+
+def python(venv: str, reqs: str) -> Dict[str, Any]:
+    wanted = json.loads(reqs)
+    target = os.path.join(venv, "bin", "python")
+    if not os.path.exists(target):
+        partial = venv + f".partial-{os.getpid()}"
+        shutil.rmtree(partial, ignore_errors=True)
+        made = subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", partial],
+                              capture_output=True, text=True)
+        if made.returncode:
+            fail(f"cannot make a venv with {sys.executable}: {made.stderr.strip().splitlines()[-1:]}")
+        os.makedirs(os.path.dirname(venv), exist_ok=True)
+        try:
+            os.rename(partial, venv)
+        except OSError:  # another submission made it meanwhile
+            shutil.rmtree(partial, ignore_errors=True)
+    ready = os.path.join(venv, ".mltrain-ready-" + hashlib.sha256(reqs.encode()).hexdigest()[:12])
+    if os.path.exists(ready):
+        return {"python": target}
+    check = "import importlib.util, sys; sys.exit(0 if all(importlib.util.find_spec(m) for m in sys.argv[1:]) else 1)"
+    modules = [m for _, m in wanted]
+    if subprocess.run([target, "-c", check, *modules]).returncode:
+        pip = subprocess.run([target, "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                              *[r for r, _ in wanted]], capture_output=True, text=True)
+        if pip.returncode:
+            last = (pip.stderr.strip().splitlines() or ["no output"])[-1]
+            fail(f"installing mltrain's requirements on the cluster failed: {last}")
+    open(ready, "w").close()  # the next probe finds it: no check, no call
+    return {"python": target}
+
+
+def start(run: str, py: str, pythonpath: str) -> Dict[str, Any]:
+    env = dict(os.environ, PYTHONPATH=pythonpath)
+    log = os.path.join(run, "logs", "driver.log")
+    os.makedirs(os.path.dirname(log), exist_ok=True)
+    with open(log, "ab") as out:
+        proc = subprocess.Popen([py, "-m", "mltrain.python_api.driver", run], stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True, env=env, cwd=run)
+    return {"pid": proc.pid}
+
+
+def look(run: str) -> Dict[str, Any]:
+    offsets = json.load(sys.stdin)
+    files: Dict[str, List[Any]] = {}
+    out: Dict[str, Any] = {"run": None, "files": files, "at": time.time()}
+    try:
+        with open(os.path.join(run, "run.json"), encoding="utf-8") as f:
+            out["run"] = json.load(f)
+    except (OSError, ValueError):
+        pass
+    for top in FOLLOWED:
+        base = os.path.join(run, top)
+        paths = [base] if os.path.isfile(base) else [os.path.join(d, n) for d, _, ns in os.walk(base) for n in ns]
+        for path in paths:
+            rel = os.path.relpath(path, run)
+            offset = int(offsets.get(rel, 0))
+            try:
+                if os.path.getsize(path) <= offset:
+                    continue
+                with open(path, "rb") as f:
+                    f.seek(offset)
+                    files[rel] = [offset, base64.b64encode(f.read(CHUNK)).decode("ascii")]
+            except OSError:
+                continue
+    return out
+
+
+def cancel(run: str) -> Dict[str, Any]:
+    try:
+        with open(os.path.join(run, "run.json"), encoding="utf-8") as f:
+            pid = json.load(f).get("driver_pid")
+    except (OSError, ValueError):
+        fail(f"no run at {run} on the cluster")
+    try:
+        os.kill(int(pid), signal.SIGTERM)
+        return {"signaled": pid}
+    except (TypeError, ValueError, ProcessLookupError, PermissionError):
+        return {"signaled": None}
+
+
+def pack(run: str, sub: str) -> None:
+    path = os.path.normpath(os.path.join(run, sub))
+    if not (path == run or path.startswith(run + os.sep)) or not os.path.exists(path):
+        fail(f"no {sub} in the run's folder on the cluster")
+    with tarfile.open(fileobj=sys.stdout.buffer, mode="w|") as tar:
+        tar.add(path, arcname=os.path.relpath(path, run))
+
+
+def main(argv: List[str]) -> None:
+    commands: Dict[str, Any] = {"probe": probe, "missing": missing, "receive": receive, "python": python, "start": start,
+                "look": look, "cancel": cancel}
+    if argv[0] == "pack":
+        pack(*argv[1:])
+        return
+    json.dump(commands[argv[0]](*argv[1:]), sys.stdout)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
