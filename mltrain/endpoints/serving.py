@@ -105,10 +105,13 @@ def set_traffic(name: str, traffic: Dict[str, int]) -> EndpointRecord:
     return record
 
 
-def _rebalanced(record: EndpointRecord) -> None:
-    """Returns once the deployments' sockets on the endpoint's port follow its traffic rule (balance.py)."""
+def _rebalanced(record: EndpointRecord, besides: Optional[str] = None) -> None:
+    """Returns once the deployments' sockets on the endpoint's port follow its traffic rule (balance.py); not
+    waiting for `besides` (a deployment just made: its workers read the rule as they start)."""
     masters = {}
     for name in records.deployment_names(record.name):
+        if name == besides:
+            continue
         pid = records.load_deployment(record.name, name).pid
         if pid is not None and server_process.is_server(pid):
             masters[name] = pid
@@ -234,7 +237,9 @@ def deploy(spec: DeploymentSpec, log: Log = print, stop: Optional[threading.Even
     if previous is not None:
         server_process.stop(previous)
         _remove_old_models(folder, Path(record.model_dir))
-    _rebalanced(current)  # a first deployment's traffic set, or another worker count: other shares of sockets
+    # The others' shares of sockets change with this one's worker count. Its own workers are not waited for: as
+    # before, `deploy` returns once one of them answers (the others still starting open theirs as they start).
+    _rebalanced(current, besides=spec.name)
     log(f"deployment {spec.name} of endpoint {spec.endpoint} is ready ({record.ready_s:.1f} s): {endpoint.scoring_uri}")
     return record
 
