@@ -9,8 +9,10 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from mltrain.base.errors import MltrainError
+from mltrain.base.home import mltrain_home
 from mltrain.models.registry import Model
 from mltrain.runs import mlflow_run
+from mltrain.runs.record import find_run
 
 
 def _pairs(values: Optional[List[str]], what: str) -> Dict[str, str]:
@@ -82,9 +84,7 @@ def _show(args) -> int:
 
 def _bring(args) -> None:
     """A run of a remote cluster keeps its outputs there until asked: the path is brought here first."""
-    from mltrain.base.home import mltrain_home
     from mltrain.python_api.handle import Run  # startup
-    from mltrain.runs.record import find_run
 
     record = find_run(Path(args.root).expanduser() if args.root else mltrain_home() / "runs", args.run)
     if not (record.dir / args.path).exists():
