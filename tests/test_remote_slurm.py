@@ -196,11 +196,14 @@ model = run.register_model(model_name="remote-result", model_path="outputs/resul
 print("MODEL", model.name, model.version)
 run.download_file("outputs/result.txt", "got.txt")
 print("GOT", open("got.txt").read().strip())
+run.download_files(prefix="outputs", output_directory="all")
+print("ALL", open("all/outputs/result.txt").read().strip())
 """)
     r = subprocess.run([sys.executable, str(script)], cwd=laptop, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     # the registered file is brought from the cluster first, as Azure registers a remote run's outputs
     assert "STATUS Completed 0.5" in r.stdout and "MODEL remote-result 1" in r.stdout and "GOT 42" in r.stdout
+    assert "ALL 42" in r.stdout
     assert only_run(home)["backend"] == "remote"
 
 
