@@ -86,9 +86,7 @@ def _bring(args) -> None:
     """A run of a remote cluster keeps its outputs there until asked: the path is brought here first."""
     from mltrain.python_api.handle import Run  # startup
 
-    record = find_run(Path(args.root).expanduser() if args.root else mltrain_home() / "runs", args.run)
-    if not (record.dir / args.path).exists():
-        Run(record.dir).download(args.path)
+    Run(find_run(Path(args.root).expanduser() if args.root else mltrain_home() / "runs", args.run).dir).bring(args.path)
 
 
 def _download(args) -> int:

@@ -166,11 +166,17 @@ class Run:
         record = self.load()
         return backend_of(record).fetch(record, path)
 
+    def bring(self, path: str) -> Path:
+        """`path` of the run's folder, here: brought from the cluster the run ran on when it is not here yet (a run
+        on a remote cluster keeps its outputs there until asked). It may not exist: the caller says so."""
+        local = self.run_dir / path
+        if not local.exists():
+            self.download(path)
+        return local
+
     def download_file(self, name: str, output_file_path: Optional[str] = None) -> str:
         """Copy a file of the run (e.g. 'outputs/model.pt') to output_file_path (default: its base name)."""
-        source = self.run_dir / name
-        if not source.is_file():  # a run on a remote cluster: its outputs come when asked
-            self.download(name)
+        source = self.bring(name)
         if not source.is_file():
             raise MltrainError(f"run {self.id} has no file '{name}' (files: {', '.join(self.get_file_names()[:20])})")
         target = Path(output_file_path or Path(name).name)
@@ -184,8 +190,7 @@ class Run:
         """Register a file or folder of this run (e.g. 'outputs/model') as the next version of model_name."""
         from mltrain.models.registry import Model  # startup
 
-        if not (self.run_dir / model_path).exists():  # a run on a remote cluster: its outputs come when asked
-            self.download(model_path)
+        self.bring(model_path)
         return Model.register(model_name, model_path, run=str(self.run_dir), tags=tags, properties=properties,
                               description=description)
 

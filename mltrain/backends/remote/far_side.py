@@ -216,10 +216,11 @@ def cancel(run: str) -> Dict[str, Any]:
 
 def pack(run: str, sub: str) -> None:
     path = os.path.normpath(os.path.join(run, sub))
-    if not (path == run or path.startswith(run + os.sep)) or not os.path.exists(path):
-        fail(f"no {sub} in the run's folder on the cluster")
+    if not (path == run or path.startswith(run + os.sep)):
+        fail(f"{sub} is not inside the run's folder")
     with tarfile.open(fileobj=sys.stdout.buffer, mode="w|") as tar:
-        tar.add(path, arcname=os.path.relpath(path, run))
+        if os.path.exists(path):  # one the run does not have brings nothing: the caller says what is missing
+            tar.add(path, arcname=os.path.relpath(path, run))
 
 
 def main(argv: List[str]) -> None:

@@ -272,8 +272,15 @@ class Run(RefuseUnknown):
                        output_paths: Optional[List[str]] = None, batch_size: int = 100, append_prefix: bool = True,
                        timeout_seconds: Optional[int] = None) -> None:
         target = Path(output_directory or ".")
-        if not self._in_rank:
-            self._bring(prefix.rstrip("/") if prefix else "outputs")
+        if not self._in_rank:  # a run on a remote cluster: the prefix's folder is brought from there first
+            from azureml.exceptions import UserErrorException
+
+            from mltrain.base.errors import MltrainError  # submission
+
+            try:
+                self._h().download(prefix.rstrip("/") if prefix else "outputs")
+            except MltrainError as exc:
+                raise UserErrorException(str(exc)) from None
         names = [n for n in self.get_file_names() if prefix is None or n.startswith(prefix)]
         for i, name in enumerate(names):
             if output_paths is not None:
@@ -283,16 +290,6 @@ class Run(RefuseUnknown):
                 path = target / relative
             path.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(self._dir / name, path)  # type: ignore[operator]
-
-    def _bring(self, path: str) -> None:
-        """A run on a remote cluster keeps its outputs there until asked: `path` of its folder is brought here
-        (nothing to bring for a run of this machine). A prefix that names no file or folder there brings nothing."""
-        from mltrain.base.errors import MltrainError  # submission
-
-        try:
-            self._h().download(path)
-        except MltrainError:
-            pass
 
     def upload_file(self, name: str, path_or_stream: str) -> None:
         target = self._dir / name  # type: ignore[operator]
