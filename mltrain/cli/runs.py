@@ -27,9 +27,19 @@ def _root(args) -> Path:
     return Path(args.root).expanduser() if args.root else mltrain_home() / "runs"
 
 
+def _catch_up(root: Path) -> None:
+    """Sweeps and pipelines whose drivers run on a remote cluster: their runs made since the last look mirrored here
+    first (mltrain.command.remote_multirun)."""
+    if any((root / "_sweeps").glob("*/remote.json")):
+        from mltrain.command.remote_multirun import catch_up  # startup: only where a sweep was sent to a cluster
+
+        catch_up(root)
+
+
 def _handle(args) -> Run:
     from mltrain.python_api.handle import Run  # startup
 
+    _catch_up(_root(args))
     if args.run is None:  # show, logs, status: the newest run, as `runs best` takes the newest sweep
         newest = max(index.newest(_root(args), 1), key=lambda r: r.created, default=None)
         if newest is None:
@@ -39,6 +49,7 @@ def _handle(args) -> Run:
 
 
 def _list(args) -> int:
+    _catch_up(_root(args))
     unreadable: List[Path] = []
     runs = index.newest(_root(args), args.limit, unreadable)
     if any(r.status not in TERMINAL for r in runs):  # only these are asked of their backend
@@ -191,6 +202,12 @@ def _wait(args) -> int:
 def _cancel(args) -> int:
     from mltrain.sweeps import cancel as sweep_cancel  # startup
 
+    remote = _root(args) / "_sweeps" / args.run / "remote.json" if args.run else None
+    if remote is not None and remote.is_file():  # its driver runs on a cluster: it cancels its members there
+        from mltrain.command import remote_multirun  # startup: only for a sweep sent to a cluster
+
+        print(f"sweep {args.run}: {remote_multirun.cancel(remote.parent)}")
+        return 0
     sweep = sweep_cancel.locate(args.run, _root(args))
     if sweep is not None:
         done = sweep_cancel.cancel(sweep)

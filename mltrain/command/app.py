@@ -38,10 +38,15 @@ def run_app(request: Request, isolate: bool = True) -> None:
     """Run the command to its end (or until it is queued, with `run.detach=true`). Raises RunFailed
     or RunCanceled when its runs ended so (their summary printed), MltrainError for a refusal. `isolate`:
     Hydra's global state put back as the caller had it (False where no other Hydra app runs in the process)."""
-    from mltrain.command.engines import run_command  # startup
+    from mltrain.command import remote_multirun  # startup
+    from mltrain.command.engines import run_command, several_runs  # startup
 
     with composed(request, isolate) as composer:
-        run_command(composer, list(request.all_overrides()))
+        arguments = list(request.all_overrides())
+        if remote_multirun.wanted(composer.config, lambda: several_runs(composer, arguments)):
+            remote_multirun.run_there(request, composer)  # its driver runs on the cluster (issue 65)
+            return
+        run_command(composer, arguments)
 
 
 def show_config(request: Request, part: str = "job", package: Optional[str] = None, resolve: bool = False,

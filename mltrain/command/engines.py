@@ -67,6 +67,14 @@ def run_command(composer: Composer, arguments: Sequence[str]) -> None:
                 parent.rmdir()
 
 
+def several_runs(composer: Composer, arguments: Sequence[str]) -> bool:
+    """Whether the command makes more than one run: a pipeline, a HyperDrive sweep, or a sweep over values."""
+    from mltrain import pipelines, sweeps  # startup
+
+    config = composer.config
+    return bool(pipelines.wanted(config) or sweeps.wanted(config) or len(expand(config, arguments, composer.bases)) > 1)
+
+
 def expand(config: Any, arguments: Sequence[str], bases: Dict[Any, Any]) -> List[List[str]]:
     """Each member's overrides: the cartesian product of the swept values, in the order Hydra's basic sweeper
     gives (`hydra.sweeper.params` first, then the command line; a key given twice keeps its first place and its

@@ -10,6 +10,7 @@ name is not built in, so the commands that use the built-in ones pay nothing for
 from __future__ import annotations
 
 import importlib
+import os
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple, Type
 
 from mltrain.base.errors import ConfigError
@@ -26,6 +27,8 @@ COMPUTES: Dict[str, str] = {
 
 #: The compute a job without one runs on (a Hydra app's launcher without `compute`, a 0.1.0 job).
 DEFAULT_COMPUTE = "local"
+#: Set in the environment of a driver that runs on a remote compute's cluster (mltrain.backends.remote.far_side)
+ON_CLUSTER_ENV = "MLTRAIN_ON_CLUSTER"
 
 #: (compute kind, distribution kind) -> backend, where the pair decides it; otherwise the compute's own
 #: backend. On Slurm, srun starts MPI ranks itself, so `distribution=mpi` stays with the Slurm backend;
@@ -86,7 +89,8 @@ def compute_from_dict(values: Dict[str, Any], key: str = "compute") -> ComputeCo
 
 def backend_for(compute_kind: str, distribution_kind: str, login: Optional[str] = None) -> str:
     """Which backend runs a job: the one place that reads the settings. A Slurm compute with a `login` is a
-    cluster reached over ssh (mltrain.backends.remote)."""
-    if login and compute_kind == "slurm":
+    cluster reached over ssh (mltrain.backends.remote), except on that cluster itself: a sweep's or pipeline's
+    driver sent there (ON_CLUSTER_ENV set) submits its members to the Slurm it runs beside."""
+    if login and compute_kind == "slurm" and not os.environ.get(ON_CLUSTER_ENV):
         return "remote"
     return _CHOICE.get((compute_kind, distribution_kind), compute_kind)

@@ -30,7 +30,7 @@ from mltrain.jobspec.status import (
 )
 from mltrain.pipelines import reuse, step_plans
 from mltrain.runs.lifecycle import finish
-from mltrain.runs.record import RunRecord
+from mltrain.runs.record import RunRecord, note_made
 
 #: What a pipeline's own run names as its backend: it has none, its steps each have theirs.
 PIPELINE_BACKEND = "pipeline"
@@ -41,6 +41,7 @@ def create(run_dir: Path, name: str, steps: List[Any], runs: Dict[str, Any], mod
     """The pipeline's run directory and record; `runs` maps each step to its frozen job. Each step's plan
     is written before the record: a pipeline that exists can always make the steps it names."""
     run_dir.mkdir(parents=True, exist_ok=False)
+    note_made(run_dir)
     try:
         (run_dir / "logs").mkdir()
         step_plans.write(run_dir, {s.name: step_plans.plan(s, runs[s.name], name, run_dir.name) for s in steps})

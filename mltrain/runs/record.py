@@ -39,6 +39,21 @@ _DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
+#: Names a file where this process lists each run folder it makes: set for a sweep's or pipeline's driver sent to
+#: a remote cluster (mltrain.backends.remote.far_side), so the laptop that sent it finds and mirrors its runs.
+RUNS_MADE_ENV = "MLTRAIN_RUNS_MADE"
+
+
+def note_made(run_dir: Path) -> None:
+    listing = os.environ.get(RUNS_MADE_ENV)
+    if listing:
+        fd = os.open(listing, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            os.write(fd, f"{run_dir}\n".encode())  # one write in append mode: lines of two processes never mix
+        finally:
+            os.close(fd)
+
+
 class RunRecord:
     """run.json of one run (its fields: mltrain.jobspec.records.RunDoc); updates are serialised (supervisor
     and reader threads both write)."""
@@ -53,6 +68,7 @@ class RunRecord:
     def create(cls, job: FrozenJob) -> RunRecord:
         run_dir = Path(job.run_dir)
         run_dir.mkdir(parents=True, exist_ok=False)  # a run directory is never reused
+        note_made(run_dir)
         try:
             for sub in ("logs", "outputs", "checkpoints"):
                 (run_dir / sub).mkdir()

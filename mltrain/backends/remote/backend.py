@@ -258,7 +258,13 @@ class RemoteBackend(SlurmBackend):
             record.request_cancel("canceled by the user")
             return
         record.request_cancel("canceled by the user")
-        ssh.far_side(part["login"], part["python"], "cancel", part["run_dir"], timeout=60)
+        if part.get("cancel_with"):  # a member of a sweep whose driver runs there: the cluster's mltrain cancels it
+            venv, site = part["cancel_with"]
+            there = part["run_dir"]
+            ssh.run(part["login"], ["env", f"PYTHONPATH={site}", venv, "-m", "mltrain", "runs", "--root",
+                                    posixpath.dirname(there), "cancel", posixpath.basename(there)], timeout=120)
+        else:
+            ssh.far_side(part["login"], part["python"], "cancel", part["run_dir"], timeout=60)
         deadline = time.monotonic() + CANCEL_WAIT_S
         while time.monotonic() < deadline:
             self._look(record)

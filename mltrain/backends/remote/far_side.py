@@ -11,8 +11,14 @@ Every command answers one JSON document on stdout; a failure is one line on stde
                            renamed into place: a cut copy leaves only checked blobs for the next copy to skip
   python VENV REQS         a venv of the cluster's Python (system site-packages seen) with REQS installed
   start RUN PYTHON PATH    the run's driver, detached in its own session (it outlives the ssh connection)
+  multirun DIR PYTHON PATH CWD
+                           a sweep's or pipeline's driver (`python -m mltrain.cli.multirun DIR/request.json`),
+                           detached, run from CWD (the project sent over); the runs it makes listed in DIR/runs.txt
   look RUN                 stdin: {file: offset}; answers run.json and what each log file has past its offset
+  follow DIR SWEEP         stdin: {"log": offset}; a multirun driver's outcome, its log past the offset, the runs
+                           it made, and its sweep folder's sweep.json and summary.json
   cancel RUN               SIGTERM to the run's driver (it cancels the run as `run.cancel()` does)
+  stop DIR                 SIGTERM to a multirun's driver (it cancels its members or steps, as Ctrl-C does)
   pack RUN SUB             a tar of RUN/SUB on stdout (not JSON)
 """
 from __future__ import annotations
@@ -28,7 +34,7 @@ import sys
 import tarfile
 import tempfile
 import time
-from typing import Any, Dict, List, NoReturn
+from typing import Any, Dict, List, NoReturn, Tuple
 
 #: The most of one file a look sends, so one look stays short; the next look sends the rest.
 CHUNK = 1 << 20
@@ -78,7 +84,8 @@ def _digest(path: str) -> str:
 
 
 def receive(dest: str, *start_args: str) -> Dict[str, Any]:
-    """`start_args` (PYTHON PYTHONPATH): the run's driver started once its folder is whole (one call, not two)."""
+    """`start_args` (PYTHON PYTHONPATH, or `multirun` PYTHON PYTHONPATH CWD): the driver started once its folder is
+    whole (one call, not two)."""
     os.makedirs(blobs(), exist_ok=True)
     incoming = tempfile.mkdtemp(dir=blobs(), prefix=".incoming-")
     manifest: Dict[str, Any] = {}
@@ -108,7 +115,7 @@ def receive(dest: str, *start_args: str) -> Dict[str, Any]:
     if not got:
         fail("the copy was cut before its manifest; the next submit sends the rest")
     if os.path.exists(dest):
-        return {"dest": dest, "made": False, **(start(dest, *start_args) if start_args else {})}
+        return {"dest": dest, "made": False, **_started(dest, start_args)}
     parent = os.path.dirname(dest)
     os.makedirs(parent, exist_ok=True)
     partial = tempfile.mkdtemp(dir=parent, prefix=f".{os.path.basename(dest)}.partial-")
@@ -132,7 +139,15 @@ def receive(dest: str, *start_args: str) -> Dict[str, Any]:
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise
-    return {"dest": dest, "made": True, **(start(dest, *start_args) if start_args else {})}
+    return {"dest": dest, "made": True, **_started(dest, start_args)}
+
+
+def _started(dest: str, start_args: Tuple[str, ...]) -> Dict[str, Any]:
+    if not start_args:
+        return {}
+    if start_args[0] == "multirun":
+        return multirun(dest, *start_args[1:])
+    return start(dest, *start_args)
 
 
 def python(venv: str, reqs: str) -> Dict[str, Any]:
@@ -173,6 +188,60 @@ def start(run: str, py: str, pythonpath: str) -> Dict[str, Any]:
         proc = subprocess.Popen([py, "-m", "mltrain.python_api.driver", run], stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True, env=env, cwd=run)
     return {"pid": proc.pid}
+
+
+#: What a multirun's driver there is told (mltrain.runs.record and mltrain.jobspec.computes read them): each run it
+#: makes is listed in this file, and a compute's `login` names the cluster it runs on, so no member goes over again.
+RUNS_MADE_ENV, ON_CLUSTER_ENV = "MLTRAIN_RUNS_MADE", "MLTRAIN_ON_CLUSTER"
+
+
+def multirun(folder: str, py: str, pythonpath: str, cwd: str) -> Dict[str, Any]:
+    env = dict(os.environ, PYTHONPATH=pythonpath, **{RUNS_MADE_ENV: os.path.join(folder, "runs.txt"),
+                                                     ON_CLUSTER_ENV: "1"})
+    with open(os.path.join(folder, "driver.log"), "ab") as out:
+        proc = subprocess.Popen([py, "-m", "mltrain.cli.multirun", os.path.join(folder, "request.json")],
+                                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True, env=env, cwd=cwd)
+    with open(os.path.join(folder, "driver.pid"), "w") as f:
+        f.write(str(proc.pid))
+    return {"pid": proc.pid}
+
+
+def follow(folder: str, sweep_dir: str) -> Dict[str, Any]:
+    offsets = json.load(sys.stdin)
+    out: Dict[str, Any] = {"outcome": None, "log": None, "runs": [], "sweep": None, "summary": None, "alive": False}
+    for name, key in (("outcome.json", "outcome"), (os.path.join(sweep_dir, "sweep.json"), "sweep"),
+                      (os.path.join(sweep_dir, "summary.json"), "summary")):
+        try:
+            with open(os.path.join(folder, name), encoding="utf-8") as f:
+                out[key] = json.load(f)
+        except (OSError, ValueError):
+            pass
+    try:
+        with open(os.path.join(folder, "runs.txt"), encoding="utf-8") as f:
+            out["runs"] = [line.strip() for line in f if line.strip()]
+        with open(os.path.join(folder, "driver.log"), "rb") as f:
+            f.seek(int(offsets.get("log", 0)))
+            out["log"] = base64.b64encode(f.read(CHUNK)).decode("ascii")
+    except OSError:
+        pass
+    try:
+        with open(os.path.join(folder, "driver.pid"), encoding="utf-8") as f:
+            os.kill(int(f.read().strip()), 0)
+        out["alive"] = True
+    except (OSError, ValueError):
+        pass
+    return out
+
+
+def stop(folder: str) -> Dict[str, Any]:
+    try:
+        with open(os.path.join(folder, "driver.pid"), encoding="utf-8") as f:
+            pid = int(f.read().strip())
+        os.kill(pid, signal.SIGTERM)
+        return {"signaled": pid}
+    except (OSError, ValueError):
+        return {"signaled": None}
 
 
 def look(run: str) -> Dict[str, Any]:
@@ -225,7 +294,7 @@ def pack(run: str, sub: str) -> None:
 
 def main(argv: List[str]) -> None:
     commands: Dict[str, Any] = {"probe": probe, "missing": missing, "receive": receive, "python": python, "start": start,
-                "look": look, "cancel": cancel}
+                                "multirun": multirun, "look": look, "follow": follow, "cancel": cancel, "stop": stop}
     if argv[0] == "pack":
         pack(*argv[1:])
         return

@@ -146,6 +146,16 @@ def folder_entries(root: Path, into: str = "", skip: Tuple[str, ...] = ("__pycac
     return out
 
 
+def content_key(entries: Entries) -> str:
+    """A name for a folder of `entries` that changes with any of its paths, contents or links."""
+    h = hashlib.sha256()
+    for rel in sorted(entries):
+        source = entries[rel]
+        h.update(rel.encode() + b"\0" + (digest(source).encode() if isinstance(source, Path) else
+                                         json.dumps(source, sort_keys=True).encode()) + b"\n")
+    return h.hexdigest()[:16]
+
+
 _mltrain: List[Tuple[str, Entries]] = []
 
 
@@ -160,18 +170,14 @@ def mltrain_entries() -> Tuple[str, Entries]:
         for child in sorted(plugins.iterdir()):
             if child.name.startswith("mltrain") and child.is_dir():
                 entries.update(folder_entries(child, f"hydra_plugins/{child.name}"))
-    h = hashlib.sha256()
-    for rel in sorted(entries):
-        source = entries[rel]
-        h.update(rel.encode() + b"\0" + (digest(source).encode() if isinstance(source, Path) else
-                                         json.dumps(source).encode()) + b"\n")
+    key = content_key(entries)
     try:
         from importlib.metadata import version as installed  # startup
 
         version = installed("mltrain")
     except Exception:  # noqa: BLE001 - a checkout run without installing: the content says which
         version = "0"
-    _mltrain.append((f"{version}-{h.hexdigest()[:12]}", entries))
+    _mltrain.append((f"{version}-{key[:12]}", entries))
     return _mltrain[0]
 
 
