@@ -116,6 +116,57 @@ def test_a_sweep_of_four_members_runs_there(laptop, home):
     assert shown == ["0.5", "0.6", "0.7", "0.8"]
 
 
+def _sweep_folder(home: Path) -> Path:
+    return until(lambda: next((home / "runs" / "_sweeps").glob("*/remote.json"), None), 120,
+                 "the sweep to be sent").parent
+
+
+def test_a_sweeps_driver_runs_there_and_goes_on_without_the_laptop(laptop, home):
+    """The laptop's command killed once the sweep is sent: its driver there makes all the members (no member was
+    made here), and `runs list` later mirrors them, ended."""
+    proc = subprocess.Popen(mltrain_exe() + ["-m", *JOB, "+job.params.sleep=2", "+job.params.i=range(0,4)"],
+                            cwd=laptop, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    assert proc.stdout is not None
+    until(lambda: "its driver runs there" in proc.stdout.readline(), 120, "the sweep to be sent")
+    folder = _sweep_folder(home)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=30)
+    assert len(runs(home)) < 4  # not all of them seen yet: what follows is the catch-up
+
+    def ended() -> list:
+        listed = run_mltrain("runs", "list", cwd=laptop)
+        assert listed.rc == 0, listed.out + listed.err
+        done = runs(home)
+        return done if len(done) == 4 and all(r["status"] == "Completed" for r in done) else []
+
+    done = until(ended, 120, "the sweep's 4 members to be mirrored Completed", every_s=1)
+    assert {r["backend"] for r in done} == {"remote"} and all(r["remote"]["run_dir"].startswith("/home/") for r in done)
+    assert sorted(r["sweep"]["index"] for r in done) == [0, 1, 2, 3]
+    assert json.loads((folder / "remote.json").read_text())["outcome"]["status"] == "Completed"
+    shown = run_mltrain("runs", "show", done[3]["id"], cwd=laptop).out
+    assert "acc: 0.8" in shown or "acc: 0.5" in shown, shown
+
+
+def test_ctrl_c_while_following_a_sweep_then_cancel_it_from_here(laptop, home):
+    proc = subprocess.Popen(mltrain_exe() + ["-m", *JOB, "+job.params.sleep=120", "+job.params.i=range(0,2)"],
+                            cwd=laptop, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    until(lambda: len(runs(home)) == 2 and all(r["status"] == "Running" for r in runs(home)), 120,
+          "both members to be Running there")
+    os.killpg(proc.pid, signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    name = _sweep_folder(home).name
+    assert proc.returncode == 130 and f"`mltrain runs cancel {name}` cancels it" in out, out
+    assert [r["status"] for r in runs(home)] == ["Running", "Running"]  # Ctrl-C stopped the following, not the sweep
+    canceled = run_mltrain("runs", "cancel", name, cwd=laptop, timeout=180)
+    assert canceled.rc == 0 and "Canceled" in canceled.out, canceled.out + canceled.err
+    assert [r["status"] for r in runs(home)] == ["Canceled", "Canceled"]
+    jobs = {str(r["slurm"]["job_id"]).split("_")[0] for r in runs(home)}
+    until(lambda: not subprocess.run(["squeue", "-h", "-j", ",".join(jobs)], capture_output=True,
+                                     text=True).stdout.strip(), 60, "the Slurm jobs to leave the queue")
+
+
 @pytest.mark.parametrize("setting, says", [
     ("compute.login=nosuchhost.invalid", "unknown host: nosuchhost.invalid"),
     ("compute.login=mltrain-remote-untrusted", "is not trusted"),
@@ -327,14 +378,16 @@ print("doubled", 2 * int(open(os.path.join(a.data, "n.txt")).read()), flush=True
 def test_a_two_step_pipeline_passes_data_between_its_steps_on_the_cluster_and_reuses_a_step(laptop, home):
     (laptop / "conf" / "pipeline").mkdir(parents=True)
     (laptop / "conf" / "pipeline" / "two.yaml").write_text(PIPELINE)
-    for name, text in (("make", MAKE), ("use", USE)):
+    for name, text in (("make", MAKE), ("use", USE)):  # the cluster's runs are shared: this test's steps are its own
         (laptop / name).mkdir()
-        (laptop / name / f"{name}.py").write_text(text)
+        (laptop / name / f"{name}.py").write_text(f"{text}# {laptop}\n")
     first = run_mltrain("pipeline=two", cwd=laptop, timeout=300)
-    assert first.rc == 0 and "doubled 42" in first.out, first.out + first.err
-    (laptop / "use" / "use.py").write_text(USE + "# changed\n")
+    assert first.rc == 0 and "its driver runs there" in first.out, first.out + first.err
+    (laptop / "use" / "use.py").write_text(f"{USE}# {laptop}, changed\n")
     again = run_mltrain("pipeline=two", cwd=laptop, timeout=300)  # make is reused: its outputs are the cluster's
-    assert again.rc == 0 and "doubled 42" in again.out, again.out + again.err
+    assert again.rc == 0, again.out + again.err
     assert re.search(r"^\s+make\s+Completed.*reused", again.out, re.M), again.out
     steps = [r for r in runs(home) if not r.get("pipeline")]
     assert all(r["backend"] == "remote" for r in steps) and len(steps) == 4
+    for use in (r["id"] for r in steps if r["id"].endswith(".use")):  # each use step read make's data there
+        assert "doubled 42" in run_mltrain("runs", "logs", use, cwd=laptop).out

@@ -43,8 +43,9 @@ def run_app(request: Request, isolate: bool = True) -> None:
 
     with composed(request, isolate) as composer:
         arguments = list(request.all_overrides())
-        if remote_multirun.wanted(composer.config, lambda: several_runs(composer, arguments)):
-            remote_multirun.run_there(request, composer)  # its driver runs on the cluster (issue 65)
+        remote = remote_multirun.target(composer, arguments, lambda: several_runs(composer, arguments))
+        if remote is not None:
+            remote_multirun.run_there(request, composer, remote)  # its driver runs on the cluster (issue 65)
             return
         run_command(composer, arguments)
 

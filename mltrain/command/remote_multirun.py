@@ -81,26 +81,45 @@ class Mirror:
         return cls(**json.loads((sweep_here / MIRROR).read_text(encoding="utf-8")))
 
 
-def wanted(config: Any, several: Callable[[], bool]) -> bool:
-    """A command of several runs (`several()`: a sweep, a pipeline) on a remote compute, sent from this machine."""
-    login = OmegaConf.select(config, "compute.login", default=None)
-    return bool(login and str(OmegaConf.select(config, "compute.kind")) == "slurm"
-                and not os.environ.get(ON_CLUSTER_ENV) and not OmegaConf.select(config, "dry_run", default=False)
-                and several())
+def target(composer: Composer, arguments: Sequence[str], several: Callable[[], bool]) -> Optional[Any]:
+    """The remote compute a command of several runs is sent to with its driver, or None (it runs here): a sweep on a
+    remote compute (`several()`: more than one member), or a pipeline whose steps all run on one remote cluster
+    (its own compute, or each step's `compute=NAME`). A pipeline with steps here and there keeps its driver here,
+    and sends its remote steps one by one."""
+    from mltrain import pipelines  # startup
 
-
-def run_there(request: Request, composer: Composer) -> None:
-    """Send the command to the cluster, start its driver there and follow it to its end (or until it has started,
-    detached). Raises as run_app does: RunFailed, RunCanceled, MltrainError."""
     config = composer.config
-    login, python = str(config.compute.login), str(OmegaConf.select(config, "compute.python") or "python3")
+    if os.environ.get(ON_CLUSTER_ENV) or OmegaConf.select(config, "dry_run", default=False):
+        return None
+    if not pipelines.wanted(config):
+        return config.compute if _login(config.compute) and several() else None
+    steps = (OmegaConf.select(config, "pipeline.steps", default=None) or {}).values()
+    chosen = {next((str(o).split("=", 1)[1] for o in step.get("overrides") or [] if str(o).startswith("compute=")),
+                   None) for step in steps}
+    computes = [config.compute if choice is None else
+                composer.compose([*arguments, f"compute={choice}"]).compute for choice in sorted(chosen, key=str)]
+    logins = {_login(c) for c in computes}
+    return computes[0] if len(logins) == 1 and None not in logins else None
+
+
+def _login(compute: Any) -> Optional[str]:
+    login = compute.get("login") if str(compute.get("kind")) == "slurm" else None
+    return str(login) if login else None
+
+
+def run_there(request: Request, composer: Composer, compute: Any) -> None:
+    """Send the command to the cluster of `compute` (target's), start its driver there and follow it to its end (or
+    until it has started, detached). Raises as run_app does: RunFailed, RunCanceled, MltrainError."""
+    config = composer.config
+    login, python = str(compute.login), str(compute.get("python") or "python3")
     detach = bool(OmegaConf.select(config, "run.detach", default=False))
     try:
         cluster = shipping.ready(shipping.connect(login, python))
         mirror = _send(request, config, cluster)
     except RemoteError as exc:
         raise MltrainError(f"submission to {login} failed: {exc}") from None
-    print(f"sent to {login}: its driver runs there in {mirror.folder}; this sweep is {mirror.name} here", flush=True)
+    print(f"sent to {login}: its driver runs there ({mirror.folder}); `mltrain runs cancel {mirror.name}` cancels it",
+          flush=True)
     follow(mirror, detach)
 
 
@@ -129,15 +148,16 @@ def _send(request: Request, config: Any, cluster: shipping.Cluster) -> Mirror:
     doc = {"overrides": overrides, "folder": folder, "config_dirs": list(request.config_dirs),
            "nodes": [dataclasses.asdict(node) for node in request.all_nodes()]}
     shipping.send(cluster, entries, posixpath.relpath(project_there, cluster.home))
-    sweep_here.mkdir(parents=True, exist_ok=True)
-    mirror = Mirror(cluster.login, cluster.python, folder, str(sweep_here), sweep_there, str(runs_here), runs_there,
-                    [[a, b] for a, b in pairs], cancel_with=[cluster.venv_python, cluster.mltrain_dir])
-    mirror.save()
     with tempfile.TemporaryDirectory(prefix="mltrain-remote-") as tmp:
         made = Path(tmp) / "request.json"
         made.write_text(shipping.remapped(json.dumps(doc, indent=2), pairs), encoding="utf-8")
         shipping.send(cluster, {"request.json": made}, posixpath.relpath(folder, cluster.home),
                       ("multirun", cluster.venv_python, cluster.mltrain_dir, project_there))
+    # only once its driver runs there: a mirror here always names a sweep that exists
+    sweep_here.mkdir(parents=True, exist_ok=True)
+    mirror = Mirror(cluster.login, cluster.python, folder, str(sweep_here), sweep_there, str(runs_here), runs_there,
+                    [[a, b] for a, b in pairs], cancel_with=[cluster.venv_python, cluster.mltrain_dir])
+    mirror.save()
     return mirror
 
 
