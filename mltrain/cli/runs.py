@@ -29,9 +29,10 @@ def _root(args) -> Path:
 
 def _catch_up(root: Path) -> None:
     """Sweeps and pipelines whose drivers run on a remote cluster: their runs made since the last look mirrored here
-    first (mltrain.command.remote_multirun)."""
+    first (mltrain.backends.remote.multirun)."""
     if any((root / "_sweeps").glob("*/remote.json")):
-        from mltrain.command.remote_multirun import catch_up  # startup: only where a sweep was sent to a cluster
+        # only where a sweep was sent to a cluster
+        from mltrain.backends.remote.multirun import catch_up  # startup
 
         catch_up(root)
 
@@ -204,9 +205,9 @@ def _cancel(args) -> int:
 
     remote = _root(args) / "_sweeps" / args.run / "remote.json" if args.run else None
     if remote is not None and remote.is_file():  # its driver runs on a cluster: it cancels its members there
-        from mltrain.command import remote_multirun  # startup: only for a sweep sent to a cluster
+        from mltrain.backends.remote import multirun  # startup
 
-        print(f"sweep {args.run}: {remote_multirun.cancel(remote.parent)}")
+        print(f"sweep {args.run}: {multirun.cancel(remote.parent)}")
         return 0
     sweep = sweep_cancel.locate(args.run, _root(args))
     if sweep is not None:

@@ -1,84 +1,37 @@
 """A sweep or pipeline on a remote compute (issue 65): its own driver runs on the cluster, so the sampling, the early
 termination and the steps' order go on when the laptop sleeps, loses the connection or is Ctrl-C'd.
 
-    run_there(request, composer)      # `mltrain -m ... compute=gpu-cluster`, a pipeline, a HyperDrive sweep
+    remote = target(composer, arguments, several)   # None: the command runs here
+    run_there(request, composer, remote)             # sent, started there, followed (mltrain.backends.remote.multirun)
 
 What goes over: mltrain and its venv (mltrain.backends.remote.shipping), the project (the files a snapshot of the
 current folder takes, its `.mltrain` config folder and the request's other config folders; by content, so an
 unchanged project sends nothing), and the request with this machine's paths made the cluster's. There the driver is
 `python -m mltrain.cli.multirun REQUEST`, as for the Python API's detached sweeps, started detached from the
 project's copy; a compute's `login` is ignored there (its members go to the Slurm beside it) and each run it makes is
-listed (mltrain.runs.record.note_made).
-
-What comes back, at each look: the driver's log, its outcome, and its runs, each mirrored here as a remote run
-(mltrain.backends.remote.backend: record, logs and metrics; outputs on `runs download`). The mirror's own state is
-`remote.json` in the sweep's folder here, so `runs list|show|wait` catch up (catch_up) after the laptop was away,
-and `runs cancel SWEEP` stops the driver there (stop).
+listed (mltrain.runs.record.note_made) for this machine to mirror.
 """
 from __future__ import annotations
 
-import base64
-import dataclasses
 import json
 import os
 import posixpath
 import secrets
-import signal
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 from omegaconf import OmegaConf
 
-from mltrain.backends.remote import shipping, ssh
-from mltrain.backends.remote.backend import CANCEL_WAIT_S, FOLLOW_S, PART, RemoteBackend
+from mltrain.backends.remote import multirun, shipping
 from mltrain.backends.remote.ssh import RemoteError
-from mltrain.base.atomic import atomic_write
-from mltrain.base.errors import MltrainError, RunCanceled, RunFailed
-from mltrain.jobspec.computes import ON_CLUSTER_ENV
-from mltrain.jobspec.records import RunDoc, SweepRef, World
-from mltrain.jobspec.status import NOT_STARTED, TERMINAL
-from mltrain.launch import snapshot
+from mltrain.base.errors import MltrainError
+from mltrain.jobspec.computes import ON_CLUSTER_ENV, remote_login
+from mltrain.launch import multirun_files, snapshot
 from mltrain.launch.composer import Composer
 from mltrain.launch.request import Request, quote
-from mltrain.runs.record import RunRecord
-
-MIRROR = "remote.json"
-
-
-@dataclasses.dataclass
-class Mirror:
-    """A multirun whose driver runs on a cluster, as this machine knows it (`remote.json` in its sweep folder)."""
-
-    login: str
-    python: str
-    folder: str                   # the driver's folder there: request.json, driver.log, outcome.json, runs.txt
-    sweep_here: str
-    sweep_there: str
-    runs_here: str
-    runs_there: str
-    pairs: List[List[str]]        # [here, there]: the paths of one side in the other's
-    log_offset: int = 0
-    runs: List[str] = dataclasses.field(default_factory=list)  # its runs' folders there, as mirrored
-    #: the cluster's mltrain (its interpreter, its folder): a member is canceled by `mltrain runs cancel` there, not
-    #: by signaling its driver, which is the whole sweep's
-    cancel_with: List[str] = dataclasses.field(default_factory=list)
-    outcome: Optional[Dict[str, Any]] = None
-    ended: bool = False           # the outcome came back and every run it made was seen ended
-
-    @property
-    def name(self) -> str:
-        return Path(self.sweep_here).name
-
-    def save(self) -> None:
-        atomic_write(Path(self.sweep_here) / MIRROR, json.dumps(dataclasses.asdict(self), indent=2))
-
-    @classmethod
-    def load(cls, sweep_here: Path) -> Mirror:
-        return cls(**json.loads((sweep_here / MIRROR).read_text(encoding="utf-8")))
 
 
 def target(composer: Composer, arguments: Sequence[str], several: Callable[[], bool]) -> Optional[Any]:
@@ -92,19 +45,14 @@ def target(composer: Composer, arguments: Sequence[str], several: Callable[[], b
     if os.environ.get(ON_CLUSTER_ENV) or OmegaConf.select(config, "dry_run", default=False):
         return None
     if not pipelines.wanted(config):
-        return config.compute if _login(config.compute) and several() else None
+        return config.compute if remote_login(config.compute) and several() else None
     steps = (OmegaConf.select(config, "pipeline.steps", default=None) or {}).values()
     chosen = {next((str(o).split("=", 1)[1] for o in step.get("overrides") or [] if str(o).startswith("compute=")),
                    None) for step in steps}
     computes = [config.compute if choice is None else
                 composer.compose([*arguments, f"compute={choice}"]).compute for choice in sorted(chosen, key=str)]
-    logins = {_login(c) for c in computes}
+    logins = {remote_login(c) for c in computes}
     return computes[0] if len(logins) == 1 and None not in logins else None
-
-
-def _login(compute: Any) -> Optional[str]:
-    login = compute.get("login") if str(compute.get("kind")) == "slurm" else None
-    return str(login) if login else None
 
 
 def run_there(request: Request, composer: Composer, compute: Any) -> None:
@@ -120,17 +68,17 @@ def run_there(request: Request, composer: Composer, compute: Any) -> None:
         raise MltrainError(f"submission to {login} failed: {exc}") from None
     print(f"sent to {login}: its driver runs there ({mirror.folder}); `mltrain runs cancel {mirror.name}` cancels it",
           flush=True)
-    follow(mirror, detach)
+    multirun.follow(mirror, detach)
 
 
-def _send(request: Request, config: Any, cluster: shipping.Cluster) -> Mirror:
+def _send(request: Request, config: Any, cluster: shipping.Cluster) -> multirun.Mirror:
     project = Path.cwd()
     runs_here = Path(str(config.run.root)).expanduser()
     sweep_here = Path(str(config.hydra.sweep.dir)).expanduser()
     runs_there = posixpath.join(cluster.home, "runs")
     entries, outside = _project_entries(project, request.config_dirs, runs_here)
     key = shipping.content_key(entries)
-    project_there = posixpath.join(cluster.home, "remote", "projects", key)
+    project_there = posixpath.join(cluster.home, shipping.PROJECTS, key)
     pairs: List[Tuple[str, str]] = [(str(runs_here), runs_there), (str(project), project_there)]
     pairs += [(d, posixpath.join(project_there, rel)) for d, rel in outside]
     pairs += [(os.path.realpath(a), b) for a, b in pairs if os.path.realpath(a) != a]
@@ -141,24 +89,17 @@ def _send(request: Request, config: Any, cluster: shipping.Cluster) -> Mirror:
         sweep_there = posixpath.join(runs_there, "_sweeps", sweep_here.name)
     pairs.append((str(sweep_here), sweep_there))
     name = f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
-    folder = posixpath.join(cluster.home, "remote", "multiruns", name)
+    folder = posixpath.join(cluster.home, shipping.MULTIRUNS, name)
     # the driver there follows the command to its end: a detached command detaches here
     overrides = [o for o in request.all_overrides() if not o.startswith("run.detach=")]
     overrides.append(f"hydra.sweep.dir={quote(sweep_there)}")
-    doc = {"overrides": overrides, "folder": folder, "config_dirs": list(request.config_dirs),
-           "nodes": [dataclasses.asdict(node) for node in request.all_nodes()]}
-    shipping.send(cluster, entries, posixpath.relpath(project_there, cluster.home))
     with tempfile.TemporaryDirectory(prefix="mltrain-remote-") as tmp:
-        made = Path(tmp) / "request.json"
-        made.write_text(shipping.remapped(json.dumps(doc, indent=2), pairs), encoding="utf-8")
-        shipping.send(cluster, {"request.json": made}, posixpath.relpath(folder, cluster.home),
-                      ("multirun", cluster.venv_python, cluster.mltrain_dir, project_there))
-    # only once its driver runs there: a mirror here always names a sweep that exists
-    sweep_here.mkdir(parents=True, exist_ok=True)
-    mirror = Mirror(cluster.login, cluster.python, folder, str(sweep_here), sweep_there, str(runs_here), runs_there,
-                    [[a, b] for a, b in pairs], cancel_with=[cluster.venv_python, cluster.mltrain_dir])
-    mirror.save()
-    return mirror
+        made = multirun_files.write_request(Path(tmp), overrides, request.config_dirs, request.all_nodes())
+        text = made.read_text(encoding="utf-8").replace(json.dumps(tmp)[1:-1], json.dumps(folder)[1:-1])
+        made.write_text(shipping.remapped(text, pairs), encoding="utf-8")
+        return multirun.start(cluster, entries, project_there, made, folder,
+                              posixpath.join(folder, multirun_files.OUTCOME), sweep_here, sweep_there,
+                              (str(runs_here), runs_there), pairs)
 
 
 def _project_entries(project: Path, config_dirs: Sequence[str], runs_here: Path
@@ -182,163 +123,3 @@ def _project_entries(project: Path, config_dirs: Sequence[str], runs_here: Path
     return entries, outside
 
 
-# ---------------------------------------------------------------------- following
-def follow(mirror: Mirror, detach: bool = False) -> None:
-    """Relay the driver's log and mirror its runs until its outcome comes back. Ctrl-C stops following, not the
-    sweep; SIGTERM (a Python API driver's cancel) stops the driver there, which cancels its runs."""
-    stopping = threading.Event()
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, lambda *_: stopping.set())
-    lost, stopped = False, False
-    try:
-        while True:
-            if stopping.is_set() and not stopped:
-                stop(mirror)
-                stopped = True
-            try:
-                look(mirror, relay=True)
-                if lost:
-                    print(f"connected to {mirror.login} again", flush=True)
-                lost = False
-            except RemoteError as exc:
-                if not lost:
-                    print(f"{exc}; the sweep goes on there, looking again", flush=True)
-                lost = True
-            if mirror.ended:
-                break
-            if detach and mirror.runs:
-                print(f"detached: {mirror.name} runs on {mirror.login}; follow it with `mltrain runs list`, cancel it "
-                      f"with `mltrain runs cancel {mirror.name}`", flush=True)
-                return
-            time.sleep(FOLLOW_S)
-    except KeyboardInterrupt:
-        stopped_following = MltrainError(f"stopped following {mirror.name}; it goes on on {mirror.login}: "
-                                         f"`mltrain runs cancel {mirror.name}` cancels it")
-        stopped_following.exit_code = 130
-        raise stopped_following from None
-    _raise_outcome(mirror)
-
-
-def _raise_outcome(mirror: Mirror) -> None:
-    outcome = mirror.outcome or {}
-    status, error = outcome.get("status"), outcome.get("error")
-    if status == "Completed":
-        return
-    if outcome.get("refused"):
-        raise MltrainError(str(error))
-    failure: MltrainError = RunCanceled(str(error)) if status == "Canceled" else RunFailed(str(error))
-    if outcome.get("exit_code"):
-        failure.exit_code = int(outcome["exit_code"])
-    raise failure
-
-
-def look(mirror: Mirror, relay: bool = False) -> None:
-    """One look at the driver there: its log (relayed to stdout), its outcome, its new runs mirrored here, and a look
-    at each run not ended yet."""
-    if mirror.ended:
-        return
-    back = [(b, a) for a, b in mirror.pairs]
-    answer = shipping.parse(ssh.far_side(mirror.login, mirror.python, "follow", mirror.folder, mirror.sweep_there,
-                                         stdin=json.dumps({"log": mirror.log_offset}).encode(), timeout=60))
-    chunk = base64.b64decode(answer.get("log") or "")
-    if chunk:
-        mirror.log_offset += len(chunk)
-        with open(Path(mirror.sweep_here) / "cluster_driver.log", "ab") as f:
-            f.write(chunk)
-        if relay:  # with this machine's paths, as the runs' records are mirrored
-            text = chunk.decode("utf-8", "replace")
-            for there, here in sorted(back, key=lambda p: -len(p[0])):
-                text = text.replace(there, here)
-            sys.stdout.write(text)
-            sys.stdout.flush()
-    for name in ("sweep", "summary"):
-        if answer.get(name) is not None:
-            text = shipping.remapped(json.dumps(answer[name], indent=2), back)
-            atomic_write(Path(mirror.sweep_here) / f"{name}.json", text)
-    backend = RemoteBackend()
-    for there in answer.get("runs") or []:
-        if there not in mirror.runs:
-            _mirrored(mirror, there)
-            mirror.runs.append(there)
-    done = answer.get("outcome") is not None or not answer.get("alive")
-    open_runs = 0
-    for there in mirror.runs:
-        record = RunRecord.load(Path(_here(mirror, there)))
-        if record.status not in TERMINAL:
-            backend.refresh([record])
-            open_runs += record.status not in TERMINAL
-    if done:
-        mirror.outcome = answer.get("outcome") or {
-            "status": "Failed", "exit_code": 1,
-            "error": f"the sweep's driver on {mirror.login} ended without an outcome (its log: "
-                     f"{Path(mirror.sweep_here) / 'cluster_driver.log'})"}
-        mirror.ended = open_runs == 0
-    mirror.save()
-
-
-def _here(mirror: Mirror, there: str) -> str:
-    if there.startswith(mirror.runs_there + "/"):
-        return os.path.join(mirror.runs_here, posixpath.relpath(there, mirror.runs_there))
-    return os.path.join(mirror.runs_here, posixpath.basename(there))
-
-
-def _mirrored(mirror: Mirror, there: str) -> None:
-    """A run the driver made there, mirrored here as a remote run: the next look fills in its record."""
-    here = _here(mirror, there)
-    Path(here).mkdir(parents=True, exist_ok=True)
-    pairs = [[here, there]] + mirror.pairs
-    part = {"login": mirror.login, "python": mirror.python, "run_dir": there, "offsets": {},
-            "pairs": [[b, a] for a, b in pairs], "cancel_with": mirror.cancel_with}
-    now = time.time()
-    RunRecord(here, RunDoc(id=Path(here).name, experiment="mltrain", status=NOT_STARTED, created=now,
-                           phases={NOT_STARTED: now}, backend=PART, compute="slurm", distribution="", world=World(1, 1, 1),
-                           command=[], cwd="", sweep=SweepRef(mirror.sweep_here), backend_parts={PART: part})).save()
-
-
-# ---------------------------------------------------------------------- the run commands' view
-def mirrors(runs_root: Path) -> List[Path]:
-    """The sweep folders under `runs_root` whose drivers run on a cluster and have not been seen ending."""
-    found = []
-    for path in sorted((runs_root / "_sweeps").glob(f"*/{MIRROR}")):
-        try:
-            if not json.loads(path.read_text(encoding="utf-8")).get("ended"):
-                found.append(path.parent)
-        except (OSError, ValueError):
-            continue
-    return found
-
-
-def catch_up(runs_root: Path) -> None:
-    """One look at each multirun there that has not ended (its new runs mirrored here); an unreachable cluster
-    leaves it as last seen."""
-    for folder in mirrors(runs_root):
-        try:
-            look(Mirror.load(folder))
-        except (RemoteError, OSError, ValueError):
-            continue
-
-
-def stop(mirror: Mirror) -> None:
-    """The driver there asked to stop: it cancels its members or steps and ends Canceled."""
-    try:
-        ssh.far_side(mirror.login, mirror.python, "stop", mirror.folder, timeout=60)
-    except RemoteError as exc:
-        raise MltrainError(f"cannot reach {mirror.login} to cancel {mirror.name}: {exc}") from None
-
-
-def cancel(sweep_here: Path) -> str:
-    """`mltrain runs cancel SWEEP` of a multirun whose driver runs there: the driver asked to stop, then followed
-    until it has canceled its runs; what it ended as."""
-    mirror = Mirror.load(sweep_here)
-    if mirror.ended:
-        return f"had ended {(mirror.outcome or {}).get('status')}"
-    stop(mirror)
-    deadline = time.monotonic() + CANCEL_WAIT_S
-    while time.monotonic() < deadline and not mirror.ended:
-        try:
-            look(mirror)
-        except RemoteError:
-            pass
-        time.sleep(FOLLOW_S)
-    return str((mirror.outcome or {}).get("status")) if mirror.ended else \
-        f"asked to stop; not ended within {CANCEL_WAIT_S:.0f}s (see `mltrain runs list`)"

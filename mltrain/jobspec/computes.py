@@ -87,6 +87,12 @@ def compute_from_dict(values: Dict[str, Any], key: str = "compute") -> ComputeCo
     return build(schema, values, key)
 
 
+def remote_login(compute: Any) -> Optional[str]:
+    """The ssh destination of a compute (a typed one or its config) that is a remote cluster, else None."""
+    login = compute.get("login") if str(compute.get("kind")) == "slurm" else None
+    return str(login) if login else None
+
+
 def backend_for(compute_kind: str, distribution_kind: str, login: Optional[str] = None) -> str:
     """Which backend runs a job: the one place that reads the settings. A Slurm compute with a `login` is a
     cluster reached over ssh (mltrain.backends.remote), except on that cluster itself: a sweep's or pipeline's

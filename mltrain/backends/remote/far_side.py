@@ -11,11 +11,11 @@ Every command answers one JSON document on stdout; a failure is one line on stde
                            renamed into place: a cut copy leaves only checked blobs for the next copy to skip
   python VENV REQS         a venv of the cluster's Python (system site-packages seen) with REQS installed
   start RUN PYTHON PATH    the run's driver, detached in its own session (it outlives the ssh connection)
-  multirun DIR PYTHON PATH CWD
-                           a sweep's or pipeline's driver (`python -m mltrain.cli.multirun DIR/request.json`),
-                           detached, run from CWD (the project sent over); the runs it makes listed in DIR/runs.txt
+  multirun DIR PYTHON PATH CWD REQUEST
+                           a sweep's or pipeline's driver (`python -m mltrain.cli.multirun REQUEST`), detached, run
+                           from CWD (the project sent over); the runs it makes listed in DIR/runs.txt
   look RUN                 stdin: {file: offset}; answers run.json and what each log file has past its offset
-  follow DIR SWEEP         stdin: {"log": offset}; a multirun driver's outcome, its log past the offset, the runs
+  follow DIR SWEEP OUTCOME stdin: {"log": offset}; a multirun driver's outcome, its log past the offset, the runs
                            it made, and its sweep folder's sweep.json and summary.json
   cancel RUN               SIGTERM to the run's driver (it cancels the run as `run.cancel()` does)
   stop DIR                 SIGTERM to a multirun's driver (it cancels its members or steps, as Ctrl-C does)
@@ -195,11 +195,11 @@ def start(run: str, py: str, pythonpath: str) -> Dict[str, Any]:
 RUNS_MADE_ENV, ON_CLUSTER_ENV = "MLTRAIN_RUNS_MADE", "MLTRAIN_ON_CLUSTER"
 
 
-def multirun(folder: str, py: str, pythonpath: str, cwd: str) -> Dict[str, Any]:
+def multirun(folder: str, py: str, pythonpath: str, cwd: str, request: str) -> Dict[str, Any]:
     env = dict(os.environ, PYTHONPATH=pythonpath, **{RUNS_MADE_ENV: os.path.join(folder, "runs.txt"),
                                                      ON_CLUSTER_ENV: "1"})
     with open(os.path.join(folder, "driver.log"), "ab") as out:
-        proc = subprocess.Popen([py, "-m", "mltrain.cli.multirun", os.path.join(folder, "request.json")],
+        proc = subprocess.Popen([py, "-m", "mltrain.cli.multirun", request],
                                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True, env=env, cwd=cwd)
     with open(os.path.join(folder, "driver.pid"), "w") as f:
@@ -207,10 +207,10 @@ def multirun(folder: str, py: str, pythonpath: str, cwd: str) -> Dict[str, Any]:
     return {"pid": proc.pid}
 
 
-def follow(folder: str, sweep_dir: str) -> Dict[str, Any]:
+def follow(folder: str, sweep_dir: str, outcome: str) -> Dict[str, Any]:
     offsets = json.load(sys.stdin)
     out: Dict[str, Any] = {"outcome": None, "log": None, "runs": [], "sweep": None, "summary": None, "alive": False}
-    for name, key in (("outcome.json", "outcome"), (os.path.join(sweep_dir, "sweep.json"), "sweep"),
+    for name, key in ((outcome, "outcome"), (os.path.join(sweep_dir, "sweep.json"), "sweep"),
                       (os.path.join(sweep_dir, "summary.json"), "summary")):
         try:
             with open(os.path.join(folder, name), encoding="utf-8") as f:

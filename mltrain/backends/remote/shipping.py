@@ -5,7 +5,9 @@ On the cluster, under its `$MLTRAIN_HOME` (as the remote session sets it, `~/.ml
 
     remote/blobs/<sha256>                      every file ever sent, once
     remote/mltrain/<version>-<digest>/         mltrain as this machine runs it (its package and Hydra plugins)
-    remote/venv-py<X.Y>/                       the cluster's Python, with mltrain's driver-side requirements
+    remote/venv/                               the cluster's Python, with mltrain's driver-side requirements
+    remote/projects/<digest>/                  a project sent with a sweep's or pipeline's driver (its content)
+    remote/multiruns/<time>-<random>/          that driver's request, log, outcome and the runs it made
     runs/<run id>/                             the run, as on any Slurm compute (mltrain's own Slurm backend)
 
 A folder appears only whole (mltrain.backends.remote.far_side receive), so a copy cut halfway is never run and
@@ -71,6 +73,8 @@ def digest(path: Path) -> str:
 
 
 VENV = "remote/venv"
+#: a project sent with a sweep's or pipeline's driver, by its content; the driver's own folder
+PROJECTS, MULTIRUNS = "remote/projects", "remote/multiruns"
 
 
 def ready_marker() -> str:

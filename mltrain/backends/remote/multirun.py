@@ -1,0 +1,247 @@
+"""The laptop's side of a sweep or pipeline whose own driver runs on a remote cluster (issue 65; the command that sends
+it: mltrain.command.remote_multirun).
+
+The driver there (`python -m mltrain.cli.multirun REQUEST`, started by far_side `multirun`) lists each run it makes.
+At each look this side relays the driver's log with this machine's paths, brings its outcome, its sweep folder's
+sweep.json and summary.json, and mirrors each of its runs here as a remote run (mltrain.backends.remote.backend:
+record, logs and metrics; outputs on `runs download`). The mirror's own state is `remote.json` in the sweep's folder
+here, so `runs list|show|wait` catch up (catch_up) after the laptop was away, and `runs cancel SWEEP` stops the
+driver there (cancel), which cancels its runs as Ctrl-C does a local sweep's.
+"""
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+import os
+import posixpath
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+from mltrain.backends.remote import shipping, ssh
+from mltrain.backends.remote.backend import CANCEL_WAIT_S, FOLLOW_S, PART, RemoteBackend
+from mltrain.backends.remote.ssh import RemoteError
+from mltrain.base.atomic import atomic_write
+from mltrain.base.errors import MltrainError, RunCanceled, RunFailed
+from mltrain.jobspec.records import RunDoc, SweepRef, World
+from mltrain.jobspec.status import NOT_STARTED, TERMINAL
+from mltrain.runs.record import RunRecord
+
+MIRROR = "remote.json"
+
+
+@dataclasses.dataclass
+class Mirror:
+    """A multirun whose driver runs on a cluster, as this machine knows it (`remote.json` in its sweep folder)."""
+
+    login: str
+    python: str
+    folder: str                   # the driver's folder there: its request, driver.log, runs.txt
+    outcome_there: str            # the driver's outcome, once it has ended
+    sweep_here: str
+    sweep_there: str
+    runs_here: str
+    runs_there: str
+    pairs: List[List[str]]        # [here, there]: the paths of one side in the other's
+    log_offset: int = 0
+    runs: List[str] = dataclasses.field(default_factory=list)  # its runs' folders there, as mirrored
+    #: the cluster's mltrain (its interpreter, its folder): a member is canceled by `mltrain runs cancel` there, not
+    #: by signaling its driver, which is the whole sweep's
+    cancel_with: List[str] = dataclasses.field(default_factory=list)
+    outcome: Optional[Dict[str, Any]] = None
+    ended: bool = False           # the outcome came back and every run it made was seen ended
+
+    @property
+    def name(self) -> str:
+        return Path(self.sweep_here).name
+
+    def save(self) -> None:
+        atomic_write(Path(self.sweep_here) / MIRROR, json.dumps(dataclasses.asdict(self), indent=2))
+
+    @classmethod
+    def load(cls, sweep_here: Path) -> Mirror:
+        return cls(**json.loads((sweep_here / MIRROR).read_text(encoding="utf-8")))
+
+
+def start(cluster: shipping.Cluster, project: shipping.Entries, project_there: str, request: Path, folder: str,
+          outcome: str, sweep_here: Path, sweep_there: str, runs: Tuple[str, str], pairs: List[Tuple[str, str]]
+          ) -> Mirror:
+    """The project and the request sent (by content), the driver started there from the project's copy, and the
+    mirror written here. `request`: the request's file here, `folder` the driver's folder there, `outcome` where the
+    driver writes its outcome there, `runs`: the runs' folders (here, there)."""
+    shipping.send(cluster, project, posixpath.relpath(project_there, cluster.home))
+    shipping.send(cluster, {posixpath.basename(request.name): request}, posixpath.relpath(folder, cluster.home),
+                  ("multirun", cluster.venv_python, cluster.mltrain_dir, project_there,
+                   posixpath.join(folder, request.name)))
+    # only once its driver runs there: a mirror here always names a sweep that exists
+    sweep_here.mkdir(parents=True, exist_ok=True)
+    mirror = Mirror(cluster.login, cluster.python, folder, outcome, str(sweep_here), sweep_there, runs[0], runs[1],
+                    [[a, b] for a, b in pairs], cancel_with=[cluster.venv_python, cluster.mltrain_dir])
+    mirror.save()
+    return mirror
+
+
+# ---------------------------------------------------------------------- following
+def follow(mirror: Mirror, detach: bool = False) -> None:
+    """Relay the driver's log and mirror its runs until its outcome comes back. Ctrl-C stops following, not the
+    sweep; SIGTERM (a Python API driver's cancel) stops the driver there, which cancels its runs."""
+    stopping = threading.Event()
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+    lost, stopped = False, False
+    try:
+        while True:
+            if stopping.is_set() and not stopped:
+                stop(mirror)
+                stopped = True
+            try:
+                look(mirror, relay=True)
+                if lost:
+                    print(f"connected to {mirror.login} again", flush=True)
+                lost = False
+            except RemoteError as exc:
+                if not lost:
+                    print(f"{exc}; the sweep goes on there, looking again", flush=True)
+                lost = True
+            if mirror.ended:
+                break
+            if detach and mirror.runs:
+                print(f"detached: {mirror.name} runs on {mirror.login}; follow it with `mltrain runs list`, cancel it "
+                      f"with `mltrain runs cancel {mirror.name}`", flush=True)
+                return
+            time.sleep(FOLLOW_S)
+    except KeyboardInterrupt:
+        stopped_following = MltrainError(f"stopped following {mirror.name}; it goes on on {mirror.login}: "
+                                         f"`mltrain runs cancel {mirror.name}` cancels it")
+        stopped_following.exit_code = 130
+        raise stopped_following from None
+    _raise_outcome(mirror)
+
+
+def _raise_outcome(mirror: Mirror) -> None:
+    outcome = mirror.outcome or {}
+    status, error = outcome.get("status"), outcome.get("error")
+    if status == "Completed":
+        return
+    if outcome.get("refused"):
+        raise MltrainError(str(error))
+    failure: MltrainError = RunCanceled(str(error)) if status == "Canceled" else RunFailed(str(error))
+    if outcome.get("exit_code"):
+        failure.exit_code = int(outcome["exit_code"])
+    raise failure
+
+
+def look(mirror: Mirror, relay: bool = False) -> None:
+    """One look at the driver there: its log (relayed to stdout), its outcome, its new runs mirrored here, and a look
+    at each run not ended yet."""
+    if mirror.ended:
+        return
+    back = [(b, a) for a, b in mirror.pairs]
+    answer = shipping.parse(ssh.far_side(mirror.login, mirror.python, "follow", mirror.folder, mirror.sweep_there,
+                                         mirror.outcome_there, stdin=json.dumps({"log": mirror.log_offset}).encode(), timeout=60))
+    chunk = base64.b64decode(answer.get("log") or "")
+    if chunk:
+        mirror.log_offset += len(chunk)
+        with open(Path(mirror.sweep_here) / "cluster_driver.log", "ab") as f:
+            f.write(chunk)
+        if relay:  # with this machine's paths, as the runs' records are mirrored
+            text = chunk.decode("utf-8", "replace")
+            for there, here in sorted(back, key=lambda p: -len(p[0])):
+                text = text.replace(there, here)
+            sys.stdout.write(text)
+            sys.stdout.flush()
+    for name in ("sweep", "summary"):
+        if answer.get(name) is not None:
+            text = shipping.remapped(json.dumps(answer[name], indent=2), back)
+            atomic_write(Path(mirror.sweep_here) / f"{name}.json", text)
+    backend = RemoteBackend()
+    for there in answer.get("runs") or []:
+        if there not in mirror.runs:
+            _mirrored(mirror, there)
+            mirror.runs.append(there)
+    done = answer.get("outcome") is not None or not answer.get("alive")
+    open_runs = 0
+    for there in mirror.runs:
+        record = RunRecord.load(Path(_here(mirror, there)))
+        if record.status not in TERMINAL:
+            backend.refresh([record])
+            open_runs += record.status not in TERMINAL
+    if done:
+        mirror.outcome = answer.get("outcome") or {
+            "status": "Failed", "exit_code": 1,
+            "error": f"the sweep's driver on {mirror.login} ended without an outcome (its log: "
+                     f"{Path(mirror.sweep_here) / 'cluster_driver.log'})"}
+        mirror.ended = open_runs == 0
+    mirror.save()
+
+
+def _here(mirror: Mirror, there: str) -> str:
+    if there.startswith(mirror.runs_there + "/"):
+        return os.path.join(mirror.runs_here, posixpath.relpath(there, mirror.runs_there))
+    return os.path.join(mirror.runs_here, posixpath.basename(there))
+
+
+def _mirrored(mirror: Mirror, there: str) -> None:
+    """A run the driver made there, mirrored here as a remote run: the next look fills in its record."""
+    here = _here(mirror, there)
+    Path(here).mkdir(parents=True, exist_ok=True)
+    pairs = [[here, there]] + mirror.pairs
+    part = {"login": mirror.login, "python": mirror.python, "run_dir": there, "offsets": {},
+            "pairs": [[b, a] for a, b in pairs], "cancel_with": mirror.cancel_with}
+    now = time.time()
+    RunRecord(here, RunDoc(id=Path(here).name, experiment="mltrain", status=NOT_STARTED, created=now,
+                           phases={NOT_STARTED: now}, backend=PART, compute="slurm", distribution="", world=World(1, 1, 1),
+                           command=[], cwd="", sweep=SweepRef(mirror.sweep_here), backend_parts={PART: part})).save()
+
+
+# ---------------------------------------------------------------------- the run commands' view
+def mirrors(runs_root: Path) -> List[Path]:
+    """The sweep folders under `runs_root` whose drivers run on a cluster and have not been seen ending."""
+    found = []
+    for path in sorted((runs_root / "_sweeps").glob(f"*/{MIRROR}")):
+        try:
+            if not json.loads(path.read_text(encoding="utf-8")).get("ended"):
+                found.append(path.parent)
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def catch_up(runs_root: Path) -> None:
+    """One look at each multirun there that has not ended (its new runs mirrored here); an unreachable cluster
+    leaves it as last seen."""
+    for folder in mirrors(runs_root):
+        try:
+            look(Mirror.load(folder))
+        except (RemoteError, OSError, ValueError):
+            continue
+
+
+def stop(mirror: Mirror) -> None:
+    """The driver there asked to stop: it cancels its members or steps and ends Canceled."""
+    try:
+        ssh.far_side(mirror.login, mirror.python, "stop", mirror.folder, timeout=60)
+    except RemoteError as exc:
+        raise MltrainError(f"cannot reach {mirror.login} to cancel {mirror.name}: {exc}") from None
+
+
+def cancel(sweep_here: Path) -> str:
+    """`mltrain runs cancel SWEEP` of a multirun whose driver runs there: the driver asked to stop, then followed
+    until it has canceled its runs; what it ended as."""
+    mirror = Mirror.load(sweep_here)
+    if mirror.ended:
+        return f"had ended {(mirror.outcome or {}).get('status')}"
+    stop(mirror)
+    deadline = time.monotonic() + CANCEL_WAIT_S
+    while time.monotonic() < deadline and not mirror.ended:
+        try:
+            look(mirror)
+        except RemoteError:
+            pass
+        time.sleep(FOLLOW_S)
+    return str((mirror.outcome or {}).get("status")) if mirror.ended else \
+        f"asked to stop; not ended within {CANCEL_WAIT_S:.0f}s (see `mltrain runs list`)"
