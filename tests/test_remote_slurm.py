@@ -167,6 +167,51 @@ def test_ctrl_c_while_following_a_sweep_then_cancel_it_from_here(laptop, home):
                                      text=True).stdout.strip(), 60, "the Slurm jobs to leave the queue")
 
 
+def test_a_detached_hyperdrive_sweep_samples_there_and_runs_best_catches_up(laptop, home):
+    r = run_mltrain("-m", *JOB, "sweep.sampling=random", "sweep.seed=1", "sweep.primary_metric=acc",
+                    "sweep.max_total_runs=3", "+job.params.i=choice(0,1,2,3)", "+job.params.sleep=1", "--detach",
+                    cwd=laptop, timeout=600)  # the first sweep on the cluster installs the sweep extra there
+    assert r.rc == 0 and "detached" in r.out, r.out + r.err
+    folder = _sweep_folder(home)
+
+    def best() -> str:
+        shown = run_mltrain("runs", "best", cwd=laptop)
+        return shown.out if shown.rc == 0 and json.loads((folder / "remote.json").read_text())["ended"] else ""
+
+    shown = until(best, 180, "the sweep to end there and `runs best` to show it", every_s=1)
+    assert "sweep of 3 runs (random, acc maximize)" in shown and "best:" in shown, shown
+    assert (folder / "primary_metric.png").is_file() and (folder / "optuna.journal").is_file()
+    done = runs(home)
+    assert len(done) == 3 and {r["status"] for r in done} == {"Completed"} and {r["backend"] for r in done} == {"remote"}
+    best_id = json.loads((folder / "sweep.json").read_text())["best_run_id"]
+    assert best_id in {r["id"] for r in done}
+
+
+def test_a_v1_hyperdrive_sweep_on_the_remote_compute(laptop, home):
+    script = laptop / "hd.py"
+    script.write_text("""\
+from azureml.core import Experiment, ScriptRunConfig, Workspace
+from azureml.train.hyperdrive import HyperDriveConfig, PrimaryMetricGoal, RandomParameterSampling, choice
+ws = Workspace.create("w", exist_ok=True)
+src = ScriptRunConfig(source_directory="src", script="train.py", compute_target="gpu-cluster")
+hd = HyperDriveConfig(run_config=src, hyperparameter_sampling=RandomParameterSampling({"i": choice(0, 1, 2, 3)}),
+                      primary_metric_name="acc", primary_metric_goal=PrimaryMetricGoal.MAXIMIZE, max_total_runs=3)
+run = Experiment(ws, "remote-hd").submit(hd)
+run.wait_for_completion(show_output=False)
+best = run.get_best_run_by_primary_metric()
+print("STATUS", run.get_status(), "CHILDREN", len(run.get_children_sorted_by_primary_metric()))
+print("BEST", best.get_metrics()["acc"])
+""")
+    r = subprocess.run([sys.executable, str(script)], cwd=laptop, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "STATUS Completed CHILDREN 3" in r.stdout, r.stdout
+    done = runs(home)
+    assert len(done) == 3 and {r["backend"] for r in done} == {"remote"}
+    accs = [json.loads(line)["value"] for r in done for line in (Path(r["dir"]) / "metrics.jsonl").read_text().splitlines()
+            if json.loads(line)["name"] == "acc"]  # each member's metrics came back
+    assert len(accs) == 3 and f"BEST {max(accs)}" in r.stdout, (accs, r.stdout)
+
+
 @pytest.mark.parametrize("setting, says", [
     ("compute.login=nosuchhost.invalid", "unknown host: nosuchhost.invalid"),
     ("compute.login=mltrain-remote-untrusted", "is not trusted"),

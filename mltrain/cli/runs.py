@@ -347,6 +347,7 @@ def _rerun(args) -> int:
 def _best(args) -> int:
     from mltrain.sweeps import results  # startup
 
+    _catch_up(_root(args))
     doc = results.load(args.sweep, _root(args))
     if args.json:
         keys = ("sweep_dir", "status", "primary_metric", "goal", "best_run_id", "best_value", "best_params")

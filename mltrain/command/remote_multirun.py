@@ -20,6 +20,7 @@ import secrets
 import sys
 import tempfile
 import time
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, Callable, List, Optional, Sequence, Tuple
 
@@ -62,13 +63,33 @@ def run_there(request: Request, composer: Composer, compute: Any) -> None:
     login, python = str(compute.login), str(compute.get("python") or "python3")
     detach = bool(OmegaConf.select(config, "run.detach", default=False))
     try:
-        cluster = shipping.ready(shipping.connect(login, python))
+        cluster = shipping.ready(shipping.connect(login, python, _driver_needs(config)))
         mirror = _send(request, config, cluster)
     except RemoteError as exc:
         raise MltrainError(f"submission to {login} failed: {exc}") from None
     print(f"sent to {login}: its driver runs there ({mirror.folder}); `mltrain runs cancel {mirror.name}` cancels it",
           flush=True)
     multirun.follow(mirror, detach)
+
+
+#: The `sweep` extra (pyproject.toml), which a HyperDrive sweep's driver needs there: (pip name, module)
+SWEEP_EXTRA = (("optuna", "optuna"), ("matplotlib", "matplotlib"))
+
+
+def _driver_needs(config: Any) -> List[Tuple[str, str]]:
+    """What the driver there needs beyond mltrain's own requirements: a HyperDrive sweep's `sweep` extra, at this
+    machine's versions where it has them (the same sampler draws the same members)."""
+    from mltrain import sweeps  # startup
+
+    if not sweeps.wanted(config):
+        return []
+    needs = []
+    for name, module in SWEEP_EXTRA:
+        try:
+            needs.append((f"{name}=={version(name)}", module))
+        except PackageNotFoundError:
+            needs.append((name, module))
+    return needs
 
 
 def _send(request: Request, config: Any, cluster: shipping.Cluster) -> multirun.Mirror:

@@ -15,8 +15,10 @@ import dataclasses
 import json
 import os
 import posixpath
+import shutil
 import signal
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -32,6 +34,8 @@ from mltrain.jobspec.status import NOT_STARTED, TERMINAL
 from mltrain.runs.record import RunRecord
 
 MIRROR = "remote.json"
+#: The sweep folder's files mirrored at each look, their paths made this machine's
+MIRRORED = ("sweep.json", "summary.json", MIRROR, "cluster_driver.log")
 
 
 @dataclasses.dataclass
@@ -127,7 +131,9 @@ def _raise_outcome(mirror: Mirror) -> None:
     status, error = outcome.get("status"), outcome.get("error")
     if status == "Completed":
         return
-    if outcome.get("refused"):
+    if outcome.get("refused"):  # refused there before any run was made: nothing of it is left here either
+        if not mirror.runs:
+            shutil.rmtree(mirror.sweep_here, ignore_errors=True)
         raise MltrainError(str(error))
     failure: MltrainError = RunCanceled(str(error)) if status == "Canceled" else RunFailed(str(error))
     if outcome.get("exit_code"):
@@ -154,7 +160,7 @@ def look(mirror: Mirror, relay: bool = False) -> None:
                 text = text.replace(there, here)
             sys.stdout.write(text)
             sys.stdout.flush()
-    for name in ("sweep", "summary"):
+    for name in ("sweep", "summary"):  # MIRRORED
         if answer.get(name) is not None:
             text = shipping.remapped(json.dumps(answer[name], indent=2), back)
             atomic_write(Path(mirror.sweep_here) / f"{name}.json", text)
@@ -176,7 +182,24 @@ def look(mirror: Mirror, relay: bool = False) -> None:
             "error": f"the sweep's driver on {mirror.login} ended without an outcome (its log: "
                      f"{Path(mirror.sweep_here) / 'cluster_driver.log'})"}
         mirror.ended = open_runs == 0
+        if mirror.ended:
+            _bring_sweep_folder(mirror)
     mirror.save()
+
+
+def _bring_sweep_folder(mirror: Mirror) -> None:
+    """The rest of the sweep's folder there, once it has ended (its chart, Optuna's journal): what `runs best` and a
+    resume read. sweep.json and summary.json are mirrored already, with this machine's paths."""
+    import tarfile  # startup
+
+    with tempfile.TemporaryFile() as out:
+        ssh.far_side(mirror.login, mirror.python, "pack", mirror.sweep_there, ".", timeout=600, stdout=out)
+        out.seek(0)
+        with tarfile.open(fileobj=out, mode="r|") as tar:
+            for member in tar:
+                name = posixpath.normpath(member.name)
+                if member.isfile() and "/" not in name and name not in MIRRORED and not name.startswith("."):
+                    tar.extract(member, mirror.sweep_here, filter="data")
 
 
 def _here(mirror: Mirror, there: str) -> str:

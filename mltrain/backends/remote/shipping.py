@@ -23,7 +23,7 @@ import posixpath
 import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Tuple, Union
+from typing import Any, Dict, List, Sequence, Tuple, Union
 
 from mltrain.backends.remote import ssh
 from mltrain.backends.remote.ssh import RemoteError
@@ -53,6 +53,7 @@ class Cluster:
     path: str                     # its PATH
     venv_python: str = ""         # the interpreter mltrain's driver runs with there
     mltrain_dir: str = ""         # what goes first on PYTHONPATH there
+    requirements: List[Tuple[str, str]] = field(default_factory=list)  # the venv's: (pip name, module)
     timings: Dict[str, float] = field(default_factory=dict)
 
 
@@ -77,16 +78,19 @@ VENV = "remote/venv"
 PROJECTS, MULTIRUNS = "remote/projects", "remote/multiruns"
 
 
-def ready_marker() -> str:
-    """The file a venv holds once mltrain's requirements are checked there (far_side.python writes it)."""
-    return f"{VENV}/.mltrain-ready-" + hashlib.sha256(json.dumps(DRIVER_REQUIREMENTS).encode()).hexdigest()[:12]
+def ready_marker(requirements: List[Tuple[str, str]]) -> str:
+    """The file a venv holds once `requirements` are checked there (far_side.python writes it)."""
+    return f"{VENV}/.mltrain-ready-" + hashlib.sha256(json.dumps(requirements).encode()).hexdigest()[:12]
 
 
-def connect(login: str, python: str) -> Cluster:
+def connect(login: str, python: str, extra: Sequence[Tuple[str, str]] = ()) -> Cluster:
     """Probe the cluster: refused in one line without Python 3.9+, without sbatch or without a writable home. The
-    probe also says whether mltrain at this version and its venv are there already (then nothing else is asked)."""
+    probe also says whether mltrain at this version and its venv are there already (then nothing else is asked).
+    `extra`: requirements of the driver beyond mltrain's own (a HyperDrive sweep's Optuna), as (pip name, module)."""
     name, _ = mltrain_entries()
-    answer = parse(ssh.far_side(login, python, "probe", f"remote/mltrain/{name}", ready_marker(), timeout=60))
+    requirements = DRIVER_REQUIREMENTS + list(extra)
+    answer = parse(ssh.far_side(login, python, "probe", f"remote/mltrain/{name}", ready_marker(requirements),
+                                timeout=60))
     version = tuple(answer["version"])
     if version < MIN_PYTHON:
         raise RemoteError(f"{login}: its {python} is Python {'.'.join(map(str, version))}; mltrain needs 3.9 or "
@@ -97,11 +101,11 @@ def connect(login: str, python: str) -> Cluster:
     if answer.get("writable") is not True:
         raise RemoteError(f"{login}: cannot write to $MLTRAIN_HOME there ({answer.get('writable')}); set "
                           f"MLTRAIN_HOME in that account's environment to a writable folder")
-    cluster = Cluster(login, python, str(answer["home"]), str(answer["path"]))
+    cluster = Cluster(login, python, str(answer["home"]), str(answer["path"]), requirements=requirements)
     there = answer.get("there") or {}
     if there.get(f"remote/mltrain/{name}"):
         cluster.mltrain_dir = posixpath.join(cluster.home, "remote", "mltrain", name)
-    if there.get(ready_marker()):
+    if there.get(ready_marker(requirements)):
         cluster.venv_python = posixpath.join(cluster.home, VENV, "bin", "python")
     return cluster
 
@@ -194,7 +198,7 @@ def ready(cluster: Cluster) -> Cluster:
         cluster.mltrain_dir = posixpath.join(cluster.home, dest)
     if not cluster.venv_python:
         answer = parse(ssh.far_side(cluster.login, cluster.python, "python", posixpath.join(cluster.home, VENV),
-                                    json.dumps(DRIVER_REQUIREMENTS), timeout=900))
+                                    json.dumps(cluster.requirements), timeout=900))
         cluster.venv_python = str(answer["python"])
     return cluster
 
