@@ -198,11 +198,15 @@ COMMANDS = {
     "mltrain runs wait": ("run", []),
     "mltrain -m job=script job.source_directory=./my-remote job.script=train.py compute=gpu-cluster "
     "+job.params.seed=1,2,3": ("run", []),
+    "mltrain -m job=script job.source_directory=./my-remote job.script=train.py compute=gpu-cluster "
+    "sweep.sampling=random sweep.primary_metric=accuracy sweep.max_total_runs=3 +job.params.seed=choice(1,2,3,4)":
+        ("run", []),
+    "mltrain runs best": ("run", []),
 }
 NEEDS_SLURM = ("compute=slurm", "mltrain_slurm", "long-job", "runs cancel seeds", "compute=gpu-cluster")
 #: docs/concepts/remote.md: the commands that reach the remote login (scripts/remote_ssh.sh)
 REMOTE = "compute=gpu-cluster"
-REMOTE_FOLLOW = ("mltrain runs show", "mltrain runs download", "mltrain runs wait")
+REMOTE_FOLLOW = ("mltrain runs show", "mltrain runs download", "mltrain runs wait", "mltrain runs best")
 
 
 def pages() -> list:
@@ -355,6 +359,8 @@ def _check(key: str, out: str, project: Path) -> None:
     """What a reader of the README would look for in a few of the outputs."""
     if key == "mltrain job=script job.source_directory=./my-remote job.script=train.py compute=gpu-cluster":
         assert "training on" in out and "as uid 0" not in out, out  # the cluster's user ran it
+    elif key == "mltrain runs best":  # the remote HyperDrive sweep's record, brought back
+        assert "sweep of 3 runs (random, accuracy maximize)" in out and "best:" in out, out
     elif key == "mltrain runs download":
         runs = project.parent / ".mltrain" / "runs"
         assert [p.read_text() for p in runs.glob("*/outputs/model.txt")] == ["weights\n"], out

@@ -226,6 +226,18 @@ def test_a_login_that_cannot_work_is_one_line_and_leaves_nothing(laptop, home, s
     assert leftovers(home) == []
 
 
+def test_a_cluster_whose_sessions_have_no_sbatch_is_one_line_and_leaves_nothing(laptop, home):
+    """The cluster's Python started with a PATH that holds no Slurm client (as an account without Slurm's module
+    loaded): refused at the probe, before anything is sent."""
+    made = ssh('mkdir -p ~/bin && printf \'#!/bin/sh\\nPATH=/nonexistent exec /usr/bin/python3 "$@"\\n\' '
+               '> ~/bin/python-without-slurm && chmod +x ~/bin/python-without-slurm && echo $HOME/bin/python-without-slurm')
+    assert made.returncode == 0, made.stderr
+    r = run_mltrain(*JOB, f"compute.python={made.stdout.strip()}", cwd=laptop, timeout=120)
+    assert r.rc != 0 and "sbatch is not on the PATH of its ssh sessions (/nonexistent)" in r.err, r.err
+    assert len(r.err.strip().splitlines()) == 1 and "Traceback" not in r.err, r.err
+    assert leftovers(home) == []
+
+
 def test_ctrl_c_while_following_leaves_the_run_going_and_logs_f_catches_up(laptop, home):
     proc = subprocess.Popen(mltrain_exe() + [*JOB, "+job.params.sleep=6"], cwd=laptop, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)

@@ -289,17 +289,21 @@ class RemoteBackend(SlurmBackend):
         part = record.doc.backend_parts.get(PART)
         if not part:
             raise RemoteError(f"run {record.id} was never sent to its cluster: nothing to download")
-        with tempfile.TemporaryFile() as out:
+        names = []
+        # each file lands whole or not at all: extracted beside the run first, then renamed into place, so a
+        # download cut by Ctrl-C or a lost connection never leaves a part of a file that a later look takes as whole
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryDirectory(dir=record.dir, prefix=".download-") as tmp:
             ssh.far_side(part["login"], part["python"], "pack", part["run_dir"], path, timeout=3600, stdout=out)
             out.seek(0)
             with tarfile.open(fileobj=out, mode="r|") as tar:
-                names = []
                 for member in tar:
-                    if member.issym() or member.islnk() or member.name.startswith(("/", "..")):
+                    if not member.isfile() or member.name.startswith(("/", "..")):
                         continue
-                    tar.extract(member, record.dir, filter="data")
-                    if member.isfile():
-                        names.append(member.name)
+                    tar.extract(member, tmp, filter="data")
+                    final = record.dir / member.name
+                    final.parent.mkdir(parents=True, exist_ok=True)
+                    os.replace(os.path.join(tmp, member.name), final)
+                    names.append(member.name)
         return names
 
 
