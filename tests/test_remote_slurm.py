@@ -138,9 +138,10 @@ def test_a_sweeps_driver_runs_there_and_goes_on_without_the_laptop(laptop, home)
         listed = run_mltrain("runs", "list", cwd=laptop)
         assert listed.rc == 0, listed.out + listed.err
         done = runs(home)
-        return done if len(done) == 4 and all(r["status"] == "Completed" for r in done) else []
+        over = json.loads((folder / "remote.json").read_text())["ended"]  # the driver's outcome came back too
+        return done if over and len(done) == 4 and all(r["status"] == "Completed" for r in done) else []
 
-    done = until(ended, 120, "the sweep's 4 members to be mirrored Completed", every_s=1)
+    done = until(ended, 120, "the sweep's 4 members to be mirrored Completed, and its end", every_s=1)
     assert {r["backend"] for r in done} == {"remote"} and all(r["remote"]["run_dir"].startswith("/home/") for r in done)
     assert sorted(r["sweep"]["index"] for r in done) == [0, 1, 2, 3]
     assert json.loads((folder / "remote.json").read_text())["outcome"]["status"] == "Completed"
@@ -435,12 +436,13 @@ print("doubled", 2 * int(open(os.path.join(a.data, "n.txt")).read()), flush=True
 def test_a_two_step_pipeline_passes_data_between_its_steps_on_the_cluster_and_reuses_a_step(laptop, home):
     (laptop / "conf" / "pipeline").mkdir(parents=True)
     (laptop / "conf" / "pipeline" / "two.yaml").write_text(PIPELINE)
-    for name, text in (("make", MAKE), ("use", USE)):  # the cluster's runs are shared: this test's steps are its own
+    mine = os.urandom(8).hex()  # the cluster's runs are shared (and reused) by every laptop: these steps are new
+    for name, text in (("make", MAKE), ("use", USE)):
         (laptop / name).mkdir()
-        (laptop / name / f"{name}.py").write_text(f"{text}# {laptop}\n")
+        (laptop / name / f"{name}.py").write_text(f"{text}# {mine}\n")
     first = run_mltrain("pipeline=two", cwd=laptop, timeout=300)
     assert first.rc == 0 and "its driver runs there" in first.out, first.out + first.err
-    (laptop / "use" / "use.py").write_text(f"{USE}# {laptop}, changed\n")
+    (laptop / "use" / "use.py").write_text(f"{USE}# {mine}, changed\n")
     again = run_mltrain("pipeline=two", cwd=laptop, timeout=300)  # make is reused: its outputs are the cluster's
     assert again.rc == 0, again.out + again.err
     assert re.search(r"^\s+make\s+Completed.*reused", again.out, re.M), again.out
