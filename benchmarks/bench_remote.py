@@ -9,6 +9,9 @@ Three figures, alternating arms in each round:
   log line -> seen     a rank prints its clock; the command here, following the run, prints the line: the
                        difference (both sides share this machine's clock)
   unchanged snapshot   a project of 300 files (6 MB) sent again to a new run's folder: only the manifest travels
+  4-member sweep       `mltrain -m ... compute=gpu-cluster +job.params.i=range(0,4)` here (its driver sent and run
+                       there, each member mirrored here) | the same sweep with `compute=slurm` on the login: the
+                       whole command, to its end
 
 Targets (issue 65): submit <= 1 s more than the login's own, a line seen <= 1 s after it is written, an unchanged
 snapshot sent in <= 0.2 s.
@@ -63,13 +66,24 @@ def submit_here(proj: Path, env: dict) -> float:
     return time.perf_counter() - start
 
 
-def submit_there(remote_proj: str, python: str, mltrain_dir: str) -> float:
+def submit_there(remote_proj: str, python: str, mltrain_dir: str, args: str = "--detach") -> float:
     """The same job from the cluster's login, timed there: its mltrain (the one sent) and its Python."""
     code = ("import subprocess,sys,time,os; t=time.perf_counter(); "
             f"subprocess.run([{python!r},'-m','mltrain',*sys.argv[1:]],check=True,capture_output=True,"
             f"env=dict(os.environ,PYTHONPATH={mltrain_dir!r})); print(time.perf_counter()-t)")
-    out = ssh(f"cd {remote_proj} && {python} -c \"{code}\" {' '.join(JOB)} compute=slurm compute.poll_s=0.3 --detach")
+    out = ssh(f"cd {remote_proj} && {python} -c \"{code}\" {' '.join(JOB)} compute=slurm compute.poll_s=0.3 {args}")
     return float(out.strip().splitlines()[-1])
+
+
+SWEEP = "+job.params.i=range(0,4)"
+
+
+def sweep_here(proj: Path, env: dict) -> float:
+    """A 4-member sweep from here, its driver on the cluster, followed to its end (every member mirrored here)."""
+    start = time.perf_counter()
+    subprocess.run([str(BIN / "mltrain"), "-m", *JOB, "compute=gpu-cluster", SWEEP], cwd=proj, env=env, check=True,
+                   capture_output=True)
+    return time.perf_counter() - start
 
 
 def line_latency(proj: Path, env: dict) -> float:
@@ -117,14 +131,16 @@ def main() -> None:
         python = f"{home_there}/.mltrain/remote/venv/bin/python"
         mltrain_dir = ssh(f"ls -d {home_there}/.mltrain/remote/mltrain/* | tail -1").strip()
         submit_there(remote_proj, python, mltrain_dir)  # warm
-        here, there, lines, sends = [], [], [], []
+        here, there, lines, sends, sweeps_here, sweeps_there = [], [], [], [], [], []
         for i in range(args.rounds):
             order = [0, 1] if i % 2 == 0 else [1, 0]
             for arm in order:
                 if arm == 0:
                     here.append(submit_here(proj, env))
+                    sweeps_here.append(sweep_here(proj, env))
                 else:
                     there.append(submit_there(remote_proj, python, mltrain_dir))
+                    sweeps_there.append(submit_there(remote_proj, python, mltrain_dir, f"-m '{SWEEP}'"))
             lines.append(line_latency(proj, env))
             sends.append(unchanged_send(proj, env))
         subprocess.run(["scancel", "-u", LOGIN], capture_output=True)
@@ -133,7 +149,10 @@ def main() -> None:
               f"difference {med(here) - med(there):+.3f} s (target <= +1 s); rounds {args.rounds}")
         print(f"log line -> seen here: median {med(lines):.3f} s, max {max(lines):.3f} s (target <= 1 s)")
         print(f"unchanged snapshot (300 files, 6 MB) sent again: median {med(sends):.3f} s (target <= 0.2 s)")
-        print(json.dumps({"here_s": here, "there_s": there, "line_s": lines, "unchanged_send_s": sends}))
+        print(f"4-member sweep, whole command: from here {med(sweeps_here):.3f} s, on the login "
+              f"{med(sweeps_there):.3f} s, difference {med(sweeps_here) - med(sweeps_there):+.3f} s")
+        print(json.dumps({"here_s": here, "there_s": there, "line_s": lines, "unchanged_send_s": sends,
+                          "sweep_here_s": sweeps_here, "sweep_there_s": sweeps_there}))
 
 
 if __name__ == "__main__":

@@ -47,9 +47,11 @@ def target(composer: Composer, arguments: Sequence[str], several: Callable[[], b
         return None
     if not pipelines.wanted(config):
         return config.compute if remote_login(config.compute) and several() else None
-    steps = (OmegaConf.select(config, "pipeline.steps", default=None) or {}).values()
-    chosen = {next((str(o).split("=", 1)[1] for o in step.get("overrides") or [] if str(o).startswith("compute=")),
-                   None) for step in steps}
+    node = OmegaConf.select(config, "pipeline.steps", default=None)
+    # as written: a step's overrides name its inputs (`${inputs.raw}`), which resolve only when the step is made
+    steps = OmegaConf.to_container(node, resolve=False) if node is not None else {}
+    chosen = {next((str(o).split("=", 1)[1] for o in (step or {}).get("overrides") or [] if str(o).startswith("compute=")),
+                   None) for step in (steps.values() if isinstance(steps, dict) else [])}
     computes = [config.compute if choice is None else
                 composer.compose([*arguments, f"compute={choice}"]).compute for choice in sorted(chosen, key=str)]
     logins = {remote_login(c) for c in computes}
