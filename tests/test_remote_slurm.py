@@ -450,3 +450,50 @@ def test_a_two_step_pipeline_passes_data_between_its_steps_on_the_cluster_and_re
     assert all(r["backend"] == "remote" for r in steps) and len(steps) == 4
     for use in (r["id"] for r in steps if r["id"].endswith(".use")):  # each use step read make's data there
         assert "doubled 42" in run_mltrain("runs", "logs", use, cwd=laptop).out
+
+
+FAILS_ONCE = """\
+import os, sys
+os.makedirs("outputs", exist_ok=True)
+if not os.path.exists("outputs/tried"):  # the run's own folder there: a resume finds it
+    open("outputs/tried", "w").write("1")
+    print("fails once", flush=True)
+    sys.exit(3)
+print("works the second time", flush=True)
+"""
+
+
+def test_a_failed_run_is_resumed_there_and_followed_here(laptop, home):
+    (laptop / "src" / "once.py").write_text(FAILS_ONCE)
+    first = run_mltrain("job=script", "job.script=once.py", "job.source_directory=src", "compute=gpu-cluster",
+                        cwd=laptop, timeout=300)
+    assert first.rc != 0 and only_run(home)["status"] == "Failed", first.out + first.err
+    run = only_run(home)["id"]
+    again = run_mltrain("runs", "resume", run, cwd=laptop, timeout=300)
+    assert again.rc == 0 and "works the second time" in again.out, again.out + again.err
+    # the first command's relay is not shown again (the rank's whole log, as the resumed driver there prints it, is)
+    assert again.out.count("fails once") <= 1, again.out
+    done = only_run(home)
+    assert done["status"] == "Completed" and len(done["attempts"]) == 1 and done["remote"]["run_dir"].startswith("/home/")
+    logs = run_mltrain("runs", "logs", run, cwd=laptop).out
+    assert "fails once" in logs and "works the second time" in logs, logs
+
+
+def test_a_pipeline_whose_driver_ran_there_is_resumed_there(laptop, home):
+    (laptop / "conf" / "pipeline").mkdir(parents=True)
+    (laptop / "conf" / "pipeline" / "two.yaml").write_text(PIPELINE)
+    mine = os.urandom(8).hex()
+    (laptop / "make").mkdir()
+    (laptop / "make" / "make.py").write_text(f"{MAKE}# {mine}\n")
+    (laptop / "use").mkdir()
+    (laptop / "use" / "use.py").write_text(FAILS_ONCE.replace('print("works the second time", flush=True)', USE) +
+                                           f"# {mine}\n")
+    first = run_mltrain("pipeline=two", cwd=laptop, timeout=300)
+    assert first.rc != 0, first.out + first.err
+    pipeline = next(r for r in runs(home) if r.get("pipeline"))
+    assert pipeline["status"] == "Failed"
+    again = run_mltrain("runs", "resume", pipeline["id"], cwd=laptop, timeout=300)
+    assert again.rc == 0 and "resumed on mltrain-remote" in again.out, again.out + again.err
+    assert re.search(r"^\s+make\s+Completed kept", again.out, re.M), again.out  # the step that had ended, kept
+    assert {r["status"] for r in runs(home)} == {"Completed"} and len(runs(home)) == 3
+    assert "doubled 42" in run_mltrain("runs", "logs", f"{pipeline['id']}.use", cwd=laptop).out

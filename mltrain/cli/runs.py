@@ -235,6 +235,12 @@ def _resume(args) -> int:
     from mltrain.launch.orchestrate import resume  # startup
     from mltrain.sweeps import resume as sweep_resume  # startup
 
+    remote = _root(args) / "_sweeps" / args.run / "remote.json"
+    if remote.is_file():  # its driver ran on a cluster: resumed there
+        from mltrain.backends.remote import multirun  # startup
+
+        multirun.resume(remote.parent, args.detach)
+        return 0
     sweep = sweep_resume.locate(args.run, _root(args))
     if sweep is not None:  # a HyperDrive sweep goes on as `mltrain -m` with its own overrides
         from mltrain.command.app import run_app  # startup
@@ -248,6 +254,13 @@ def _resume(args) -> int:
             run_app(Request(overrides=tuple(again.overrides)), isolate=False)  # this process runs nothing else
         return 0
     record = find_run(_root(args), args.run)
+    if record.doc.pipeline and any((_root(args) / "_sweeps").glob("*/remote.json")):
+        from mltrain.backends.remote import multirun  # startup
+
+        there = multirun.mirror_holding(_root(args), record.dir)
+        if there is not None:  # a pipeline whose driver ran on a cluster: resumed there
+            multirun.resume(there, args.detach)
+            return 0
     if record.doc.pipeline:
         from mltrain.pipelines.resume_steps import resume as resume_pipeline  # startup
 

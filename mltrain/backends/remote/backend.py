@@ -29,6 +29,7 @@ from mltrain.backends.base import Plan
 from mltrain.backends.remote import shipping, ssh
 from mltrain.backends.remote.ssh import RemoteError
 from mltrain.backends.slurm.backend import SlurmBackend
+from mltrain.base.atomic import atomic_write
 from mltrain.jobspec.job import FrozenJob
 from mltrain.jobspec.records import RunDoc
 from mltrain.jobspec.schema import compute_as
@@ -99,6 +100,8 @@ class RemoteBackend(SlurmBackend):
 
     def _launch_one(self, job: FrozenJob, record: RunRecord, console: Console, cancel: threading.Event) -> str:
         compute = compute_as(job.compute, SlurmComputeConf)
+        if record.doc.attempts and (record.doc.backend_parts.get(PART) or {}).get("run_dir"):
+            return self._resume_there(record, console, cancel, job.detach)
         try:
             cluster = self._cluster(compute)
             there = posixpath.join(cluster.home, "runs", job.run_id)
@@ -116,6 +119,23 @@ class RemoteBackend(SlurmBackend):
             return FAILED
         console.status(f"sent to {cluster.login}: run {job.run_id} runs there in {there}")
         return self._follow(record, console, cancel, job.detach)
+
+    def _resume_there(self, record: RunRecord, console: Console, cancel: threading.Event, detach: bool) -> str:
+        """`runs resume RUN` of a run sent earlier: the cluster's mltrain resumes its record there (its checkpoint,
+        its folder), and this machine follows it as before, its logs caught up from where the last look stopped."""
+        part = record.doc.backend_parts[PART]
+        try:
+            if part.get("cancel_with"):  # a run its sweep's driver made there: that driver's mltrain
+                venv, site = (str(p) for p in part["cancel_with"])
+            else:  # a run sent by itself: mltrain at this version, as its first driver ran with
+                cluster = shipping.ready(shipping.connect(part["login"], part["python"]))
+                venv, site = cluster.venv_python, cluster.mltrain_dir
+            ssh.far_side(part["login"], part["python"], "resume", part["run_dir"], venv, site, timeout=120)
+        except RemoteError as exc:
+            finish(record, FAILED, error=f"resuming run {record.id} on {part['login']} failed: {exc}", console=console)
+            return FAILED
+        console.status(f"resumed on {part['login']}: run {record.id} runs there again in {part['run_dir']}")
+        return self._follow(record, console, cancel, detach)
 
     @staticmethod
     def _pairs(here: str, there: str, cluster: shipping.Cluster) -> List[Tuple[str, str]]:
@@ -163,8 +183,9 @@ class RemoteBackend(SlurmBackend):
     # ------------------------------------------------------------------ following
     def _follow(self, record: RunRecord, console: Console, cancel: threading.Event, detach: bool) -> str:
         login = record.doc.backend_parts[PART]["login"]
-        shown, said, lost, looks = 0, "", False, 0
         relay = record.dir / LOCAL_NAMES["logs/driver.log"]
+        # what an earlier command following it has shown already (a resumed run's first attempt) is not shown again
+        shown, said, lost, looks = relay.stat().st_size if relay.exists() else 0, "", False, 0
         while True:
             try:
                 self._look(record)
@@ -211,16 +232,23 @@ class RemoteBackend(SlurmBackend):
             finally:
                 fcntl.flock(f, fcntl.LOCK_UN)
 
-    def _look(self, record: RunRecord) -> None:
-        """One look at the run on the cluster: its record and what its logs and metrics have gained since."""
+    def _look(self, record: RunRecord, even_ended: bool = False) -> None:
+        """One look at the run on the cluster: its record and what its logs and metrics have gained since.
+        `even_ended`: a run seen ended is looked at too (its sweep's driver there may be running it again)."""
         with self._held(record):
             record.reload()
             part: Dict[str, Any] = dict(record.doc.backend_parts.get(PART) or {})
-            if not part or record.status in TERMINAL:
+            if not part or (record.status in TERMINAL and not even_ended):
                 return
             offsets: Dict[str, int] = dict(part.get("offsets") or {})
+            # a run its sweep's driver made there (mltrain.backends.remote.multirun) has no frozen job here yet
+            whole = [] if (record.dir / "job.json").exists() else ["job.json"]
             answer = shipping.parse(ssh.far_side(part["login"], part["python"], "look", part["run_dir"],
-                                                 stdin=json.dumps(offsets).encode(), timeout=60))
+                                                 stdin=json.dumps({**offsets, "_whole": whole}).encode(), timeout=60))
+            back = [(str(a), str(b)) for a, b in part.get("pairs") or []]
+            if answer.get("whole", {}).get("job.json"):  # resumed from here as any remote run: its backend is this one
+                job = json.loads(shipping.remapped(answer["whole"]["job.json"], back))
+                atomic_write(record.dir / "job.json", json.dumps({**job, "backend": PART}, indent=2))
             for rel, (offset, text) in sorted(answer.get("files", {}).items()):
                 if int(offset) != offsets.get(rel, 0):
                     continue
@@ -236,7 +264,6 @@ class RemoteBackend(SlurmBackend):
                 record.doc.backend_parts[PART] = part
                 record.save()
                 return
-            back = [(str(a), str(b)) for a, b in part.get("pairs") or []]
             doc = json.loads(shipping.remapped(json.dumps(there), back))
             doc.update(backend=PART, driver_pid=record.doc.driver_pid, host=record.doc.host)
             doc[PART] = part
@@ -244,11 +271,11 @@ class RemoteBackend(SlurmBackend):
             record.save()
 
     # ------------------------------------------------------------------ the run handle's view
-    def refresh(self, records: List[RunRecord]) -> None:
+    def refresh(self, records: List[RunRecord], even_ended: bool = False) -> None:
         for record in records:
-            if record.status not in TERMINAL and PART in record.doc.backend_parts:
+            if (even_ended or record.status not in TERMINAL) and PART in record.doc.backend_parts:
                 try:
-                    self._look(record)
+                    self._look(record, even_ended)
                 except RemoteError:
                     pass  # unreachable now: the record stands as last seen; the next look catches up
 

@@ -11,12 +11,15 @@ Every command answers one JSON document on stdout; a failure is one line on stde
                            renamed into place: a cut copy leaves only checked blobs for the next copy to skip
   python VENV REQS         a venv of the cluster's Python (system site-packages seen) with REQS installed
   start RUN PYTHON PATH    the run's driver, detached in its own session (it outlives the ssh connection)
-  multirun DIR PYTHON PATH CWD REQUEST
-                           a sweep's or pipeline's driver (`python -m mltrain.cli.multirun REQUEST`), detached, run
-                           from CWD (the project sent over); the runs it makes listed in DIR/runs.txt
-  look RUN                 stdin: {file: offset}; answers run.json and what each log file has past its offset
+  multirun DIR PYTHON PATH CWD ARG...
+                           a sweep's or pipeline's driver (`python -m mltrain.cli.multirun REQUEST`, or its resume),
+                           detached, run from CWD (the project sent over); the runs it makes listed in DIR/runs.txt,
+                           its exit status in DIR/exit.code
+  resume RUN PYTHON PATH   `mltrain runs resume RUN` there, detached; answers once the run shows its new attempt
+  look RUN                 stdin: {file: offset, "_whole": [file]}; answers run.json, what each log file has past
+                           its offset, and the files asked for whole
   follow DIR SWEEP OUTCOME stdin: {"log": offset}; a multirun driver's outcome, its log past the offset, the runs
-                           it made, and its sweep folder's sweep.json and summary.json
+                           it made, its exit status, and its sweep folder's sweep.json and summary.json
   cancel RUN               SIGTERM to the run's driver (it cancels the run as `run.cancel()` does)
   stop DIR                 SIGTERM to a multirun's driver (it cancels its members or steps, as Ctrl-C does)
   pack RUN SUB             a tar of RUN/SUB on stdout (not JSON)
@@ -190,28 +193,67 @@ def start(run: str, py: str, pythonpath: str) -> Dict[str, Any]:
     return {"pid": proc.pid}
 
 
+def resume(run: str, py: str, pythonpath: str) -> Dict[str, Any]:
+    """`mltrain runs resume RUN` there, detached (it follows the run to its end, as the run's first driver did);
+    answers once the run's record there shows the new attempt, so the next look never reads the old end."""
+    path = os.path.join(run, "run.json")
+
+    def attempts() -> int:
+        try:
+            with open(path, encoding="utf-8") as f:
+                return len(json.load(f).get("attempts") or [])
+        except (OSError, ValueError):
+            return -1
+
+    before = attempts()
+    env = dict(os.environ, PYTHONPATH=pythonpath)
+    with open(os.path.join(run, "logs", "driver.log"), "ab") as out:
+        proc = subprocess.Popen([py, "-m", "mltrain", "runs", "--root", os.path.dirname(run), "resume",
+                                 os.path.basename(run)], stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True, env=env, cwd=run)
+    deadline = time.time() + 60
+    while attempts() <= before:
+        if proc.poll() is not None:  # refused there (a run still going, a run never made): its own line
+            with open(os.path.join(run, "logs", "driver.log"), "rb") as f:
+                lines = f.read().decode("utf-8", "replace").strip().splitlines()
+            fail(lines[-1] if lines else f"mltrain runs resume exited with {proc.returncode} there")
+        if time.time() > deadline:
+            fail("the run's resume there did not start within 60s")
+        time.sleep(0.05)
+    return {"pid": proc.pid}
+
+
 #: What a multirun's driver there is told (mltrain.runs.record and mltrain.jobspec.computes read them): each run it
 #: makes is listed in this file, and a compute's `login` names the cluster it runs on, so no member goes over again.
 RUNS_MADE_ENV, ON_CLUSTER_ENV = "MLTRAIN_RUNS_MADE", "MLTRAIN_ON_CLUSTER"
 
 
-def multirun(folder: str, py: str, pythonpath: str, cwd: str, request: str) -> Dict[str, Any]:
+def multirun(folder: str, py: str, pythonpath: str, cwd: str, *argv: str) -> Dict[str, Any]:
+    """`py ARGV` (`-m mltrain.cli.multirun REQUEST`, or `-m mltrain runs resume SWEEP`), detached, from `cwd`; its exit
+    status is written to FOLDER/exit.code when it ends (a resume writes no outcome of its own)."""
     env = dict(os.environ, PYTHONPATH=pythonpath, **{RUNS_MADE_ENV: os.path.join(folder, "runs.txt"),
                                                      ON_CLUSTER_ENV: "1"})
+    for name in ("exit.code", "outcome.json"):  # an earlier attempt's end is not this one's
+        if os.path.exists(os.path.join(folder, name)):
+            os.unlink(os.path.join(folder, name))
+    # sh waits for the driver and keeps its exit status; the driver's own pid is the one a stop signals
+    script = '"$@" & echo $! > "$0/driver.pid.new" && mv "$0/driver.pid.new" "$0/driver.pid"; wait $!; ' \
+             'echo $? > "$0/exit.code.new" && mv "$0/exit.code.new" "$0/exit.code"'
     with open(os.path.join(folder, "driver.log"), "ab") as out:
-        proc = subprocess.Popen([py, "-m", "mltrain.cli.multirun", request],
-                                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, env=env, cwd=cwd)
-    with open(os.path.join(folder, "driver.pid"), "w") as f:
-        f.write(str(proc.pid))
+        proc = subprocess.Popen(["sh", "-c", script, folder, py, *argv], stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True, env=env, cwd=cwd)
+    deadline = time.time() + 30
+    while not os.path.exists(os.path.join(folder, "driver.pid")) and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.01)
     return {"pid": proc.pid}
 
 
 def follow(folder: str, sweep_dir: str, outcome: str) -> Dict[str, Any]:
     offsets = json.load(sys.stdin)
-    out: Dict[str, Any] = {"outcome": None, "log": None, "runs": [], "sweep": None, "summary": None, "alive": False}
+    out: Dict[str, Any] = {"outcome": None, "log": None, "runs": [], "sweep": None, "summary": None, "exit": None,
+                           "alive": False}
     for name, key in ((outcome, "outcome"), (os.path.join(sweep_dir, "sweep.json"), "sweep"),
-                      (os.path.join(sweep_dir, "summary.json"), "summary")):
+                      (os.path.join(sweep_dir, "summary.json"), "summary"), ("exit.code", "exit")):
         try:
             with open(os.path.join(folder, name), encoding="utf-8") as f:
                 out[key] = json.load(f)
@@ -247,7 +289,13 @@ def stop(folder: str) -> Dict[str, Any]:
 def look(run: str) -> Dict[str, Any]:
     offsets = json.load(sys.stdin)
     files: Dict[str, List[Any]] = {}
-    out: Dict[str, Any] = {"run": None, "files": files, "at": time.time()}
+    out: Dict[str, Any] = {"run": None, "files": files, "at": time.time(), "whole": {}}
+    for name in offsets.pop("_whole", []):  # files asked for whole, once (a mirrored run's frozen job)
+        try:
+            with open(os.path.join(run, name), encoding="utf-8") as f:
+                out["whole"][name] = f.read()
+        except OSError:
+            pass
     try:
         with open(os.path.join(run, "run.json"), encoding="utf-8") as f:
             out["run"] = json.load(f)
@@ -294,7 +342,8 @@ def pack(run: str, sub: str) -> None:
 
 def main(argv: List[str]) -> None:
     commands: Dict[str, Any] = {"probe": probe, "missing": missing, "receive": receive, "python": python, "start": start,
-                                "multirun": multirun, "look": look, "follow": follow, "cancel": cancel, "stop": stop}
+                                "multirun": multirun, "look": look, "follow": follow, "cancel": cancel, "stop": stop,
+                                "resume": resume}
     if argv[0] == "pack":
         pack(*argv[1:])
         return

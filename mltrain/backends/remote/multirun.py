@@ -30,7 +30,7 @@ from mltrain.backends.remote.ssh import RemoteError
 from mltrain.base.atomic import atomic_write
 from mltrain.base.errors import MltrainError, RunCanceled, RunFailed
 from mltrain.jobspec.records import RunDoc, SweepRef, World
-from mltrain.jobspec.status import NOT_STARTED, TERMINAL
+from mltrain.jobspec.status import CANCELED, COMPLETED, FAILED, NOT_STARTED, TERMINAL
 from mltrain.runs.record import RunRecord
 
 MIRROR = "remote.json"
@@ -58,6 +58,9 @@ class Mirror:
     cancel_with: List[str] = dataclasses.field(default_factory=list)
     outcome: Optional[Dict[str, Any]] = None
     ended: bool = False           # the outcome came back and every run it made was seen ended
+    gone_looks: int = 0           # looks in a row that found the driver gone without its end written
+    project_there: str = ""       # the project's copy there: where the driver runs from
+    again: List[str] = dataclasses.field(default_factory=list)  # runs a resumed driver may run again
 
     @property
     def name(self) -> str:
@@ -79,12 +82,13 @@ def start(cluster: shipping.Cluster, project: shipping.Entries, project_there: s
     driver writes its outcome there, `runs`: the runs' folders (here, there)."""
     shipping.send(cluster, project, posixpath.relpath(project_there, cluster.home))
     shipping.send(cluster, {posixpath.basename(request.name): request}, posixpath.relpath(folder, cluster.home),
-                  ("multirun", cluster.venv_python, cluster.mltrain_dir, project_there,
+                  ("multirun", cluster.venv_python, cluster.mltrain_dir, project_there, "-m", "mltrain.cli.multirun",
                    posixpath.join(folder, request.name)))
     # only once its driver runs there: a mirror here always names a sweep that exists
     sweep_here.mkdir(parents=True, exist_ok=True)
     mirror = Mirror(cluster.login, cluster.python, folder, outcome, str(sweep_here), sweep_there, runs[0], runs[1],
-                    [[a, b] for a, b in pairs], cancel_with=[cluster.venv_python, cluster.mltrain_dir])
+                    [[a, b] for a, b in pairs], cancel_with=[cluster.venv_python, cluster.mltrain_dir],
+                    project_there=project_there)
     mirror.save()
     return mirror
 
@@ -169,22 +173,34 @@ def look(mirror: Mirror, relay: bool = False) -> None:
         if there not in mirror.runs:
             _mirrored(mirror, there)
             mirror.runs.append(there)
-    done = answer.get("outcome") is not None or not answer.get("alive")
+    # the driver's end: its outcome, or its exit status (a resume writes no outcome); a driver gone without either
+    # (killed, its node rebooted) is taken as ended only when a later look still finds nothing
+    mirror.gone_looks = 0 if answer.get("alive") else mirror.gone_looks + 1
+    done = answer.get("outcome") is not None or answer.get("exit") is not None or mirror.gone_looks > 2
     open_runs = 0
     for there in mirror.runs:
         record = RunRecord.load(Path(_here(mirror, there)))
-        if record.status not in TERMINAL:
-            backend.refresh([record])
+        again = there in mirror.again  # a resumed driver may run it again: looked at until that driver ends
+        if again or record.status not in TERMINAL:
+            backend.refresh([record], even_ended=again)
             open_runs += record.status not in TERMINAL
     if done:
-        mirror.outcome = answer.get("outcome") or {
-            "status": "Failed", "exit_code": 1,
-            "error": f"the sweep's driver on {mirror.login} ended without an outcome (its log: "
-                     f"{Path(mirror.sweep_here) / 'cluster_driver.log'})"}
+        mirror.outcome = answer.get("outcome") or _exit_outcome(mirror, answer.get("exit"))
         mirror.ended = open_runs == 0
+        mirror.again = []  # this look read them after the driver's end: as it left them
         if mirror.ended:
             _bring_sweep_folder(mirror)
     mirror.save()
+
+
+def _exit_outcome(mirror: Mirror, code: Optional[int]) -> Dict[str, Any]:
+    log = Path(mirror.sweep_here) / "cluster_driver.log"
+    if code is None:
+        return {"status": FAILED, "exit_code": 1, "error": f"the sweep's driver on {mirror.login} ended without an "
+                                                             f"outcome (killed?); its log: {log}"}
+    status = COMPLETED if code == 0 else CANCELED if code == 130 else FAILED
+    return {"status": status, "exit_code": code, "error": None if code == 0 else f"its driver on {mirror.login} "
+                                                                                  f"exited with {code}; its log: {log}"}
 
 
 def _bring_sweep_folder(mirror: Mirror) -> None:
@@ -268,3 +284,46 @@ def cancel(sweep_here: Path) -> str:
         time.sleep(FOLLOW_S)
     return str((mirror.outcome or {}).get("status")) if mirror.ended else \
         f"asked to stop; not ended within {CANCEL_WAIT_S:.0f}s (see `mltrain runs list`)"
+
+
+def resume(sweep_here: Path, detach: bool) -> None:
+    """`mltrain runs resume SWEEP` of a sweep or pipeline whose driver ran there: `mltrain runs resume` there, its
+    driver again, detached; its runs run again are looked at anew here; followed as at its submit."""
+    mirror = Mirror.load(sweep_here)
+    if not mirror.ended:
+        look(mirror)
+    if not mirror.ended:
+        raise MltrainError(f"{mirror.name} still runs on {mirror.login}: only a sweep that has ended can be resumed "
+                           f"(`mltrain runs cancel {mirror.name}` stops it)")
+    venv, site = mirror.cancel_with
+    pipeline = next((there for there in mirror.runs
+                     if RunRecord.load(Path(_here(mirror, there))).doc.pipeline is not None), None)
+    if pipeline is None and not (sweep_here / "sweep.json").is_file():
+        raise MltrainError(f"{mirror.name} is a sweep over values: resume its members one by one "
+                           f"(`mltrain runs resume RUN`), as a sweep run here")
+    what = posixpath.basename(pipeline) if pipeline else mirror.sweep_there
+    try:
+        ssh.far_side(mirror.login, mirror.python, "multirun", mirror.folder, venv, site, mirror.project_there,
+                     "-m", "mltrain", "runs", "--root", mirror.runs_there, "resume", what, timeout=120)
+    except RemoteError as exc:
+        raise MltrainError(f"resuming {mirror.name} on {mirror.login} failed: {exc}") from None
+    # the runs it may run again: looked at, ended or not, until the resumed driver ends
+    mirror.again = [there for there in mirror.runs
+                    if RunRecord.load(Path(_here(mirror, there))).status in (FAILED, CANCELED)]
+    mirror.ended, mirror.outcome, mirror.gone_looks = False, None, 0
+    mirror.save()
+    print(f"resumed on {mirror.login}: {mirror.name}'s driver runs there again; `mltrain runs cancel {mirror.name}` "
+          f"cancels it", flush=True)
+    follow(mirror, detach)
+
+
+def mirror_holding(runs_root: Path, run_dir: Path) -> Optional[Path]:
+    """The sweep folder here of the multirun whose driver made the run mirrored in `run_dir`, or None."""
+    for path in (runs_root / "_sweeps").glob(f"*/{MIRROR}"):
+        try:
+            mirror = Mirror.load(path.parent)
+        except (OSError, ValueError, TypeError):
+            continue
+        if any(Path(_here(mirror, there)) == run_dir for there in mirror.runs):
+            return path.parent
+    return None
