@@ -233,9 +233,8 @@ def multirun(folder: str, py: str, pythonpath: str, cwd: str, *argv: str) -> Dic
     status is written to FOLDER/exit.code when it ends (a resume writes no outcome of its own)."""
     env = dict(os.environ, PYTHONPATH=pythonpath, **{RUNS_MADE_ENV: os.path.join(folder, "runs.txt"),
                                                      ON_CLUSTER_ENV: "1"})
-    for name in ("exit.code", "outcome.json"):  # an earlier attempt's end is not this one's
-        if os.path.exists(os.path.join(folder, name)):
-            os.unlink(os.path.join(folder, name))
+    if os.path.exists(os.path.join(folder, "exit.code")):  # an earlier attempt's end is not this one's
+        os.unlink(os.path.join(folder, "exit.code"))
     # sh waits for the driver and keeps its exit status; the driver's own pid is the one a stop signals
     script = '"$@" & echo $! > "$0/driver.pid.new" && mv "$0/driver.pid.new" "$0/driver.pid"; wait $!; ' \
              'echo $? > "$0/exit.code.new" && mv "$0/exit.code.new" "$0/exit.code"'
@@ -259,6 +258,11 @@ def follow(folder: str, sweep_dir: str, outcome: str) -> Dict[str, Any]:
                 out[key] = json.load(f)
         except (OSError, ValueError):
             pass
+    try:  # an outcome older than the driver running now is an earlier attempt's (a resumed sweep's first end)
+        if os.path.getmtime(outcome) < os.path.getmtime(os.path.join(folder, "driver.pid")):
+            out["outcome"] = None
+    except OSError:
+        pass
     try:
         with open(os.path.join(folder, "runs.txt"), encoding="utf-8") as f:
             out["runs"] = [line.strip() for line in f if line.strip()]
