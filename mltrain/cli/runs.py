@@ -30,11 +30,18 @@ def _root(args) -> Path:
 def _catch_up(root: Path) -> None:
     """Sweeps and pipelines whose drivers run on a remote cluster: their runs made since the last look mirrored here
     first (mltrain.backends.remote.multirun)."""
-    if any((root / "_sweeps").glob("*/remote.json")):
-        # only where a sweep was sent to a cluster
+    if any(_going(path) for path in (root / "_sweeps").glob("*/remote.json")):
+        # only where a sweep sent to a cluster has not been seen ending: the ended ones cost no import
         from mltrain.backends.remote.multirun import catch_up  # startup
 
         catch_up(root)
+
+
+def _going(mirror: Path) -> bool:
+    try:
+        return not json.loads(mirror.read_text(encoding="utf-8")).get("ended")
+    except (OSError, ValueError):
+        return False
 
 
 def _handle(args) -> Run:
