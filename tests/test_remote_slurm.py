@@ -149,6 +149,28 @@ def test_a_sweeps_driver_runs_there_and_goes_on_without_the_laptop(laptop, home)
     assert "acc: 0.8" in shown or "acc: 0.5" in shown, shown
 
 
+def test_runs_list_beside_a_command_following_a_sweep_mirrors_each_thing_once(laptop, home):
+    """`runs list` in another terminal while the command follows: one look at a time, each from where the last
+    left off, so the driver's log is copied here once and the command still prints all of it."""
+    proc = subprocess.Popen(mltrain_exe() + ["-m", *JOB, "+job.params.sleep=2", "+job.params.i=range(0,3)"],
+                            cwd=laptop, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    folder = _sweep_folder(home)
+    while proc.poll() is None:
+        listed = run_mltrain("runs", "list", cwd=laptop)
+        assert listed.rc == 0, listed.out + listed.err
+    out = proc.stdout.read() if proc.stdout else ""
+    assert proc.returncode == 0, out
+    mirror = json.loads((folder / "remote.json").read_text())
+    there = ssh(f"cat {mirror['folder']}/driver.log").stdout
+    assert (folder / "cluster_driver.log").read_text() == there  # copied once, whole, in order
+    for line in there.splitlines():  # and printed by the command, with this machine's paths
+        for here, far in sorted(mirror["pairs"], key=lambda pair: -len(pair[1])):
+            line = line.replace(far, here)
+        assert line in out, line
+    assert sorted(r["status"] for r in runs(home)) == ["Completed"] * 3
+
+
 def test_ctrl_c_while_following_a_sweep_then_cancel_it_from_here(laptop, home):
     proc = subprocess.Popen(mltrain_exe() + ["-m", *JOB, "+job.params.sleep=120", "+job.params.i=range(0,2)"],
                             cwd=laptop, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

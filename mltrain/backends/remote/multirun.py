@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import fcntl
 import json
 import os
 import posixpath
@@ -35,7 +36,7 @@ from mltrain.runs.record import RunRecord
 
 MIRROR = "remote.json"
 #: The sweep folder's files mirrored at each look, their paths made this machine's
-MIRRORED = ("sweep.json", "summary.json", MIRROR, "cluster_driver.log")
+MIRRORED = ("sweep.json", "summary.json", MIRROR, "cluster_driver.log", ".remote.lock")
 
 
 @dataclasses.dataclass
@@ -101,13 +102,16 @@ def follow(mirror: Mirror, detach: bool = False) -> None:
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     lost, stopped = False, False
+    log = Path(mirror.sweep_here) / "cluster_driver.log"
+    shown = log.stat().st_size if log.exists() else 0  # what an earlier command following it showed already
     try:
         while True:
             if stopping.is_set() and not stopped:
                 stop(mirror)
                 stopped = True
             try:
-                look(mirror, relay=True)
+                look(mirror)
+                shown = _relay(mirror, log, shown)
                 if lost:
                     print(f"connected to {mirror.login} again", flush=True)
                 lost = False
@@ -130,6 +134,23 @@ def follow(mirror: Mirror, detach: bool = False) -> None:
     _raise_outcome(mirror)
 
 
+def _relay(mirror: Mirror, log: Path, shown: int) -> int:
+    """What the driver's log gained since `shown`, printed with this machine's paths (as the runs' records are
+    mirrored), whichever look brought it here (this command's or a `runs list` beside it)."""
+    if not log.exists():
+        return shown
+    with open(log, "rb") as f:
+        f.seek(shown)
+        chunk = f.read()
+    if chunk:
+        text = chunk.decode("utf-8", "replace")
+        for here, there in sorted(mirror.pairs, key=lambda p: -len(p[1])):
+            text = text.replace(there, here)
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    return shown + len(chunk)
+
+
 def _raise_outcome(mirror: Mirror) -> None:
     outcome = mirror.outcome or {}
     status, error = outcome.get("status"), outcome.get("error")
@@ -145,25 +166,31 @@ def _raise_outcome(mirror: Mirror) -> None:
     raise failure
 
 
-def look(mirror: Mirror, relay: bool = False) -> None:
-    """One look at the driver there: its log (relayed to stdout), its outcome, its new runs mirrored here, and a look
-    at each run not ended yet."""
+def look(mirror: Mirror) -> None:
+    """One look at the driver there: its log (into cluster_driver.log here), its outcome, its new runs mirrored here, and a look
+    at each run not ended yet. One look at a time per sweep (the command following it and a `runs list` beside it),
+    each starting from what the last one left in remote.json."""
+    with open(Path(mirror.sweep_here) / ".remote.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            mirror.__dict__.update(Mirror.load(Path(mirror.sweep_here)).__dict__)
+            _look(mirror)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _look(mirror: Mirror) -> None:
     if mirror.ended:
         return
     back = [(b, a) for a, b in mirror.pairs]
     answer = shipping.parse(ssh.far_side(mirror.login, mirror.python, "follow", mirror.folder, mirror.sweep_there,
-                                         mirror.outcome_there, stdin=json.dumps({"log": mirror.log_offset}).encode(), timeout=60))
+                                         mirror.outcome_there, stdin=json.dumps({"log": mirror.log_offset}).encode(),
+                                         timeout=60))
     chunk = base64.b64decode(answer.get("log") or "")
     if chunk:
         mirror.log_offset += len(chunk)
         with open(Path(mirror.sweep_here) / "cluster_driver.log", "ab") as f:
             f.write(chunk)
-        if relay:  # with this machine's paths, as the runs' records are mirrored
-            text = chunk.decode("utf-8", "replace")
-            for there, here in sorted(back, key=lambda p: -len(p[0])):
-                text = text.replace(there, here)
-            sys.stdout.write(text)
-            sys.stdout.flush()
     for name in ("sweep", "summary"):  # MIRRORED
         if answer.get(name) is not None:
             text = shipping.remapped(json.dumps(answer[name], indent=2), back)
