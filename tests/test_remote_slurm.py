@@ -210,13 +210,38 @@ def test_a_detached_hyperdrive_sweep_samples_there_and_runs_best_catches_up(lapt
     assert best_id in {r["id"] for r in done}
 
 
+def test_a_v2_sweep_file_names_the_remote_compute_and_its_driver_runs_there(laptop, home):
+    (laptop / "src" / "trial.py").write_text(
+        "import sys\nfrom azureml.core import Run\nRun.get_context().log('acc', float(sys.argv[1]))\n")
+    (laptop / "sweep.yml").write_text("""\
+$schema: https://azuremlschemas.azureedge.net/latest/sweepJob.schema.json
+type: sweep
+compute: azureml:gpu-cluster
+trial:
+  code: src
+  command: python trial.py ${{search_space.x}}
+sampling_algorithm: grid
+search_space:
+  x: {type: choice, values: [0.1, 0.3, 0.2]}
+objective: {goal: maximize, primary_metric: acc}
+limits: {max_total_trials: 3}
+""")
+    r = run_mltrain("job", "create", "--file", "sweep.yml", cwd=laptop, timeout=600)
+    assert r.rc == 0 and "its driver runs there" in r.out, r.out + r.err
+    done = runs(home)
+    assert len(done) == 3 and {d["backend"] for d in done} == {"remote"} and {d["status"] for d in done} == {"Completed"}
+    best = run_mltrain("runs", "best", "--id", cwd=laptop)
+    assert best.rc == 0 and "acc: 0.3" in run_mltrain("runs", "show", best.out.strip(), cwd=laptop).out, best.out
+
+
 def test_a_v1_hyperdrive_sweep_on_the_remote_compute(laptop, home):
     script = laptop / "hd.py"
     script.write_text("""\
 from azureml.core import Experiment, ScriptRunConfig, Workspace
+from azureml.core.compute import ComputeTarget
 from azureml.train.hyperdrive import HyperDriveConfig, PrimaryMetricGoal, RandomParameterSampling, choice
 ws = Workspace.create("w", exist_ok=True)
-src = ScriptRunConfig(source_directory="src", script="train.py", compute_target="gpu-cluster")
+src = ScriptRunConfig(source_directory="src", script="train.py", compute_target=ComputeTarget(ws, "gpu-cluster"))
 hd = HyperDriveConfig(run_config=src, hyperparameter_sampling=RandomParameterSampling({"i": choice(0, 1, 2, 3)}),
                       primary_metric_name="acc", primary_metric_goal=PrimaryMetricGoal.MAXIMIZE, max_total_runs=3)
 run = Experiment(ws, "remote-hd").submit(hd)

@@ -52,10 +52,20 @@ def target(composer: Composer, arguments: Sequence[str], several: Callable[[], b
     steps = OmegaConf.to_container(node, resolve=False) if node is not None else {}
     chosen = {next((str(o).split("=", 1)[1] for o in (step or {}).get("overrides") or [] if str(o).startswith("compute=")),
                    None) for step in (steps.values() if isinstance(steps, dict) else [])}
-    computes = [config.compute if choice is None else
-                composer.compose([*arguments, f"compute={choice}"]).compute for choice in sorted(chosen, key=str)]
-    logins = {remote_login(c) for c in computes}
+    computes = [config.compute if choice is None else _compute(composer, arguments, choice)
+                for choice in sorted(chosen, key=str)]
+    logins = {remote_login(c) if c is not None else None for c in computes}
     return computes[0] if len(logins) == 1 and None not in logins else None
+
+
+def _compute(composer: Composer, arguments: Sequence[str], choice: str) -> Optional[Any]:
+    """A step's compute as the step composes it (the command's values, then the step's choice), or None where that
+    cannot be composed (`compute.poll_s` given on the command line, a step on `compute=local`): such a step is not
+    a remote one, and the pipeline's own path says what is wrong with it when it makes the step."""
+    try:
+        return composer.compose([*arguments, f"compute={choice}"]).compute
+    except Exception:  # noqa: BLE001 - any refusal of the composition: reported where the step is made
+        return None
 
 
 def run_there(request: Request, composer: Composer, compute: Any) -> None:

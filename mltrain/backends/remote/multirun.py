@@ -101,6 +101,9 @@ def follow(mirror: Mirror, detach: bool = False) -> None:
     stopping = threading.Event()
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+        # Ctrl-C stops the following even where this process was started with SIGINT ignored (a background job, a
+        # test runner's worker): the engine installs its own handlers the same way (mltrain.launch.orchestrate)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     lost, stopped = False, False
     log = Path(mirror.sweep_here) / "cluster_driver.log"
     shown = log.stat().st_size if log.exists() else 0  # what an earlier command following it showed already
