@@ -49,7 +49,8 @@ def pytest_collection_modifyitems(config, items):
         if item.nodeid.split("[")[0] in SLOW:
             item.add_marker(pytest.mark.slow)
         if "unit" in Path(str(item.fspath)).parts:
-            item.add_marker(pytest.mark.timeout(UNIT_TIMEOUT_S))
+            if item.get_closest_marker("timeout") is None:  # a unit test that says its own, with why, keeps it
+                item.add_marker(pytest.mark.timeout(UNIT_TIMEOUT_S))
             continue
         text = _sources(item)
         for helper, marker in NEEDS.items():
