@@ -134,6 +134,48 @@ def test_a_canceled_sweep_resumes_to_the_uninterrupted_best(home, project, whole
     assert rerun == len(stopped)
 
 
+FULL_ONCE = """\
+import os, sys, time
+from azureml.core import Run
+x = int(sys.argv[1])
+os.makedirs("outputs", exist_ok=True)
+if x == 2 and not os.path.exists("outputs/tried"):  # its first attempt meets a full device (a real one: /dev/full)
+    open("outputs/tried", "w").write("1")
+    with open("/dev/full", "w") as f:
+        f.write("checkpoint")
+        f.flush()
+if x == 1 and not os.path.exists("outputs/tried"):  # long enough for the driver to die under it
+    open("outputs/tried", "w").write("1")
+    time.sleep(60)
+Run.get_context().log("score", x)
+"""
+
+
+def test_a_member_the_full_disk_failed_runs_again_on_resume(home, project):
+    """A sweep stopped while a full device had failed one member (chaos seed 14: the disk filled, the driver could
+    not write its journal, the command said to make room and resume): `runs resume SWEEP` runs that member again in
+    its own folder, as it does a member its driver's death stopped; one that Failed by itself would stay Failed."""
+    (project / "full_once.py").write_text(FULL_ONCE)
+    proc = subprocess.Popen(mltrain_exe() + [
+        "-m", "job=script", "job.script=full_once.py", "job.arguments=[$AML_PARAMETER_x]", "+job.params.x=choice(1,2)",
+        "sweep.sampling=grid", "sweep.primary_metric=score", "sweep.max_concurrent_runs=2", "run.console=none"],
+        cwd=project, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        until(lambda: sorted(r["status"] for r in runs(home)) == ["Failed", "Running"], 120,
+              "the full device to fail member x=2 while x=1 runs")
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    failed = next(r for r in runs(home) if r["status"] == "Failed")
+    assert "No space left on device" in failed["error"], failed["error"]
+    again = run_mltrain("runs", "resume", str(the_sweep(home)), cwd=project, timeout=300)
+    assert again.rc == 0, again.out + again.err
+    members = doc_of(the_sweep(home))["members"]
+    assert [m["status"] for m in members] == ["Completed", "Completed"], members
+    assert len(runs(home)) == 2 and all(len(r.get("attempts") or []) == 1 for r in runs(home))  # in their folders
+    assert doc_of(the_sweep(home))["best_value"] == 2
+
+
 def test_a_completed_sweep_or_a_detached_resume_is_refused_in_one_line(home, project):
     r = run_mltrain(*[a.replace("max_total_runs=6", "max_total_runs=2") for a in sweep_args(0)], cwd=project)
     assert r.rc == 0, r.out + r.err

@@ -12,7 +12,8 @@ first driver composed them; `pending()` tells mltrain.sweeps.run that this is a 
   its metrics.jsonl, one still running (a Slurm job) is followed again, one that died with the driver
   ("driver lost") runs again in its own run folder under its own Optuna trial, as `runs resume RUN`
   runs a run again; a member the policy was cutting when the driver died stays cut;
-- members of a canceled sweep that the cancel stopped run again the same way;
+- members of a canceled sweep that the cancel stopped run again the same way, and so do members that Failed
+  because the device was full (the command said: make room, then resume);
 - the policy's state (each member's values and the last interval it was judged at) comes from
   sweep.json, so no member is judged twice at one interval.
 """
@@ -53,6 +54,13 @@ CONFIG_PATH_FILE = "config_path.json"
 GENERATED_COPY = "generated_config"
 #: The sweep a `runs resume SWEEP` command is resuming, for the sweeper it re-enters (this thread only).
 _RESUMING: contextvars.ContextVar[Optional[SweepDoc]] = contextvars.ContextVar("mltrain_resuming", default=None)
+
+
+def _out_of_room(record: RunRecord) -> bool:
+    """A member that Failed because the device was full (its rank's write, its log, its record): what the command
+    told the user to resume once room is made (chaos seed 14: a member's first `run.log` hit the full disk)."""
+    error = record.doc.error or ""
+    return "No space left on device" in error or "no space left on device" in error or "[Errno 28]" in error
 
 
 def locate(ref: str, runs_root: Path) -> Optional[Path]:
@@ -242,6 +250,9 @@ class Resumed(Controller):
         # driver) names no interval. What the sweep's stop ended runs again; what the policy cut stays cut.
         cut = bool(row.canceled_by) and row.canceled_at_interval is not None
         by_sweep = bool(row.canceled_by) and not cut
+        if row.status == FAILED and record is not None and record.status == FAILED and _out_of_room(record):
+            self._run_again(member, record)  # the full disk failed it, not its own result: room made, it runs again
+            return
         if (row.status in TERMINAL and not (by_sweep and row.status == CANCELED)) or record is None:
             if member.ended is None:
                 member.status, member.ended = row.status if row.status in TERMINAL else FAILED, time.time()
@@ -254,6 +265,8 @@ class Resumed(Controller):
         backends.refresh([record])
         lost = record.status == FAILED and (record.doc.error or "").startswith("driver lost")
         if by_sweep and (record.status == CANCELED or lost):  # the driver died while stopping the sweep
+            self._run_again(member, record)
+        elif record.status == FAILED and _out_of_room(record) and not cut:  # failed by the full disk while away
             self._run_again(member, record)
         elif record.status in TERMINAL and (not lost or cut):
             self._reread(member)
