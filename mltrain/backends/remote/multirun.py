@@ -98,17 +98,20 @@ def start(cluster: shipping.Cluster, project: shipping.Entries, project_there: s
 def follow(mirror: Mirror, detach: bool = False) -> None:
     """Relay the driver's log and mirror its runs until its outcome comes back. Ctrl-C stops following, not the
     sweep; SIGTERM (a Python API driver's cancel) stops the driver there, which cancels its runs."""
-    stopping = threading.Event()
+    stopping, interrupted = threading.Event(), threading.Event()
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, lambda *_: stopping.set())
         # Ctrl-C stops the following even where this process was started with SIGINT ignored (a background job, a
         # test runner's worker): the engine installs its own handlers the same way (mltrain.launch.orchestrate)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        # a flag, not KeyboardInterrupt: Ctrl-C never lands inside a look's write of remote.json (stop 72's CI)
+        signal.signal(signal.SIGINT, lambda *_: interrupted.set())
     lost, stopped = False, False
     log = Path(mirror.sweep_here) / "cluster_driver.log"
     shown = log.stat().st_size if log.exists() else 0  # what an earlier command following it showed already
     try:
         while True:
+            if interrupted.is_set():
+                raise KeyboardInterrupt
             if stopping.is_set() and not stopped:
                 stop(mirror)
                 stopped = True
@@ -128,7 +131,7 @@ def follow(mirror: Mirror, detach: bool = False) -> None:
                 print(f"detached: {mirror.name} runs on {mirror.login}; follow it with `mltrain runs list`, cancel it "
                       f"with `mltrain runs cancel {mirror.name}`", flush=True)
                 return
-            time.sleep(FOLLOW_S)
+            interrupted.wait(FOLLOW_S)
     except KeyboardInterrupt:
         stopped_following = MltrainError(f"stopped following {mirror.name}; it goes on on {mirror.login}: "
                                          f"`mltrain runs cancel {mirror.name}` cancels it")
