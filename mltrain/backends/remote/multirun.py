@@ -62,6 +62,7 @@ class Mirror:
     gone_looks: int = 0           # looks in a row that found the driver gone without its end written
     project_there: str = ""       # the project's copy there: where the driver runs from
     again: List[str] = dataclasses.field(default_factory=list)  # runs a resumed driver may run again
+    seen_ended: List[str] = dataclasses.field(default_factory=list)  # runs seen ended: not read again
 
     @property
     def name(self) -> str:
@@ -212,11 +213,17 @@ def _look(mirror: Mirror) -> None:
     done = answer.get("outcome") is not None or answer.get("exit") is not None or mirror.gone_looks > 2
     open_runs = 0
     for there in mirror.runs:
-        record = RunRecord.load(Path(_here(mirror, there)))
         again = there in mirror.again  # a resumed driver may run it again: looked at until that driver ends
+        if there in mirror.seen_ended and not again:  # no read of its record at each look
+            continue
+        record = RunRecord.load(Path(_here(mirror, there)))
         if again or record.status not in TERMINAL:
             backend.refresh([record], even_ended=again)
-            open_runs += record.status not in TERMINAL
+        if record.status in TERMINAL:
+            if there not in mirror.seen_ended:
+                mirror.seen_ended.append(there)
+        else:
+            open_runs += 1
     if done:
         mirror.outcome = answer.get("outcome") or _exit_outcome(mirror, answer.get("exit"))
         mirror.ended = open_runs == 0
@@ -343,6 +350,7 @@ def resume(sweep_here: Path, detach: bool) -> None:
     # the runs it may run again: looked at, ended or not, until the resumed driver ends
     mirror.again = [there for there in mirror.runs
                     if RunRecord.load(Path(_here(mirror, there))).status in (FAILED, CANCELED)]
+    mirror.seen_ended = [there for there in mirror.seen_ended if there not in mirror.again]
     mirror.ended, mirror.outcome, mirror.gone_looks = False, None, 0
     mirror.save()
     print(f"resumed on {mirror.login}: {mirror.name}'s driver runs there again; `mltrain runs cancel {mirror.name}` "
