@@ -78,8 +78,9 @@ def close_sweeps(records: Iterable[RunRecord]) -> int:
     groups = {r.doc.sweep.dir: r.doc.experiment or "mltrain" for r in records if r.doc.sweep.dir}
     if not groups:
         return 0
+    writer = open_writer()  # before the lock, as mirror() does: MLflow's client is made under it
     with store.locked():
-        return _close_groups(open_writer(), groups)
+        return _close_groups(writer, groups)
 
 
 #: MLflow's UI opens an experiment of this kind on its runs (the "Model training" view); one it guesses

@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import sqlite3
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -57,6 +58,10 @@ def require_mlflow() -> Any:
     return mlflow
 
 
+#: How deep this thread is in locked(): the file lock is taken once per thread, not once per call.
+_holding = threading.local()
+
+
 @contextlib.contextmanager
 def locked() -> Iterator[None]:
     """One writer at a time on the embedded store. SQLite serialises writes itself, but MLflow's
@@ -65,13 +70,24 @@ def locked() -> Iterator[None]:
     if not uri().startswith("sqlite:"):
         yield  # a server or a real database orders its own writers
         return
+    if getattr(_holding, "depth", 0):
+        # Already held by this thread: flock on a second descriptor would wait on this very process
+        # (close_sweeps once made MLflow's client, which locks, inside its own lock: `runs sync` hung).
+        _holding.depth += 1
+        try:
+            yield
+        finally:
+            _holding.depth -= 1
+        return
     home = mltrain_home()
     home.mkdir(parents=True, exist_ok=True)
     with open(home / "registry.lock", "a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
+        _holding.depth = 1
         try:
             yield
         finally:
+            _holding.depth = 0
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
