@@ -8,9 +8,11 @@ import os
 import sqlite3
 from typing import Dict, Set
 
-#: Alembic revisions of MLflow's schema whose registry tables are exactly REGISTRY_COLUMNS (MLflow 3.17).
-#: A store migrated by a later MLflow is written through MLflow until checked and added here.
-KNOWN_REVISIONS = frozenset({"dc11669786a5"})
+#: Alembic revisions of MLflow's schema whose registry tables are exactly REGISTRY_COLUMNS: MLflow 3.17's
+#: (dc11669786a5) and 3.18's (f4a9b2c7d1e6; its three migrations add skill tables, extend issues and
+#: change MCP server versions, none a table written here). A store migrated by a later MLflow is written
+#: through MLflow until checked and added here.
+KNOWN_REVISIONS = frozenset({"dc11669786a5", "f4a9b2c7d1e6"})
 REGISTRY_COLUMNS = {
     "registered_models": {"name", "creation_time", "last_updated_time", "description", "workspace"},
     "registered_model_tags": {"key", "value", "name", "workspace"},

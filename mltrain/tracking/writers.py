@@ -29,7 +29,7 @@ from mltrain.tracking import store_schema
 #: (key, value, timestamp in ms, step), as MLflow's Metric takes them.
 MetricRow = Tuple[str, float, int, int]
 
-#: MLflow 3.17's tracking tables as the direct writer uses them (revision: store_schema.KNOWN_REVISIONS).
+#: MLflow 3.17's and 3.18's tracking tables as the direct writer uses them (revision: store_schema.KNOWN_REVISIONS).
 COLUMNS = {
     "experiments": {"experiment_id", "name", "artifact_location", "lifecycle_stage", "creation_time",
                     "last_update_time", "workspace"},
