@@ -84,8 +84,9 @@ def test_a_command_returns_with_its_runs_in_mlflow_and_nothing_of_it_running(hom
     assert not list((home / "mirror-pending").glob("*.json"))
 
 
-#: From the run's start to well past its end: killed before, while and after the run and its mirror end.
-DELAYS = [0.05 * i for i in range(4, 44, 2)]
+#: Fractions of a whole command's time on this machine, measured first: killed before, while and after the
+#: run and its mirror end. (Fixed seconds, 0.2..2.15 s, killed every command in a CI whose machine was slower.)
+FRACTIONS = [0.1 + 0.1 * i for i in range(20)]  # 0.1 .. 2.0
 
 
 def test_a_command_killed_at_any_moment_leaves_a_store_the_next_command_completes(home, project, tmp_path):
@@ -93,8 +94,11 @@ def test_a_command_killed_at_any_moment_leaves_a_store_the_next_command_complete
     (project / "model" / "weights.pt").write_bytes(b"w")
     # the first run makes the store (from the run template) and warms this machine's caches
     assert run_mltrain(*CURVE, "run.id=warm", cwd=project, timeout=120).rc == 0
+    began = time.monotonic()
+    assert run_mltrain(*CURVE, "run.id=timed", cwd=project, timeout=120).rc == 0
+    delays = [f * (time.monotonic() - began) for f in FRACTIONS]
     outcomes = []
-    for i, delay in enumerate(DELAYS):
+    for i, delay in enumerate(delays):
         run_id = f"k{i}"
         outcomes.append(killed_after([*mltrain_exe(), *CURVE, f"run.id={run_id}"], delay, cwd=project))
         if not (home / "runs" / run_id / "run.json").is_file():
@@ -119,4 +123,4 @@ def test_a_command_killed_at_any_moment_leaves_a_store_the_next_command_complete
     found = c.search_runs([e.experiment_id for e in c.search_experiments()], max_results=1000)
     ids = [r.data.tags.get("mltrain.run_id") for r in found]
     assert len(ids) == len(set(ids)), "a run mirrored twice"
-    print(f"\ncommands killed at {DELAYS[0]:.2f}..{DELAYS[-1]:.2f}s: {outcomes}")
+    print(f"\ncommands killed at {delays[0]:.2f}..{delays[-1]:.2f}s: {outcomes}")
