@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -170,6 +171,44 @@ def test_a_real_time_limit_sends_the_rank_sigusr1_before_it_ends(home, project):
     log = (Path(run["dir"]) / "logs" / "rank_0.log").read_text()
     assert "got SIGUSR1 attempt=0 checkpoint_requested=True" in log, log
     assert r.rc == 1 and run["status"] == "Failed" and "timed out too many times" in run["error"], run["error"]
+
+
+GRACEFUL = """
+import signal, sys, time
+def stop(signum, frame):
+    print("saved on SIGTERM", flush=True)
+    sys.exit(0)
+signal.signal(signal.SIGTERM, stop)
+print("working", flush=True)
+time.sleep(120)
+"""
+
+
+def test_ctrl_c_of_a_run_whose_program_saves_and_exits_0_on_sigterm_leaves_it_canceled(home, project):
+    """A cancel that finds every rank ended with exit 0 leaves the run Completed (its work was done before the
+    cancel reached it: the campaign's seed 7). A program that exits 0 because Slurm's SIGTERM reached it did
+    not finish its work: its rank says a stop signal reached it, and the run stays Canceled (resume runs it)."""
+    (project / "graceful.py").write_text(GRACEFUL)
+    proc = subprocess.Popen([*mltrain_exe(), "job=script", "job.script=graceful.py", *SLURM], cwd=project,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            made = runs(home)
+            log = Path(made[0]["dir"]) / "logs" / "rank_0.log" if made else None
+            if log is not None and log.is_file() and "working" in log.read_text():
+                break
+            time.sleep(0.3)
+        else:
+            pytest.fail("the program never started")
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=90)
+    finally:
+        proc.kill()
+    run = only_run(home)
+    assert run["status"] == "Canceled", (run["status"], run.get("error"), out, err)
+    assert run["ranks"]["0"]["exit_code"] == 0 and run["ranks"]["0"]["stopped_by_signal"] is True, run["ranks"]
+    assert "saved on SIGTERM" in (Path(run["dir"]) / "logs" / "rank_0.log").read_text()
 
 
 def test_resume_a_canceled_slurm_run_on_the_cluster(home, project):

@@ -76,6 +76,9 @@ class RankEntry:
     pid: Optional[int] = None
     attempt: Optional[int] = None
     stopped_by_mltrain: Optional[bool] = None
+    # A stop signal (SIGTERM: a cancel, a time limit, a preemption) reached the rank's wrapper while its
+    # program ran (Slurm ranks, whose stop comes from the scheduler, not from mltrain's own supervisor).
+    stopped_by_signal: Optional[bool] = None
     # The GPUs the rank's process was given, as its CUDA_VISIBLE_DEVICES said ("" = none; absent = not set,
     # every device of its node visible).
     devices: Optional[str] = None

@@ -45,6 +45,13 @@ def ended_well(run_dir: str | Path, world_size: int, reports: Optional[Dict[int,
     return len(attempts) == 1 and all(r.get("exit_code") == 0 for r in reports.values())
 
 
+def ended_by_themselves(run_dir: str | Path, world_size: int, reports: Optional[Dict[int, dict]] = None) -> bool:
+    """Whether every rank of the current attempt exited 0 with no stop signal reaching it while its program ran:
+    its work is done, whatever a cancel sent at the same moment did to the job around it."""
+    reports = read_now(run_dir) if reports is None else reports
+    return ended_well(run_dir, world_size, reports) and not any(r.get("stopped_by_signal") for r in reports.values())
+
+
 def _failed(report: dict) -> bool:
     return report.get("exit_code") not in (0, None) or bool(report.get("error"))
 
@@ -65,7 +72,8 @@ def copy_to_record(record: RunRecord) -> Dict[int, dict]:
     """Each rank's report (exit code, node, devices, attempt, pid) into run.json; returns the reports."""
     reports = read(record.dir)
     for rank, data in reports.items():
-        record.set_rank(rank, **{k: data.get(k) for k in ("exit_code", "host", "attempt", "pid", "devices") if k in data})
+        record.set_rank(rank, **{k: data.get(k) for k in ("exit_code", "host", "attempt", "pid", "devices", "stopped_by_signal")
+                                 if k in data})
     return reports
 
 

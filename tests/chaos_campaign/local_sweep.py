@@ -73,6 +73,7 @@ class LocalSweep(Scenario):
             for attempt in r.get("attempts") or []:
                 ranks = (attempt.get("ranks") or {}).values()
                 ended_well = bool(ranks) and all(k.get("exit_code") == 0 and not k.get("stopped_by_mltrain")
+                                                 and not k.get("stopped_by_signal")
                                                  for k in ranks)
                 if x is not None and attempt.get("status") != "Completed" and not ended_well:
                     out.append(f"member{x}")

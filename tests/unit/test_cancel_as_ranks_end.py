@@ -33,3 +33,18 @@ def test_a_cancel_that_stopped_a_rank_or_found_one_failed_stays_canceled():
     assert _settled(Outcome(CANCELED), _rank(0), _rank(0, terminated=True)) == CANCELED
     assert _settled(Outcome(CANCELED), _rank(0), _rank(3)) == CANCELED
     assert _settled(Outcome(FAILED, error="rank 1 exited 3"), _rank(0), _rank(3)) == FAILED
+
+
+def test_slurm_ranks_ended_by_themselves_only_when_each_exited_0_and_no_stop_signal_reached_it(tmp_path):
+    from mltrain.ranks import reports
+
+    for rank in (0, 1):
+        reports.write(tmp_path, rank, attempt=0, exit_code=0, ended=1.0)
+    assert reports.ended_by_themselves(tmp_path, 2)
+    reports.write(tmp_path, 1, stopped_by_signal=True)  # a program that saves and exits 0 on Slurm's SIGTERM
+    assert not reports.ended_by_themselves(tmp_path, 2)
+    reports.write(tmp_path, 1, stopped_by_signal=None, exit_code=-15)
+    assert not reports.ended_by_themselves(tmp_path, 2)
+    reports.write(tmp_path, 1, exit_code=None)  # still running
+    assert not reports.ended_by_themselves(tmp_path, 2)
+    assert not reports.ended_by_themselves(tmp_path, 3)  # a rank that never reported

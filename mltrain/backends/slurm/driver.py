@@ -286,7 +286,14 @@ def settle(record: RunRecord, job: accounting.JobState, console: Optional[Consol
             accounting.scancel([_job_id(record)])
         result, error, failed_rank = final_status(record, job)
         if canceled and result != COMPLETED:
-            result, error = CANCELED, canceled
+            if reports.ended_by_themselves(record.dir, record.doc.world.world_size):
+                # the cancel came as the ranks ended by themselves, each exit 0: it stopped nothing, and `runs
+                # resume` must not run the work again (the campaign's seed 7: a sweep's Ctrl-C as a member ended)
+                result, error = COMPLETED, None
+                RunLog(record.log_path(), console).info(
+                    "every rank had ended by itself with exit code 0 before the cancel reached it", show=False)
+            else:
+                result, error = CANCELED, canceled
         finish(record, result, error, failed_rank, console, at=backend_time(job.end, record, live))
         return True
     return False

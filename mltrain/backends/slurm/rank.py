@@ -135,6 +135,7 @@ class SlurmRank:
         self.env = env or {}
         self._proc: Optional[_Child] = None
         self._not_requeued: Optional[Exception] = None
+        self._stopped = False  # a stop signal came while the program ran (see _stop_signal)
 
     def __getstate__(self) -> Dict[str, str]:
         return {"run_dir": self.run_dir}
@@ -142,6 +143,7 @@ class SlurmRank:
     def __setstate__(self, state: Dict[str, str]) -> None:
         self.run_dir, self._proc, self.own_session, self.env = state["run_dir"], None, False, {}
         self._not_requeued = None
+        self._stopped = False
 
     def __call__(self) -> int:
         import submitit  # heavy
@@ -175,7 +177,7 @@ class SlurmRank:
         # exit_code/ended of an earlier attempt are cleared: the driver reads them as this attempt's end. devices:
         # what the program sees, as Slurm set it for this task (--gpus-per-task, --gpu-bind), not what was asked
         self._write_rank(place.rank, attempt, host=socket.gethostname(), started=time.time(), exit_code=None,
-                         ended=None, devices=full.get("CUDA_VISIBLE_DEVICES"))
+                         ended=None, stopped_by_signal=None, devices=full.get("CUDA_VISIBLE_DEVICES"))
         # Slurm sends the USR2 of `--signal` (and `scancel --signal`) to every process of the step, the
         # rank program too, whose default action for it is to die. The program is started with USR2
         # ignored (an ignored signal stays ignored through fork and exec) and gets the documented
@@ -185,8 +187,12 @@ class SlurmRank:
         # the signal on (mltrain.backends.slurm.pack_slots).
         own_signals = threading.current_thread() is threading.main_thread()
         previous = signal.getsignal(signal.SIGUSR2)
+        previous_term = signal.getsignal(signal.SIGTERM)
         if own_signals:
             signal.signal(signal.SIGUSR2, signal.SIG_IGN)
+            # Slurm's stop (scancel, a time limit) is a SIGTERM to every process of the step; noted here, so an
+            # exit 0 after it (a program that saves and exits on SIGTERM) is not taken for a run that ended by itself
+            signal.signal(signal.SIGTERM, lambda s, f: self._stop_signal(s, f, previous_term))
 
         def alive() -> Optional[int]:
             return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
@@ -220,6 +226,10 @@ class SlurmRank:
             code = run_program(argv, job.cwd, full, log_path, new_session=self.own_session, **keep)
         sampler.stop()
         watch.stop()
+        if own_signals:
+            signal.signal(signal.SIGTERM, previous_term)
+        if self._stopped:
+            self._write_rank(place.rank, attempt, stopped_by_signal=True)
         if watch.requeued:  # Slurm stops this attempt's tasks and runs the job again (run.hang_action=requeue)
             self._write_rank(place.rank, attempt, exit_code=code, ended=time.time())
             return code
@@ -272,6 +282,15 @@ class SlurmRank:
                 # logging at that moment, logging's handleError swallowed the error, the program's exit 0 followed,
                 # and a run that had timed out ended Completed (CI of 2026-11-27). Kept, and raised by __call__.
                 self._not_requeued = exc
+
+    def _stop_signal(self, signum: int, frame: Optional[FrameType], previous: _Handler) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            self._stopped = True
+        if callable(previous):
+            previous(signum, frame)  # submitit's: it logs the signal and lets the job end as Slurm ends it
+        elif previous != signal.SIG_IGN:  # the default action: end this process as the signal would have
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
 
     def checkpoint(self, *args: object, **kwargs: object) -> DelayedSubmission:
         """Called by submitit on rank 0 before it requeues: the rank program had its signal; give it
