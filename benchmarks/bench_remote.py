@@ -13,6 +13,10 @@ Three figures, alternating arms in each round:
                        there, each member mirrored here) | the same sweep with `compute=slurm` on the login: the
                        whole command, to its end
 
+With --looks N: the cost of one look at N members running there (a detached N-member sweep whose members sleep),
+one ssh call per member (as each look did before 2026-12-07) against one call for them all (RemoteBackend.refresh),
+alternating.
+
 Targets (issue 65): submit <= 1 s more than the login's own, a line seen <= 1 s after it is written, an unchanged
 snapshot sent in <= 0.2 s.
 
@@ -110,15 +114,71 @@ t = time.perf_counter()
 shipping.send(cluster, entries, f"remote/bench/again-{time.time_ns()}")
 print(time.perf_counter() - t)
 """
+    # cwd: not this checkout, whose mltrain/ `python -c` would import before the installed one
     out = subprocess.run([sys.executable, "-c", code, str(proj / "src")], env=env, check=True, capture_output=True,
-                         text=True).stdout
+                         text=True, cwd=proj).stdout
     return float(out.strip().splitlines()[-1])
+
+
+LOOKS = """
+import json, statistics, sys, time
+from pathlib import Path
+from mltrain.backends.remote.backend import RemoteBackend
+from mltrain.runs.record import RunRecord
+records = [RunRecord.load(p.parent) for p in Path(sys.argv[1]).glob("*/run.json")]
+backend, one, batched = RemoteBackend(), [], []
+for i in range(int(sys.argv[2])):
+    for arm in ((0, 1) if i % 2 == 0 else (1, 0)):
+        t = time.perf_counter()
+        if arm == 0:
+            for record in records:
+                backend._look(record)
+        else:
+            backend.refresh(records)
+        (one if arm == 0 else batched).append(time.perf_counter() - t)
+print(json.dumps({"members": len(records), "per_member_s": one, "batched_s": batched}))
+"""
+
+
+def look_cost(proj: Path, env: dict, members: int, rounds: int) -> None:
+    (proj / "src" / "hold.py").write_text("import time\nprint('holding', flush=True)\ntime.sleep(300)\n")
+    subprocess.run([str(BIN / "mltrain"), "-m", "job=script", "job.script=hold.py", "job.source_directory=src",
+                    "compute=gpu-cluster", f"+job.params.i=range(0,{members})", "--detach"], cwd=proj, env=env,
+                   check=True, capture_output=True)
+    runs = Path(env["MLTRAIN_HOME"], "runs")
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:  # every member mirrored here and Running there
+        subprocess.run([str(BIN / "mltrain"), "runs", "list"], cwd=proj, env=env, capture_output=True)
+        docs = [json.loads(p.read_text()) for p in runs.glob("*/run.json")]
+        if len(docs) == members and all(d["status"] == "Running" for d in docs):
+            break
+        time.sleep(1)
+    else:
+        raise SystemExit(f"the {members} members were not all Running within 180 s")
+    out = subprocess.run([sys.executable, "-c", LOOKS, str(runs), str(rounds)], env=env, check=True,
+                         capture_output=True, text=True, cwd=proj).stdout
+    sweep = next(Path(env["MLTRAIN_HOME"], "runs").glob("*/run.json"))
+    sweep_dir = json.loads(sweep.read_text())["sweep"]["dir"]
+    subprocess.run([str(BIN / "mltrain"), "runs", "cancel", Path(sweep_dir).name], cwd=proj, env=env,
+                   capture_output=True)
+    found = json.loads(out.strip().splitlines()[-1])
+    med = statistics.median
+    print(f"one look at {found['members']} running members: one ssh call each {med(found['per_member_s']):.3f} s, "
+          f"one call for all {med(found['batched_s']):.3f} s "
+          f"(ratio {med(found['batched_s']) / med(found['per_member_s']):.2f}); rounds {rounds}")
+    print(json.dumps(found))
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--looks", type=int, metavar="N", help="only the cost of one look at N running members")
     args = ap.parse_args()
+    if args.looks:
+        with tempfile.TemporaryDirectory() as tmp:
+            env = {**os.environ, "MLTRAIN_HOME": str(Path(tmp, "home")), "MLTRAIN_TRACKING": "off"}
+            look_cost(project(Path(tmp, "proj")), env, args.looks, args.rounds)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "MLTRAIN_HOME": str(Path(tmp, "home")), "MLTRAIN_TRACKING": "off"}
         proj = project(Path(tmp, "proj"), files=300)
@@ -129,7 +189,7 @@ def main() -> None:
         remote_proj = f"{home_there}/bench-proj"
         ssh(f"rm -rf {remote_proj} && mkdir -p {remote_proj} && cp -r {part['run_dir']}/snapshot {remote_proj}/src")
         python = f"{home_there}/.mltrain/remote/venv/bin/python"
-        mltrain_dir = ssh(f"ls -d {home_there}/.mltrain/remote/mltrain/* | tail -1").strip()
+        mltrain_dir = ssh(f"ls -td {home_there}/.mltrain/remote/mltrain/*/ | head -1").strip().rstrip("/")  # the one just sent
         submit_there(remote_proj, python, mltrain_dir)  # warm
         here, there, lines, sends, sweeps_here, sweeps_there = [], [], [], [], [], []
         for i in range(args.rounds):

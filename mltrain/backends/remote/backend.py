@@ -223,61 +223,81 @@ class RemoteBackend(SlurmBackend):
             looks += 1
 
     @contextlib.contextmanager
-    def _held(self, record: RunRecord) -> Iterator[None]:
-        """One look at a time per run (the command following it and a `runs show` beside it)."""
-        with open(record.dir / ".remote.lock", "a") as f:
-            fcntl.flock(f, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(f, fcntl.LOCK_UN)
+    def _held(self, records: List[RunRecord]) -> Iterator[None]:
+        """One look at a time per run (the command following it and a `runs show` beside it); several runs' locks
+        are taken in one order, so two looks at overlapping runs never wait on each other."""
+        with contextlib.ExitStack() as stack:
+            for record in sorted(records, key=lambda r: str(r.dir)):
+                f = stack.enter_context(open(record.dir / ".remote.lock", "a"))
+                fcntl.flock(f, fcntl.LOCK_EX)
+            yield
 
     def _look(self, record: RunRecord, even_ended: bool = False) -> None:
-        """One look at the run on the cluster: its record and what its logs and metrics have gained since.
-        `even_ended`: a run seen ended is looked at too (its sweep's driver there may be running it again)."""
-        with self._held(record):
-            record.reload()
-            part: Dict[str, Any] = dict(record.doc.backend_parts.get(PART) or {})
-            if not part or (record.status in TERMINAL and not even_ended):
+        self._look_at([record], even_ended)
+
+    def _look_at(self, records: List[RunRecord], even_ended: bool = False) -> None:
+        """One look at runs on one cluster, one ssh call for them all (a sweep's members): each one's record and
+        what its logs and metrics have gained since. `even_ended`: a run seen ended is looked at too (its sweep's
+        driver there may be running it again)."""
+        with self._held(records):
+            asked: Dict[str, Tuple[RunRecord, Dict[str, Any]]] = {}
+            for record in records:
+                record.reload()
+                part: Dict[str, Any] = dict(record.doc.backend_parts.get(PART) or {})
+                if part and (record.status not in TERMINAL or even_ended):
+                    asked[part["run_dir"]] = (record, part)
+            if not asked:
                 return
-            offsets: Dict[str, int] = dict(part.get("offsets") or {})
+            first = next(iter(asked.values()))[1]
             # a run its sweep's driver made there (mltrain.backends.remote.multirun) has no frozen job here yet
-            whole = [] if (record.dir / "job.json").exists() else ["job.json"]
-            answer = shipping.parse(ssh.far_side(part["login"], part["python"], "look", part["run_dir"],
-                                                 stdin=json.dumps({**offsets, "_whole": whole}).encode(), timeout=60))
-            back = [(str(a), str(b)) for a, b in part.get("pairs") or []]
-            if answer.get("whole", {}).get("job.json"):  # resumed from here as any remote run: its backend is this one
-                job = json.loads(shipping.remapped(answer["whole"]["job.json"], back))
-                atomic_write(record.dir / "job.json", json.dumps({**job, "backend": PART}, indent=2))
-            for rel, (offset, text) in sorted(answer.get("files", {}).items()):
-                if int(offset) != offsets.get(rel, 0):
-                    continue
-                data = base64.b64decode(text)
-                local = record.dir / LOCAL_NAMES.get(rel, rel)
-                local.parent.mkdir(parents=True, exist_ok=True)
-                with open(local, "ab") as f:
-                    f.write(data)
-                offsets[rel] = int(offset) + len(data)
-            part["offsets"] = offsets
-            there = answer.get("run")
-            if there is None:
-                record.doc.backend_parts[PART] = part
-                record.save()
-                return
-            doc = json.loads(shipping.remapped(json.dumps(there), back))
-            doc.update(backend=PART, driver_pid=record.doc.driver_pid, host=record.doc.host)
-            doc[PART] = part
-            record.doc = RunDoc.from_json(doc)
+            request = {there: {**(part.get("offsets") or {}),
+                               "_whole": [] if (record.dir / "job.json").exists() else ["job.json"]}
+                       for there, (record, part) in asked.items()}
+            answers = shipping.parse(ssh.far_side(first["login"], first["python"], "looks",
+                                                  stdin=json.dumps(request).encode(), timeout=60))
+            for there, (record, part) in asked.items():
+                self._take(record, part, answers.get(there) or {})
+
+    def _take(self, record: RunRecord, part: Dict[str, Any], answer: Dict[str, Any]) -> None:
+        """What one look brought of one run, into its folder and record here."""
+        offsets: Dict[str, int] = dict(part.get("offsets") or {})
+        back = [(str(a), str(b)) for a, b in part.get("pairs") or []]
+        if answer.get("whole", {}).get("job.json"):  # resumed from here as any remote run: its backend is this one
+            job = json.loads(shipping.remapped(answer["whole"]["job.json"], back))
+            atomic_write(record.dir / "job.json", json.dumps({**job, "backend": PART}, indent=2))
+        for rel, (offset, text) in sorted(answer.get("files", {}).items()):
+            if int(offset) != offsets.get(rel, 0):
+                continue
+            data = base64.b64decode(text)
+            local = record.dir / LOCAL_NAMES.get(rel, rel)
+            local.parent.mkdir(parents=True, exist_ok=True)
+            with open(local, "ab") as f:
+                f.write(data)
+            offsets[rel] = int(offset) + len(data)
+        part["offsets"] = offsets
+        there = answer.get("run")
+        if there is None:
+            record.doc.backend_parts[PART] = part
             record.save()
+            return
+        doc = json.loads(shipping.remapped(json.dumps(there), back))
+        doc.update(backend=PART, driver_pid=record.doc.driver_pid, host=record.doc.host)
+        doc[PART] = part
+        record.doc = RunDoc.from_json(doc)
+        record.save()
 
     # ------------------------------------------------------------------ the run handle's view
     def refresh(self, records: List[RunRecord], even_ended: bool = False) -> None:
+        clusters: Dict[Tuple[str, str], List[RunRecord]] = {}
         for record in records:
-            if (even_ended or record.status not in TERMINAL) and PART in record.doc.backend_parts:
-                try:
-                    self._look(record, even_ended)
-                except RemoteError:
-                    pass  # unreachable now: the record stands as last seen; the next look catches up
+            part = record.doc.backend_parts.get(PART)
+            if (even_ended or record.status not in TERMINAL) and part:
+                clusters.setdefault((part["login"], part["python"]), []).append(record)
+        for group in clusters.values():
+            try:
+                self._look_at(group, even_ended)
+            except RemoteError:
+                pass  # unreachable now: the records stand as last seen; the next look catches up
 
     def cancel(self, record: RunRecord) -> None:
         part = record.doc.backend_parts.get(PART)

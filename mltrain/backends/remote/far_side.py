@@ -41,6 +41,8 @@ from typing import Any, Dict, List, NoReturn, Tuple
 
 #: The most of one file a look sends, so one look stays short; the next look sends the rest.
 CHUNK = 1 << 20
+#: The most of the runs' files one answer of `looks` carries (8 MiB; base64 makes it a third more on the wire).
+LOOKS_BUDGET = 8 << 20
 #: The files a look follows: the run's logs, each rank's, and the metrics.
 FOLLOWED = ("logs", "ranks", "metrics.jsonl")
 
@@ -290,8 +292,15 @@ def stop(folder: str) -> Dict[str, Any]:
         return {"signaled": None}
 
 
-def look(run: str) -> Dict[str, Any]:
-    offsets = json.load(sys.stdin)
+def looks() -> Dict[str, Any]:
+    """Several runs at one look (a sweep's members): stdin {run folder: its files' offsets}. Each file gives at most
+    CHUNK, and the answer at most LOOKS_BUDGET in all; what is left comes at the next look."""
+    asked = json.load(sys.stdin)
+    budget = [LOOKS_BUDGET]
+    return {run: _look(run, dict(offsets), budget) for run, offsets in asked.items()}
+
+
+def _look(run: str, offsets: Dict[str, Any], budget: List[int]) -> Dict[str, Any]:
     files: Dict[str, List[Any]] = {}
     out: Dict[str, Any] = {"run": None, "files": files, "at": time.time(), "whole": {}}
     for name in offsets.pop("_whole", []):  # files asked for whole, once (a mirrored run's frozen job)
@@ -312,13 +321,15 @@ def look(run: str) -> Dict[str, Any]:
             rel = os.path.relpath(path, run)
             offset = int(offsets.get(rel, 0))
             try:
-                if os.path.getsize(path) <= offset:
+                if os.path.getsize(path) <= offset or budget[0] <= 0:
                     continue
                 with open(path, "rb") as f:
                     f.seek(offset)
-                    files[rel] = [offset, base64.b64encode(f.read(CHUNK)).decode("ascii")]
+                    data = f.read(min(CHUNK, budget[0]))
             except OSError:
                 continue
+            budget[0] -= len(data)
+            files[rel] = [offset, base64.b64encode(data).decode("ascii")]
     return out
 
 
@@ -346,7 +357,7 @@ def pack(run: str, sub: str) -> None:
 
 def main(argv: List[str]) -> None:
     commands: Dict[str, Any] = {"probe": probe, "missing": missing, "receive": receive, "python": python, "start": start,
-                                "multirun": multirun, "look": look, "follow": follow, "cancel": cancel, "stop": stop,
+                                "multirun": multirun, "looks": looks, "follow": follow, "cancel": cancel, "stop": stop,
                                 "resume": resume}
     if argv[0] == "pack":
         pack(*argv[1:])

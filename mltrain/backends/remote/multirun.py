@@ -150,9 +150,7 @@ def _relay(mirror: Mirror, log: Path, shown: int) -> int:
         f.seek(shown)
         chunk = f.read()
     if chunk:
-        text = chunk.decode("utf-8", "replace")
-        for here, there in sorted(mirror.pairs, key=lambda p: -len(p[1])):
-            text = text.replace(there, here)
+        text = shipping.remapped(chunk.decode("utf-8", "replace"), [(b, a) for a, b in mirror.pairs], as_json=False)
         sys.stdout.write(text)
         sys.stdout.flush()
     return shown + len(chunk)
@@ -211,14 +209,16 @@ def _look(mirror: Mirror) -> None:
     # (killed, its node rebooted) is taken as ended only when a later look still finds nothing
     mirror.gone_looks = 0 if answer.get("alive") else mirror.gone_looks + 1
     done = answer.get("outcome") is not None or answer.get("exit") is not None or mirror.gone_looks > 2
-    open_runs = 0
+    looked: List[Tuple[str, RunRecord]] = []
     for there in mirror.runs:
-        again = there in mirror.again  # a resumed driver may run it again: looked at until that driver ends
-        if there in mirror.seen_ended and not again:  # no read of its record at each look
+        if there in mirror.seen_ended and there not in mirror.again:  # no read of its record at each look
             continue
-        record = RunRecord.load(Path(_here(mirror, there)))
-        if again or record.status not in TERMINAL:
-            backend.refresh([record], even_ended=again)
+        looked.append((there, RunRecord.load(Path(_here(mirror, there)))))
+    # one ssh call for the runs still going, one for those a resumed driver may run again (looked at until it ends)
+    backend.refresh([r for there, r in looked if there not in mirror.again and r.status not in TERMINAL])
+    backend.refresh([r for there, r in looked if there in mirror.again], even_ended=True)
+    open_runs = 0
+    for there, record in looked:
         if record.status in TERMINAL:
             if there not in mirror.seen_ended:
                 mirror.seen_ended.append(there)

@@ -210,10 +210,10 @@ def parse(data: bytes) -> Any:
         raise RemoteError(f"the cluster's answer was not understood: {data[:200]!r}") from None
 
 
-def remapped(text: str, pairs: List[Tuple[str, str]]) -> str:
-    """JSON text with each path of one side replaced by the other's (longest first: a run folder before the home
-    that holds it)."""
+def remapped(text: str, pairs: Sequence[Tuple[str, str]], as_json: bool = True) -> str:
+    """Text (JSON text, as it escapes paths, unless `as_json` is False: a log) with each path of one side replaced
+    by the other's, longest first: a run folder before the home that holds it."""
     for old, new in sorted(pairs, key=lambda p: -len(p[0])):
         if old:
-            text = text.replace(json.dumps(old)[1:-1], json.dumps(new)[1:-1])
+            text = text.replace(json.dumps(old)[1:-1], json.dumps(new)[1:-1]) if as_json else text.replace(old, new)
     return text
