@@ -169,6 +169,8 @@ def test_runs_list_beside_a_command_following_a_sweep_mirrors_each_thing_once(la
             line = line.replace(far, here)
         assert line in out, line
     assert sorted(r["status"] for r in runs(home)) == ["Completed"] * 3
+    # the member lines name what the user asked, not the sweep folder the laptop passed to the driver there
+    assert "#0 Completed" in out and "hydra.sweep.dir" not in out, out
 
 
 def test_ctrl_c_while_following_a_sweep_then_cancel_it_from_here(laptop, home):

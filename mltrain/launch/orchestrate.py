@@ -184,5 +184,10 @@ def print_summary(rows: List[Dict[str, Any]], console: Console) -> None:
     if len(rows) < 2:
         return
     console.status(f"sweep of {len(rows)} runs:")
-    console.write_line("\n".join(f"  #{r['index']} {r['status']:<9} {' '.join(r['overrides']):<40} {r['run_dir']}"
+    # the sweep's folder is every member's (a remote sweep's is the laptop's override): not repeated on each line
+    console.write_line("\n".join(f"  #{r['index']} {r['status']:<9} {' '.join(_shown(r['overrides'])):<40} {r['run_dir']}"
                                  for r in rows))  # one write: a 10,000-member sweep's lines
+
+
+def _shown(overrides: List[str]) -> List[str]:
+    return [o for o in overrides if not o.startswith("hydra.sweep.dir=")]
